@@ -1,0 +1,38 @@
+# cosid: PGXS build of a C++17 extension, plus the GoogleTest unit tests of the pure core.
+MODULE_big = cosid
+EXTENSION = cosid
+DATA = sql/cosid--1.0.sql
+PGFILEDESC = "cosid - leased-window Snowflake ids"
+
+CORE_SRCS = $(wildcard src/core/*.cpp)
+PG_SRCS = $(wildcard src/pg/*.cpp)
+OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
+
+REGRESS = $(basename $(notdir $(wildcard test/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test --outputdir=test/out --temp-instance=test/tmp_check \
+	--temp-config=test/regress.conf --load-extension=cosid
+ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test --outputdir=test/out_isolation --temp-instance=test/tmp_check_iso \
+	--temp-config=test/regress.conf --load-extension=cosid
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+# Debian's PGXS would build LLVM bitcode with clang and without our C++17 flags.
+override with_llvm = no
+include $(PGXS)
+
+includedir_server := $(shell $(PG_CONFIG) --includedir-server)
+override CXXFLAGS += -std=c++17 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
+override CPPFLAGS := -Isrc/core -isystem $(includedir_server) $(filter-out -I$(includedir_server),$(CPPFLAGS))
+SHLIB_LINK += -lstdc++
+
+# Unit tests: the core only, no PostgreSQL.
+UNIT_SRCS = $(wildcard test/unit/*.cpp)
+test/unit/run_unit: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
+	g++ -std=c++17 -O1 -g -Wall -Wextra -Isrc/core -o $@ $(UNIT_SRCS) $(CORE_SRCS) -lgtest -lgtest_main -pthread
+
+.PHONY: unit
+unit: test/unit/run_unit
+	test/unit/run_unit
+
+EXTRA_CLEAN = test/unit/run_unit test/out test/out_isolation test/tmp_check test/tmp_check_iso

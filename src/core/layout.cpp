@@ -1,0 +1,31 @@
+#include "layout.hpp"
+
+namespace cosid {
+
+std::optional<std::string> Layout::validate() const {
+    auto range = [](const char* what, int v, int lo, int hi) -> std::optional<std::string> {
+        if (v < lo || v > hi)
+            return std::string(what) + " bits must be between " + std::to_string(lo) + " and " +
+                   std::to_string(hi) + ", got " + std::to_string(v);
+        return std::nullopt;
+    };
+    if (auto e = range("timestamp", timestamp_bits, kMinTimestampBits, kMaxTimestampBits)) return e;
+    if (auto e = range("slot", slot_bits, kMinSlotBits, kMaxSlotBits)) return e;
+    if (auto e = range("sequence", sequence_bits, kMinSequenceBits, kMaxSequenceBits)) return e;
+    if (timestamp_bits + slot_bits + sequence_bits != 63)
+        return "timestamp, slot and sequence bits must add up to 63 (one bit is the sign), got " +
+               std::to_string(timestamp_bits + slot_bits + sequence_bits);
+    if (epoch_ms < 0) return "epoch must not be before 1970-01-01, got " + std::to_string(epoch_ms) + " ms";
+    if (epoch_ms % unit_ms() != 0) return "an epoch for a second layout must be a whole second";
+    return std::nullopt;
+}
+
+std::optional<Unit> parse_unit(const std::string& text) {
+    if (text == "ms" || text == "millisecond") return Unit::Millisecond;
+    if (text == "s" || text == "second") return Unit::Second;
+    return std::nullopt;
+}
+
+const char* unit_name(Unit unit) { return unit == Unit::Millisecond ? "ms" : "s"; }
+
+}  // namespace cosid

@@ -1,0 +1,108 @@
+#include "lease_model.hpp"
+
+#include <algorithm>
+
+namespace cosid {
+
+namespace {
+bool is_available(const LeaseRow& r, int64_t now) { return !r.has_owner() || r.expires_at <= now; }
+bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+}  // namespace
+
+std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req,
+                                     int64_t now) {
+    std::vector<int32_t> order;
+    auto push = [&](int32_t s) {
+        if (!contains(order, s) && !contains(req.exclude, s)) order.push_back(s);
+    };
+    for (const auto& r : rows)
+        if (r.has_owner() && r.incarnation == req.incarnation && r.owner_key == req.key) push(r.slot);
+    if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
+        is_available(rows[static_cast<size_t>(*req.preferred)], now))
+        push(*req.preferred);
+    for (const auto& r : rows) {
+        const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
+        if (is_available(r, now) && last == req.key) push(r.slot);
+    }
+    for (const auto& r : rows)
+        if (is_available(r, now)) push(r.slot);
+    return order;
+}
+
+LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms) : tolerance_(tolerance_ms) {
+    rows_.resize(size_t{1} << slot_bits);
+    for (size_t i = 0; i < rows_.size(); ++i) rows_[i].slot = static_cast<int32_t>(i);
+}
+
+bool LeaseTable::available(const LeaseRow& r, int64_t now) const { return is_available(r, now); }
+
+SlotState LeaseTable::state(int32_t slot, int64_t now) const {
+    const LeaseRow& r = row(slot);
+    if (!r.has_owner()) return SlotState::Free;
+    return r.expires_at > now ? SlotState::Held : SlotState::Expired;
+}
+
+AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
+    AcquireResult out;
+    for (const auto& r : rows_)
+        if (r.has_owner() && r.expires_at > now && r.owner_key == req.key && r.incarnation != req.incarnation)
+            out.duplicate_key = true;
+    for (int32_t s : slot_preference(rows_, req, now)) {
+        LeaseRow& r = rows_[static_cast<size_t>(s)];
+        if (r.has_owner() && r.incarnation == req.incarnation && r.owner_key == req.key) {
+            // Idempotent retry of an acquire whose answer was lost: behaves as a renewal.
+            out.lease = renew(s, req.incarnation, r.fence, req.ttl_ms, now);
+            return out;
+        }
+        if (!available(r, now)) continue;  // the conditional update would match no row
+        if (r.has_owner()) r.previous_owner_key = r.owner_key;
+        r.owner_key = req.key;
+        r.incarnation = req.incarnation;
+        r.fence += 1;
+        r.floor = r.next_floor;
+        r.expires_at = now + req.ttl_ms;
+        r.ceiling = std::max(r.expires_at + tolerance_, r.floor);
+        r.next_floor = r.ceiling;
+        out.lease = r;
+        return out;
+    }
+    for (const auto& r : rows_)
+        if (r.has_owner() && r.expires_at > now && (!out.earliest_expiry || r.expires_at < *out.earliest_expiry))
+            out.earliest_expiry = r.expires_at;
+    return out;
+}
+
+std::optional<LeaseRow> LeaseTable::renew(int32_t slot, const std::string& incarnation, int64_t fence,
+                                          int64_t ttl_ms, int64_t now) {
+    LeaseRow& r = rows_.at(static_cast<size_t>(slot));
+    if (!r.has_owner() || r.incarnation != incarnation || r.fence != fence) return std::nullopt;
+    r.expires_at = std::max(r.expires_at, now + ttl_ms);
+    r.ceiling = std::max(r.expires_at + tolerance_, r.floor);
+    r.next_floor = r.ceiling;
+    return r;
+}
+
+std::optional<LeaseRow> LeaseTable::release(int32_t slot, const std::string& incarnation, int64_t fence,
+                                            int64_t last_issued) {
+    LeaseRow& r = rows_.at(static_cast<size_t>(slot));
+    if (!r.has_owner() || r.incarnation != incarnation || r.fence != fence) return std::nullopt;
+    r.next_floor = std::max(r.floor, std::min(last_issued, r.ceiling));
+    r.previous_owner_key = r.owner_key;
+    r.owner_key.clear();
+    r.incarnation.clear();
+    r.fence += 1;
+    return r;
+}
+
+std::optional<LeaseRow> LeaseTable::revoke(int32_t slot) {
+    LeaseRow& r = rows_.at(static_cast<size_t>(slot));
+    if (!r.has_owner()) return std::nullopt;
+    r.next_floor = std::max(r.next_floor, r.ceiling);
+    r.previous_owner_key = r.owner_key;
+    r.owner_key.clear();
+    r.incarnation.clear();
+    r.fence += 1;
+    return r;
+}
+
+}  // namespace cosid

@@ -1,0 +1,76 @@
+// The lease rules of DESIGN.md section 3, as an in-memory reference model of the store.
+//
+// The SQL store (sql/cosid--1.0.sql) is the implementation PostgreSQL runs; this model is
+// what it is tested against (test/model), and what the generator properties are proven on.
+// All times are store-clock Unix milliseconds.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layout.hpp"
+
+namespace cosid {
+
+struct LeaseRow {
+    int32_t slot = 0;
+    std::string owner_key;    // empty when free
+    std::string incarnation;  // empty when free
+    int64_t fence = 0;
+    int64_t expires_at = 0;
+    int64_t floor = 0;
+    int64_t ceiling = 0;
+    int64_t next_floor = 0;
+    std::string previous_owner_key;
+
+    bool has_owner() const { return !incarnation.empty(); }
+};
+
+enum class SlotState { Free, Held, Expired };
+
+struct AcquireRequest {
+    std::string key;
+    std::string incarnation;
+    int64_t ttl_ms = 30000;
+    std::optional<int32_t> preferred;
+    std::vector<int32_t> exclude;  // slots the caller already knows it holds
+};
+
+struct AcquireResult {
+    std::optional<LeaseRow> lease;        // nothing: Exhausted
+    std::optional<int64_t> earliest_expiry;  // when Exhausted: the first expiry to wait for
+    bool duplicate_key = false;           // a live lease has this key and another incarnation
+};
+
+// The order in which acquire tries slots: (1) a slot this (key, incarnation) already holds,
+// (2) the preferred slot if available, (3) available slots last owned by the same key,
+// (4) the lowest available slot.  "Available" is free or expired.
+std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req,
+                                     int64_t now);
+
+class LeaseTable {
+public:
+    LeaseTable(int slot_bits, int64_t tolerance_ms);
+
+    AcquireResult acquire(const AcquireRequest& req, int64_t now);
+    // Renew succeeds while incarnation and fence match, even after expiry if nobody took over.
+    std::optional<LeaseRow> renew(int32_t slot, const std::string& incarnation, int64_t fence,
+                                  int64_t ttl_ms, int64_t now);
+    std::optional<LeaseRow> release(int32_t slot, const std::string& incarnation, int64_t fence,
+                                    int64_t last_issued);
+    // An administrator's forced release: no last timestamp is known, so the ceiling is used.
+    std::optional<LeaseRow> revoke(int32_t slot);
+
+    SlotState state(int32_t slot, int64_t now) const;
+    const LeaseRow& row(int32_t slot) const { return rows_.at(static_cast<size_t>(slot)); }
+    const std::vector<LeaseRow>& rows() const { return rows_; }
+    int64_t tolerance_ms() const { return tolerance_; }
+
+private:
+    bool available(const LeaseRow& r, int64_t now) const;
+    std::vector<LeaseRow> rows_;
+    int64_t tolerance_;
+};
+
+}  // namespace cosid

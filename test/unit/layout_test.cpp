@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "layout.hpp"
+
+using cosid::Layout;
+using cosid::Unit;
+
+TEST(Layout, DefaultIsValid41_10_12) {
+    Layout l;
+    EXPECT_FALSE(l.validate().has_value());
+    EXPECT_EQ(l.timestamp_bits, 41);
+    EXPECT_EQ(l.slot_bits, 10);
+    EXPECT_EQ(l.sequence_bits, 12);
+    EXPECT_EQ(l.epoch_ms, 1704067200000LL);
+    EXPECT_EQ(l.max_sequence(), 4095);
+}
+
+TEST(Layout, RejectsBitsNotSummingTo63) {
+    Layout l;
+    l.sequence_bits = 13;
+    auto e = l.validate();
+    ASSERT_TRUE(e.has_value());
+    EXPECT_NE(e->find("add up to 63"), std::string::npos) << *e;
+}
+
+TEST(Layout, RejectsEachFieldOutOfBounds) {
+    Layout l;
+    l.slot_bits = 0; l.timestamp_bits = 51;
+    ASSERT_TRUE(l.validate().has_value());
+    EXPECT_NE(l.validate()->find("slot bits"), std::string::npos);
+    l = Layout{}; l.slot_bits = 17; l.timestamp_bits = 34;
+    ASSERT_TRUE(l.validate().has_value());
+    l = Layout{}; l.sequence_bits = 0; l.timestamp_bits = 53;
+    EXPECT_NE(l.validate()->find("sequence bits"), std::string::npos);
+    l = Layout{}; l.sequence_bits = 23; l.timestamp_bits = 30;
+    EXPECT_TRUE(l.validate().has_value());
+    l = Layout{}; l.timestamp_bits = 30; l.sequence_bits = 23;
+    EXPECT_NE(l.validate()->find("timestamp bits"), std::string::npos);
+}
+
+TEST(Layout, RejectsNegativeEpochAndFractionalSecondEpoch) {
+    Layout l; l.epoch_ms = -1;
+    EXPECT_TRUE(l.validate().has_value());
+    l = Layout{}; l.unit = Unit::Second; l.epoch_ms = 1704067200001LL;
+    EXPECT_TRUE(l.validate().has_value());
+    l.epoch_ms = 1704067200000LL;
+    EXPECT_FALSE(l.validate().has_value());
+}
+
+TEST(Layout, PackUnpackRoundTripsRandomValues) {
+    std::mt19937_64 rng(42);
+    for (int bits = 1; bits <= 16; ++bits) {
+        Layout l;
+        l.slot_bits = bits;
+        l.sequence_bits = 12;
+        l.timestamp_bits = 63 - bits - 12;
+        ASSERT_FALSE(l.validate().has_value());
+        for (int i = 0; i < 1000; ++i) {
+            int64_t tick = l.epoch_tick() + static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_tick() - l.epoch_tick() + 1));
+            int64_t slot = static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_slot() + 1));
+            int64_t seq = static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_sequence() + 1));
+            int64_t id = l.pack(tick, slot, seq);
+            ASSERT_GE(id, 0);
+            auto u = l.unpack(id);
+            ASSERT_EQ(u.tick, tick);
+            ASSERT_EQ(u.slot, slot);
+            ASSERT_EQ(u.sequence, seq);
+        }
+    }
+}
+
+TEST(Layout, IdsSortByTimeThenSlotThenSequence) {
+    Layout l;
+    EXPECT_LT(l.pack(l.epoch_tick() + 5, 1023, 4095), l.pack(l.epoch_tick() + 6, 0, 0));
+    EXPECT_LT(l.pack(l.epoch_tick() + 5, 1, 4095), l.pack(l.epoch_tick() + 5, 2, 0));
+}
+
+TEST(Layout, TickFitsBoundaries) {
+    Layout l;
+    EXPECT_FALSE(l.tick_fits(l.epoch_tick() - 1));
+    EXPECT_TRUE(l.tick_fits(l.epoch_tick()));
+    EXPECT_TRUE(l.tick_fits(l.max_tick()));
+    EXPECT_FALSE(l.tick_fits(l.max_tick() + 1));
+    EXPECT_EQ(l.pack(l.max_tick(), l.max_slot(), l.max_sequence()), INT64_MAX);
+}
+
+TEST(Layout, ParsesUnits) {
+    EXPECT_EQ(cosid::parse_unit("ms"), Unit::Millisecond);
+    EXPECT_EQ(cosid::parse_unit("second"), Unit::Second);
+    EXPECT_FALSE(cosid::parse_unit("minute").has_value());
+}
