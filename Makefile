@@ -13,7 +13,7 @@ REGRESS_OPTS = --inputdir=test --outputdir=test/out --temp-instance=test/tmp_che
 	--temp-config=test/regress.conf --load-extension=cosid
 ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=test/out_isolation --temp-instance=test/tmp_check_iso \
-	--temp-config=test/regress.conf --load-extension=cosid
+	--temp-config=test/isolation.conf --load-extension=cosid
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

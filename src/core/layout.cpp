@@ -29,3 +29,8 @@ std::optional<Unit> parse_unit(const std::string& text) {
 const char* unit_name(Unit unit) { return unit == Unit::Millisecond ? "ms" : "s"; }
 
 }  // namespace cosid
+
+// The core is compiled without PostgreSQL so GoogleTest can test it directly.
+#ifdef POSTGRES_H
+#error "src/core must stay free of PostgreSQL headers"
+#endif

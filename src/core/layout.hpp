@@ -4,10 +4,6 @@
 #include <optional>
 #include <string>
 
-#ifdef POSTGRES_H
-#error "src/core must stay free of PostgreSQL headers"
-#endif
-
 namespace cosid {
 
 enum class Unit { Millisecond, Second };

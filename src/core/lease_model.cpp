@@ -106,3 +106,8 @@ std::optional<LeaseRow> LeaseTable::revoke(int32_t slot) {
 }
 
 }  // namespace cosid
+
+// The core is compiled without PostgreSQL so GoogleTest can test it directly.
+#ifdef POSTGRES_H
+#error "src/core must stay free of PostgreSQL headers"
+#endif

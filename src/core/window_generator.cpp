@@ -59,3 +59,8 @@ std::optional<int64_t> WindowGenerator::close() {
 }
 
 }  // namespace cosid
+
+// The core is compiled without PostgreSQL so GoogleTest can test it directly.
+#ifdef POSTGRES_H
+#error "src/core must stay free of PostgreSQL headers"
+#endif

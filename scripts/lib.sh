@@ -1,0 +1,64 @@
+# Shared helpers for cosid's scripts: install prerequisites, build, and run throwaway
+# PostgreSQL servers as the unprivileged `postgres` user (PostgreSQL refuses root).
+set -euo pipefail
+
+COSID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PG_BIN="/usr/lib/postgresql/15/bin"
+PG_USER="postgres"
+
+log() { printf '\n==> %s\n' "$*"; }
+
+as_pg() {
+    if [ "$(id -un)" = "$PG_USER" ]; then "$@"; else runuser -u "$PG_USER" -- "$@"; fi
+}
+
+install_prerequisites() {
+    local need=()
+    for p in postgresql-15 postgresql-server-dev-15 postgresql-contrib libkrb5-dev libipc-run-perl \
+             libgtest-dev g++ make; do
+        dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+    done
+    if [ "${#need[@]}" -gt 0 ]; then
+        log "installing ${need[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+    id "$PG_USER" >/dev/null 2>&1 || useradd --system --create-home "$PG_USER"
+}
+
+build_and_install() {
+    log "building and installing cosid"
+    make -C "$COSID_ROOT" -s -j2 >/dev/null
+    make -C "$COSID_ROOT" -s install >/dev/null
+}
+
+# start_server DIR PORT [extra postgresql.conf lines...]: a fresh cluster with cosid preloaded.
+start_server() {
+    local dir="$1" port="$2"; shift 2
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    chown "$PG_USER" "$dir"
+    as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+    {
+        echo "port = $port"
+        echo "listen_addresses = ''"
+        echo "unix_socket_directories = '$dir'"
+        echo "shared_preload_libraries = 'cosid'"
+        echo "max_connections = 60"
+        echo "fsync = off"
+        for line in "$@"; do echo "$line"; done
+    } >> "$dir/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+stop_server() {
+    local dir="$1" mode="${2:-fast}"
+    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m "$mode" -w stop >/dev/null 2>&1 || true
+}
+
+# psql_at DIR PORT DB [psql args...]
+psql_at() {
+    local dir="$1" port="$2" db="$3"; shift 3
+    as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -d "$db" "$@"
+}

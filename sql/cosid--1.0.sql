@@ -1,0 +1,384 @@
+-- cosid 1.0: the lease store (schema cosid) and the user-facing functions.
+\echo Use "CREATE EXTENSION cosid" to load this file. \quit
+
+-- Administrators of the store: may create namespaces and release or revoke slots.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cosid_admin') THEN
+        CREATE ROLE cosid_admin NOLOGIN;
+    END IF;
+END $$;
+
+CREATE SCHEMA cosid;
+GRANT USAGE ON SCHEMA cosid TO PUBLIC;
+
+-- A namespace: a layout and its own set of slots; the row holds {limit, tolerance}.
+CREATE TABLE cosid.namespace (
+    name            text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+    slot_bits       int NOT NULL,
+    sequence_bits   int NOT NULL,
+    timestamp_bits  int NOT NULL,
+    epoch_ms        bigint NOT NULL,
+    unit            text NOT NULL CHECK (unit IN ('ms', 's')),
+    tolerance_ms    bigint NOT NULL CHECK (tolerance_ms >= 0),
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per slot.  Times are store-clock Unix milliseconds; a holder issues t with
+-- floor < t <= ceiling.  fence grows on every change of ownership.
+CREATE TABLE cosid.lease (
+    namespace           text NOT NULL REFERENCES cosid.namespace(name),
+    slot                int NOT NULL CHECK (slot >= 0),
+    owner_key           text,
+    incarnation         uuid,
+    fence               bigint NOT NULL DEFAULT 0,
+    expires_at          bigint,
+    floor               bigint NOT NULL DEFAULT 0,
+    ceiling             bigint NOT NULL DEFAULT 0,
+    next_floor          bigint NOT NULL DEFAULT 0,
+    previous_owner_key  text,
+    PRIMARY KEY (namespace, slot),
+    CHECK ((owner_key IS NULL) = (incarnation IS NULL))
+);
+
+SELECT pg_catalog.pg_extension_config_dump('cosid.namespace', '');
+SELECT pg_catalog.pg_extension_config_dump('cosid.lease', '');
+
+REVOKE ALL ON cosid.namespace, cosid.lease FROM PUBLIC;
+GRANT SELECT ON cosid.namespace, cosid.lease TO PUBLIC;
+
+-- The store's clock, in Unix ms.  cosid.store_clock_offset (superuser-only) shifts it, so
+-- tests can move the store's clock.
+CREATE FUNCTION cosid.store_now() RETURNS bigint
+LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+         + coalesce(nullif(current_setting('cosid.store_clock_offset', true), ''), '0')::bigint
+$$;
+
+-- Layout check and id unpacking live in the C++ core; these work without preloading.
+CREATE FUNCTION cosid.layout_check(timestamp_bits int, slot_bits int, sequence_bits int,
+                                   epoch_ms bigint, unit text)
+RETURNS void AS 'MODULE_PATHNAME', 'cosid_layout_check' LANGUAGE C CALLED ON NULL INPUT;
+
+CREATE FUNCTION cosid.unpack(id bigint, timestamp_bits int, slot_bits int, sequence_bits int,
+                             epoch_ms bigint, unit text,
+                             OUT ts_ms bigint, OUT slot int, OUT sequence int)
+AS 'MODULE_PATHNAME', 'cosid_unpack' LANGUAGE C STRICT IMMUTABLE;
+
+CREATE FUNCTION cosid._namespace_row(p_namespace text) RETURNS cosid.namespace
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    r cosid.namespace;
+BEGIN
+    IF p_namespace IS NULL THEN
+        RAISE EXCEPTION 'cosid namespace must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO r FROM cosid.namespace WHERE name = p_namespace;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cosid namespace "%" does not exist', p_namespace
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Create it with cosid_namespace_create(''' || p_namespace || ''').';
+    END IF;
+    RETURN r;
+END $$;
+
+---------------------------------------------------------------------------------------
+-- Store mutations.  Each try is ONE conditional UPDATE ... RETURNING on one row: under
+-- READ COMMITTED a racing writer is waited for and the condition re-checked on the new
+-- row version, so two acquirers never both win a slot.  Called by the lease keeper, each
+-- in its own transaction.
+---------------------------------------------------------------------------------------
+
+CREATE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
+                              p_ttl_ms bigint, p_preferred int DEFAULT NULL,
+                              p_exclude int[] DEFAULT '{}')
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now  bigint := cosid.store_now();
+    v_ns   cosid.namespace := cosid._namespace_row(p_namespace);
+    v_dup  boolean;
+    c      record;
+    r      cosid.lease;
+BEGIN
+    IF p_owner_key IS NULL OR p_owner_key = '' OR p_incarnation IS NULL THEN
+        RAISE EXCEPTION 'cosid.acquire needs an owner key and an incarnation'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_dup := EXISTS (SELECT 1 FROM cosid.lease l
+                     WHERE l.namespace = p_namespace AND l.owner_key = p_owner_key
+                       AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
+    -- Preference: (1) held by this owner (idempotent retry), (2) preferred, (3) sticky:
+    -- last owned by the same key, (4) lowest.  Only available slots are candidates.
+    FOR c IN
+        SELECT l.slot,
+               CASE WHEN l.incarnation = p_incarnation AND l.owner_key = p_owner_key THEN 1
+                    WHEN l.slot = p_preferred THEN 2
+                    WHEN coalesce(l.owner_key, l.previous_owner_key) = p_owner_key THEN 3
+                    ELSE 4 END AS pref
+        FROM cosid.lease l
+        WHERE l.namespace = p_namespace
+          AND NOT (l.slot = ANY (coalesce(p_exclude, '{}')))
+          AND ((l.incarnation = p_incarnation AND l.owner_key = p_owner_key)
+               OR l.incarnation IS NULL OR l.expires_at <= v_now)
+        ORDER BY pref, l.slot
+    LOOP
+        IF c.pref = 1 THEN
+            UPDATE cosid.lease l
+               SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
+                   ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+                   next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor)
+             WHERE l.namespace = p_namespace AND l.slot = c.slot
+               AND l.incarnation = p_incarnation AND l.owner_key = p_owner_key
+            RETURNING l.* INTO r;
+        ELSE
+            UPDATE cosid.lease l
+               SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                   owner_key   = p_owner_key,
+                   incarnation = p_incarnation,
+                   fence       = l.fence + 1,
+                   floor       = l.next_floor,
+                   expires_at  = v_now + p_ttl_ms,
+                   ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
+                   next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
+             WHERE l.namespace = p_namespace AND l.slot = c.slot
+               AND (l.incarnation IS NULL OR l.expires_at <= v_now)
+            RETURNING l.* INTO r;
+        END IF;
+        IF FOUND THEN
+            RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
+                                v_now, v_dup, NULL::bigint;
+            RETURN;
+        END IF;
+    END LOOP;
+    -- Exhausted: no slot, and the earliest expiry to wait for.
+    RETURN QUERY SELECT NULL::int, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+                        NULL::bigint, v_now, v_dup,
+                        (SELECT min(l.expires_at) FROM cosid.lease l
+                          WHERE l.namespace = p_namespace AND l.incarnation IS NOT NULL
+                            AND l.expires_at > v_now);
+END $$;
+
+-- Renew: incarnation and fence must match; a replayed renew succeeds and never shrinks.
+-- No row returned means the lease is lost.
+CREATE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                            p_ttl_ms bigint)
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now bigint := cosid.store_now();
+    v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
+    r     cosid.lease;
+BEGIN
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE cosid.lease l
+       SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
+           ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor)
+     WHERE l.namespace = p_namespace AND l.slot = p_slot
+       AND l.incarnation = p_incarnation AND l.fence = p_fence
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now;
+    END IF;
+END $$;
+
+-- Release in order: the exact last issued timestamp becomes the next holder's floor.
+CREATE FUNCTION cosid.release(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                              p_last_issued bigint)
+RETURNS TABLE (slot int, fence bigint, next_floor bigint, store_now bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now bigint := cosid.store_now();
+    r     cosid.lease;
+BEGIN
+    IF p_last_issued IS NULL THEN
+        RAISE EXCEPTION 'cosid.release needs the last issued timestamp'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass the floor when nothing was issued.';
+    END IF;
+    UPDATE cosid.lease l
+       SET next_floor = greatest(l.floor, least(p_last_issued, l.ceiling)),
+           previous_owner_key = l.owner_key,
+           owner_key = NULL, incarnation = NULL,
+           fence = l.fence + 1
+     WHERE l.namespace = p_namespace AND l.slot = p_slot
+       AND l.incarnation = p_incarnation AND l.fence = p_fence
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.next_floor, v_now;
+    END IF;
+END $$;
+
+-- Forced release by an administrator: no last timestamp is known, so the ceiling is used.
+CREATE FUNCTION cosid.revoke(p_namespace text, p_slot int)
+RETURNS TABLE (slot int, fence bigint, next_floor bigint, previous_owner_key text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ns cosid.namespace := cosid._namespace_row(p_namespace);
+    r    cosid.lease;
+BEGIN
+    IF p_slot IS NULL OR p_slot < 0 OR p_slot >= (1 << v_ns.slot_bits) THEN
+        RAISE EXCEPTION 'cosid slot % is out of range for namespace "%"', p_slot, p_namespace
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Slots of this namespace are 0 to %s.', (1 << v_ns.slot_bits) - 1);
+    END IF;
+    UPDATE cosid.lease l
+       SET next_floor = greatest(l.next_floor, l.ceiling),
+           previous_owner_key = l.owner_key,
+           owner_key = NULL, incarnation = NULL,
+           fence = l.fence + 1
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND l.incarnation IS NOT NULL
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.next_floor, r.previous_owner_key;
+    END IF;
+END $$;
+
+REVOKE ALL ON FUNCTION cosid.acquire(text, text, uuid, bigint, int, int[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid.renew(text, int, uuid, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid.release(text, int, uuid, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid.revoke(text, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
+
+---------------------------------------------------------------------------------------
+-- User-facing functions.
+---------------------------------------------------------------------------------------
+
+CREATE FUNCTION cosid_namespace_create(name text,
+                                       slot_bits int DEFAULT 10,
+                                       tolerance interval DEFAULT '1 second',
+                                       epoch timestamptz DEFAULT '2024-01-01 00:00:00+00',
+                                       sequence_bits int DEFAULT 12,
+                                       unit text DEFAULT 'ms')
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_tol_ms   bigint;
+    v_epoch_ms bigint;
+    v_unit     text;
+    v_ts_bits  int;
+    v_old      cosid.namespace;
+BEGIN
+    IF name IS NULL OR slot_bits IS NULL OR tolerance IS NULL OR epoch IS NULL
+       OR sequence_bits IS NULL OR unit IS NULL THEN
+        RAISE EXCEPTION 'cosid_namespace_create: arguments must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF name !~ '^[A-Za-z0-9_.:-]{1,63}$' THEN
+        RAISE EXCEPTION 'invalid cosid namespace name "%"', name
+            USING ERRCODE = 'invalid_name',
+                  DETAIL = 'A namespace name is 1 to 63 letters, digits, "_", ".", ":" or "-".';
+    END IF;
+    v_unit := CASE lower(unit) WHEN 'ms' THEN 'ms' WHEN 'millisecond' THEN 'ms'
+                               WHEN 's' THEN 's' WHEN 'second' THEN 's' END;
+    IF v_unit IS NULL THEN
+        RAISE EXCEPTION 'invalid cosid unit "%"', unit
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''ms'' or ''s''.';
+    END IF;
+    IF tolerance < interval '0' OR tolerance > interval '1 hour' THEN
+        RAISE EXCEPTION 'cosid tolerance must be between 0 and 1 hour, got %', tolerance
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_tol_ms := floor(extract(epoch FROM tolerance) * 1000)::bigint;
+    v_epoch_ms := floor(extract(epoch FROM epoch) * 1000)::bigint;
+    v_ts_bits := 63 - slot_bits - sequence_bits;
+    PERFORM cosid.layout_check(v_ts_bits, slot_bits, sequence_bits, v_epoch_ms, v_unit);
+
+    SELECT * INTO v_old FROM cosid.namespace n WHERE n.name = cosid_namespace_create.name FOR UPDATE;
+    IF FOUND THEN
+        IF (v_old.slot_bits, v_old.sequence_bits, v_old.epoch_ms, v_old.unit, v_old.tolerance_ms)
+           IS DISTINCT FROM (slot_bits, sequence_bits, v_epoch_ms, v_unit, v_tol_ms) THEN
+            RAISE EXCEPTION 'cosid namespace "%" already exists with other values', name
+                USING ERRCODE = 'duplicate_object',
+                      DETAIL = format('Existing: slot_bits=%s sequence_bits=%s epoch_ms=%s unit=%s tolerance_ms=%s; requested: slot_bits=%s sequence_bits=%s epoch_ms=%s unit=%s tolerance_ms=%s.',
+                                      v_old.slot_bits, v_old.sequence_bits, v_old.epoch_ms, v_old.unit, v_old.tolerance_ms,
+                                      slot_bits, sequence_bits, v_epoch_ms, v_unit, v_tol_ms),
+                      HINT = 'A namespace''s layout and tolerance never change; create a namespace with another name.';
+        END IF;
+        RETURN;
+    END IF;
+    INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
+    VALUES (name, slot_bits, sequence_bits, v_ts_bits, v_epoch_ms, v_unit, v_tol_ms);
+    INSERT INTO cosid.lease (namespace, slot)
+    SELECT name, s FROM generate_series(0, (1 << slot_bits) - 1) AS s;
+END $$;
+
+REVOKE ALL ON FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text) TO cosid_admin;
+
+SELECT cosid_namespace_create('default');
+
+CREATE FUNCTION cosid_leases(namespace text DEFAULT NULL)
+RETURNS TABLE (namespace text, slot int, owner_key text, incarnation uuid, fence bigint,
+               expires_at timestamptz, floor bigint, ceiling bigint, next_floor bigint,
+               state text)
+LANGUAGE sql STABLE AS $$
+    SELECT l.namespace, l.slot, l.owner_key, l.incarnation, l.fence,
+           to_timestamp(l.expires_at / 1000.0), l.floor, l.ceiling, l.next_floor,
+           CASE WHEN l.incarnation IS NULL THEN 'free'
+                WHEN l.expires_at > now.ms THEN 'held'
+                ELSE 'expired' END
+    FROM (SELECT cosid.store_now() AS ms,
+                 CASE WHEN $1 IS NOT NULL THEN (cosid._namespace_row($1)).name END AS checked) AS now,
+         cosid.lease l
+    WHERE $1 IS NULL OR l.namespace = now.checked
+    ORDER BY l.namespace, l.slot
+$$;
+
+CREATE FUNCTION cosid_parse(id bigint, namespace text DEFAULT 'default',
+                            OUT ts timestamptz, OUT slot int, OUT sequence int)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_ns cosid.namespace := cosid._namespace_row(namespace);
+    u    record;
+BEGIN
+    IF id IS NULL THEN
+        RAISE EXCEPTION 'cosid_parse: id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO u FROM cosid.unpack(id, v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits,
+                                      v_ns.epoch_ms, v_ns.unit);
+    ts := to_timestamp(u.ts_ms / 1000.0);
+    slot := u.slot;
+    sequence := u.sequence;
+END $$;
+
+-- Runtime functions: they need the library in shared_preload_libraries.
+CREATE FUNCTION cosid_next() RETURNS bigint
+AS 'MODULE_PATHNAME', 'cosid_next_default' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION cosid_next(namespace text) RETURNS bigint
+AS 'MODULE_PATHNAME', 'cosid_next_namespace' LANGUAGE C VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT;
+
+CREATE FUNCTION cosid_pool(OUT namespace text, OUT slot int, OUT fence bigint, OUT floor bigint,
+                           OUT ceiling bigint, OUT expires_at timestamptz, OUT bound_pid int,
+                           OUT last_issued bigint, OUT state text)
+RETURNS SETOF record AS 'MODULE_PATHNAME', 'cosid_pool' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION cosid_stats(OUT acquires bigint, OUT renewals bigint, OUT renewal_failures bigint,
+                            OUT leases_lost bigint, OUT duplicate_owner_keys bigint,
+                            OUT clock_skew_events bigint, OUT waits_at_ceiling bigint,
+                            OUT ids_issued bigint, OUT releases bigint, OUT store_transactions bigint,
+                            OUT owner_key text, OUT incarnation uuid)
+AS 'MODULE_PATHNAME', 'cosid_stats' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION cosid_release() RETURNS int
+AS 'MODULE_PATHNAME', 'cosid_release_own' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION cosid_release(namespace text, slot int) RETURNS text
+AS 'MODULE_PATHNAME', 'cosid_release_slot' LANGUAGE C VOLATILE CALLED ON NULL INPUT;
+
+COMMENT ON FUNCTION cosid_next() IS 'next id of namespace cosid.namespace';
+COMMENT ON FUNCTION cosid_next(text) IS 'next id of the named namespace';
+COMMENT ON FUNCTION cosid_leases(text) IS 'every slot of the store with its lease';
+COMMENT ON FUNCTION cosid_pool() IS 'the leased slots of this instance and the backends bound to them';
+COMMENT ON FUNCTION cosid_parse(bigint, text) IS 'timestamp, slot and sequence of an id';

@@ -1,0 +1,11 @@
+// cosid's own SQLSTATEs (class ZC, implementation-defined), documented in README.md.
+#pragma once
+#include "pg.hpp"
+
+#define COSID_SLOT_LOST MAKE_SQLSTATE('Z', 'C', '0', '0', '1')          // lease lost: call again to rebind
+#define COSID_CEILING_TIMEOUT MAKE_SQLSTATE('Z', 'C', '0', '0', '2')    // window ended, no renewal in time
+#define COSID_EXHAUSTED MAKE_SQLSTATE('Z', 'C', '0', '0', '3')          // no free slot in time
+#define COSID_BEFORE_FLOOR_TIMEOUT MAKE_SQLSTATE('Z', 'C', '0', '0', '4')  // clock far behind the window
+#define COSID_OUT_OF_RANGE MAKE_SQLSTATE('Z', 'C', '0', '0', '5')       // time outside the layout
+#define COSID_KEEPER_UNAVAILABLE MAKE_SQLSTATE('Z', 'C', '0', '0', '6') // keeper not running or store failing
+#define COSID_WRONG_DATABASE MAKE_SQLSTATE('Z', 'C', '0', '0', '7')     // called outside cosid.database

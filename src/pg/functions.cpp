@@ -1,0 +1,265 @@
+// The SQL-callable functions.  Each is a thin fmgr wrapper: argument checks with clear
+// errors, then the generator, the pool or the pure core (through cpp_call).
+#include "boundary.hpp"
+#include "errors.hpp"
+#include "generator.hpp"
+#include "layout.hpp"
+#include "settings.hpp"
+#include "state.hpp"
+
+using namespace cosid;
+using namespace cosid::pg;
+
+extern "C" {
+PG_FUNCTION_INFO_V1(cosid_next_default);
+PG_FUNCTION_INFO_V1(cosid_next_namespace);
+PG_FUNCTION_INFO_V1(cosid_pool);
+PG_FUNCTION_INFO_V1(cosid_stats);
+PG_FUNCTION_INFO_V1(cosid_release_own);
+PG_FUNCTION_INFO_V1(cosid_release_slot);
+PG_FUNCTION_INFO_V1(cosid_layout_check);
+PG_FUNCTION_INFO_V1(cosid_unpack);
+}
+
+namespace {
+
+TimestampTz ms_to_timestamptz(int64 ms) {
+    return static_cast<TimestampTz>(ms - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY *
+                                             1000) * 1000;
+}
+
+struct LayoutArgs {
+    int timestamp_bits, slot_bits, sequence_bits;
+    int64 epoch_ms;
+    char unit[16];
+};
+
+// Validates with the core; the message is copied out before any ereport.
+bool layout_from(const LayoutArgs& a, Layout* out, char* message, size_t len) {
+    return cpp_call([&]() -> bool {
+        Layout l;
+        l.timestamp_bits = a.timestamp_bits;
+        l.slot_bits = a.slot_bits;
+        l.sequence_bits = a.sequence_bits;
+        l.epoch_ms = a.epoch_ms;
+        auto unit = parse_unit(a.unit);
+        if (!unit) {
+            snprintf(message, len, "unit must be 'ms' or 's', got '%s'", a.unit);
+            return false;
+        }
+        l.unit = *unit;
+        if (auto e = l.validate()) {
+            strlcpy(message, e->c_str(), len);
+            return false;
+        }
+        *out = l;
+        return true;
+    });
+}
+
+void read_layout_args(FunctionCallInfo fcinfo, LayoutArgs* a) {
+    for (int i = 0; i < 5; ++i)
+        if (PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid layout values must not be NULL")));
+    a->timestamp_bits = PG_GETARG_INT32(0);
+    a->slot_bits = PG_GETARG_INT32(1);
+    a->sequence_bits = PG_GETARG_INT32(2);
+    a->epoch_ms = PG_GETARG_INT64(3);
+    char* unit = text_to_cstring(PG_GETARG_TEXT_PP(4));
+    strlcpy(a->unit, unit, sizeof(a->unit));
+}
+
+void require_admin(const char* what) {
+    Oid admin = get_role_oid("cosid_admin", true);
+    if (superuser() || (OidIsValid(admin) && has_privs_of_role(GetUserId(), admin))) return;
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied to %s", what),
+                    errdetail("Only superusers and members of role cosid_admin may release or revoke slots."),
+                    errhint("GRANT cosid_admin TO the role that needs it.")));
+}
+
+const char* entry_state_name(const PoolEntry& e) {
+    switch (e.state) {
+        case kWanted: return "wanted";
+        case kAcquiring: return "acquiring";
+        case kLeased:
+            if (pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&e.lost)) != 0) return "lost";
+            if (e.release_requested) return "releasing";
+            return e.bound_pid != 0 ? "bound" : "idle";
+        default: return "empty";
+    }
+}
+
+}  // namespace
+
+extern "C" Datum cosid_next_default(PG_FUNCTION_ARGS) {
+    require_preloaded("cosid_next");
+    PG_RETURN_INT64(next_id(setting_namespace));
+}
+
+extern "C" Datum cosid_next_namespace(PG_FUNCTION_ARGS) {
+    require_preloaded("cosid_next");
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid namespace must not be NULL")));
+    char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    int64 id = next_id(ns);
+    pfree(ns);
+    PG_RETURN_INT64(id);
+}
+
+extern "C" Datum cosid_pool(PG_FUNCTION_ARGS) {
+    require_preloaded("cosid_pool");
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    InitMaterializedSRF(fcinfo, 0);
+    int n = shared->npool;
+    PoolEntry* copy = static_cast<PoolEntry*>(palloc(sizeof(PoolEntry) * n));
+    LWLockAcquire(shared->lock, LW_SHARED);
+    memcpy(copy, shared->pool, sizeof(PoolEntry) * n);
+    LWLockRelease(shared->lock);
+    for (int i = 0; i < n; ++i) {
+        const PoolEntry& e = copy[i];
+        if (e.state == kEmpty) continue;
+        Datum v[9];
+        bool nulls[9] = {false};
+        v[0] = CStringGetTextDatum(e.ns);
+        bool leased = e.state == kLeased;
+        v[1] = Int32GetDatum(e.slot);
+        v[2] = Int64GetDatum(e.fence);
+        v[3] = Int64GetDatum(e.floor);
+        v[4] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&e.ceiling))));
+        v[5] = TimestampTzGetDatum(ms_to_timestamptz(e.expires_at));
+        for (int c = 1; c <= 5; ++c) nulls[c] = !leased;
+        v[6] = Int32GetDatum(e.bound_pid);
+        nulls[6] = !leased || e.bound_pid == 0;
+        v[7] = Int64GetDatum(e.last_issued);
+        nulls[7] = !leased || e.last_issued < 0;
+        v[8] = CStringGetTextDatum(entry_state_name(e));
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+    }
+    return (Datum)0;
+}
+
+extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
+    require_preloaded("cosid_stats");
+    flush_issued_count();
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
+    desc = BlessTupleDesc(desc);
+    Stats* s = &shared->stats;
+    pg_atomic_uint64* counters[] = {&s->acquires, &s->renewals, &s->renewal_failures, &s->leases_lost,
+                                    &s->duplicate_owner_keys, &s->clock_skew_events, &s->waits_at_ceiling,
+                                    &s->ids_issued, &s->releases, &s->store_transactions};
+    Datum v[12];
+    bool nulls[12] = {false};
+    int c = 0;
+    for (pg_atomic_uint64* counter : counters) v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(counter)));
+    v[c++] = CStringGetTextDatum(shared->owner_key);
+    pg_uuid_t* uuid = static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t)));
+    memcpy(uuid, &shared->incarnation_uuid, sizeof(pg_uuid_t));
+    v[c++] = UUIDPGetDatum(uuid);
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
+}
+
+extern "C" Datum cosid_release_own(PG_FUNCTION_ARGS) {
+    require_preloaded("cosid_release");
+    PG_RETURN_INT32(close_generators(true));
+}
+
+extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
+    require_preloaded("cosid_release");
+    require_admin("release cosid slots");
+    if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_release: namespace and slot must not be NULL")));
+    char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    int32 slot = PG_GETARG_INT32(1);
+
+    // A slot of this instance: the keeper releases it in order (the exact last timestamp
+    // when no backend is bound to it, the ceiling otherwise; a bound backend fails fast).
+    int entry = -1;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if (e->state == kLeased && e->slot == slot && strcmp(e->ns, ns) == 0 && pg_atomic_read_u32(&e->lost) == 0) {
+            if (e->bound_pid == MyProcPid) break;  // our own generator: close it first, below
+            e->release_requested = true;
+            entry = i;
+            break;
+        }
+    }
+    LWLockRelease(shared->lock);
+    if (entry < 0) {
+        bool own = false;
+        LWLockAcquire(shared->lock, LW_SHARED);
+        for (int i = 0; i < shared->npool; ++i)
+            if (shared->pool[i].state == kLeased && shared->pool[i].slot == slot &&
+                strcmp(shared->pool[i].ns, ns) == 0 && shared->pool[i].bound_pid == MyProcPid)
+                own = true;
+        LWLockRelease(shared->lock);
+        if (own) {
+            close_generators(true);
+            PG_RETURN_TEXT_P(cstring_to_text("released"));
+        }
+    }
+    if (entry >= 0) {
+        wake_keeper();
+        TimestampTz start = GetCurrentTimestamp();
+        ConditionVariablePrepareToSleep(&shared->cv);
+        for (;;) {
+            LWLockAcquire(shared->lock, LW_SHARED);
+            bool pending = shared->pool[entry].state == kLeased && shared->pool[entry].release_requested;
+            LWLockRelease(shared->lock);
+            if (!pending || (GetCurrentTimestamp() - start) / 1000 >= acquire_timeout_ms()) break;
+            ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
+        }
+        ConditionVariableCancelSleep();
+        PG_RETURN_TEXT_P(cstring_to_text("released"));
+    }
+
+    // Another owner's slot (or a stale one of ours): revoke it in the store; the next holder
+    // starts at its ceiling.
+    Oid types[2] = {TEXTOID, INT4OID};
+    Datum values[2] = {CStringGetTextDatum(ns), Int32GetDatum(slot)};
+    SPI_connect();
+    int rc = SPI_execute_with_args("SELECT slot FROM cosid.revoke($1, $2)", 2, types, values, nullptr, false, 1);
+    bool revoked = rc == SPI_OK_SELECT && SPI_processed > 0;
+    SPI_finish();
+    PG_RETURN_TEXT_P(cstring_to_text(revoked ? "revoked" : "not held"));
+}
+
+extern "C" Datum cosid_layout_check(PG_FUNCTION_ARGS) {
+    LayoutArgs a;
+    read_layout_args(fcinfo, &a);
+    Layout l;
+    char message[256];
+    if (!layout_from(a, &l, message, sizeof(message)))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message),
+                        errdetail("Layout: %d timestamp, %d slot and %d sequence bits, epoch %lld ms, unit %s.",
+                                  a.timestamp_bits, a.slot_bits, a.sequence_bits, static_cast<long long>(a.epoch_ms),
+                                  a.unit),
+                        errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, and 63 minus both must be at least "
+                                "31 timestamp bits.")));
+    PG_RETURN_VOID();
+}
+
+extern "C" Datum cosid_unpack(PG_FUNCTION_ARGS) {
+    int64 id = PG_GETARG_INT64(0);
+    LayoutArgs a;
+    a.timestamp_bits = PG_GETARG_INT32(1);
+    a.slot_bits = PG_GETARG_INT32(2);
+    a.sequence_bits = PG_GETARG_INT32(3);
+    a.epoch_ms = PG_GETARG_INT64(4);
+    strlcpy(a.unit, text_to_cstring(PG_GETARG_TEXT_PP(5)), sizeof(a.unit));
+    if (id < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%lld is not a cosid id", static_cast<long long>(id)),
+                        errdetail("cosid ids are never negative: the sign bit is always 0.")));
+    Layout l;
+    char message[256];
+    if (!layout_from(a, &l, message, sizeof(message)))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message)));
+    Unpacked u = cpp_call([&] { return l.unpack(id); });
+    TupleDesc desc;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
+    desc = BlessTupleDesc(desc);
+    Datum v[3] = {Int64GetDatum(u.tick * l.unit_ms()), Int32GetDatum(u.slot), Int32GetDatum(u.sequence)};
+    bool nulls[3] = {false, false, false};
+    PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
+}

@@ -1,0 +1,344 @@
+// Each backend's generators: one per namespace it uses, each bound exclusively to one
+// leased slot of the instance's pool.  The window's ceiling is read from shared memory on
+// every id; nothing is ever issued outside (floor, ceiling].
+#include "generator.hpp"
+
+#include <type_traits>
+
+#include "boundary.hpp"
+#include "errors.hpp"
+#include "settings.hpp"
+#include "state.hpp"
+#include "window_generator.hpp"
+
+namespace cosid::pg {
+
+namespace {
+
+constexpr int kMaxBindings = 8;
+
+struct Binding {
+    bool active;
+    char ns[NAMEDATALEN];
+    int entry;
+    WindowGenerator gen;
+};
+// ereport may longjmp over these: they must not need destructors.
+static_assert(std::is_trivially_destructible_v<Binding>, "Binding must be trivially destructible");
+
+Binding bindings[kMaxBindings];
+Binding* last_used = nullptr;
+uint64 unflushed_ids = 0;
+bool exit_hook_registered = false;
+
+int64 elapsed_ms(TimestampTz since) { return (GetCurrentTimestamp() - since) / 1000; }
+
+char* ms_to_text(int64 ms) {
+    TimestampTz t = static_cast<TimestampTz>(ms - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
+                                                      SECS_PER_DAY * 1000) * 1000;
+    return pstrdup(timestamptz_to_str(t));
+}
+
+// Under the lock: binds `b` to an idle leased entry of `ns`.
+bool bind_idle_entry_locked(const char* ns, Binding* b) {
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if (e->state != kLeased || e->bound_pid != 0 || e->release_requested ||
+            pg_atomic_read_u32(&e->lost) != 0 || strcmp(e->ns, ns) != 0)
+            continue;
+        e->bound_pid = MyProcPid;
+        Layout layout;
+        layout.timestamp_bits = e->timestamp_bits;
+        layout.slot_bits = e->slot_bits;
+        layout.sequence_bits = e->sequence_bits;
+        layout.epoch_ms = e->epoch_ms;
+        layout.unit = e->unit_ms == 1000 ? Unit::Second : Unit::Millisecond;
+        // The previous backend on this slot handed back its exact last timestamp: start after it.
+        int64 floor = Max(e->floor, e->last_issued);
+        b->gen.open(layout, e->slot, floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling)));
+        b->entry = i;
+        b->active = true;
+        strlcpy(b->ns, ns, sizeof(b->ns));
+        return true;
+    }
+    return false;
+}
+
+void unbind(Binding* b, bool release) {
+    std::optional<int64> last = b->gen.close();
+    PoolEntry* e = &shared->pool[b->entry];
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (e->bound_pid == MyProcPid) {
+        if (last && *last > e->last_issued) e->last_issued = *last;
+        e->bound_pid = 0;
+        e->idle_since = clock_ms();
+        if (release) e->release_requested = true;
+    }
+    LWLockRelease(shared->lock);
+    b->active = false;
+    if (last_used == b) last_used = nullptr;
+    flush_issued_count();
+    ConditionVariableBroadcast(&shared->cv);
+    if (release) wake_keeper();
+}
+
+void unbind_all_at_exit(int code, Datum arg) {
+    if (shared == nullptr) return;
+    for (auto& b : bindings)
+        if (b.active) unbind(&b, false);
+}
+
+void check_namespace_exists(const char* ns) {
+    Oid types[1] = {TEXTOID};
+    Datum values[1] = {CStringGetTextDatum(ns)};
+    SPI_connect();
+    int rc = SPI_execute_with_args("SELECT 1 FROM cosid.namespace WHERE name = $1", 1, types, values, nullptr, true, 1);
+    bool found = rc == SPI_OK_SELECT && SPI_processed > 0;
+    SPI_finish();
+    if (!found)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist", ns),
+                        errhint("Create it with cosid_namespace_create('%s').", ns)));
+}
+
+int post_request_locked(const char* ns) {
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if (e->state != kEmpty) continue;
+        memset(e->ns, 0, sizeof(e->ns));
+        strlcpy(e->ns, ns, sizeof(e->ns));
+        e->state = kWanted;
+        e->requester_pid = MyProcPid;
+        e->retry_at = 0;
+        e->earliest_expiry = 0;
+        e->error[0] = '\0';
+        e->bound_pid = 0;
+        e->release_requested = false;
+        pg_atomic_write_u32(&e->lost, 0);
+        return i;
+    }
+    return -1;
+}
+
+bool is_my_request_locked(int i) {
+    if (i < 0) return false;
+    PoolEntry* e = &shared->pool[i];
+    return (e->state == kWanted || e->state == kAcquiring) && e->requester_pid == MyProcPid;
+}
+
+void cancel_request_locked(int i) {
+    if (!is_my_request_locked(i)) return;
+    PoolEntry* e = &shared->pool[i];
+    if (e->state == kWanted) e->state = kEmpty;  // an acquire in flight becomes an idle pool slot
+    e->requester_pid = 0;
+}
+
+// Binds `b` to a slot of `ns`, asking the keeper for one when the pool has none idle.
+void bind(const char* ns, Binding* b) {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    bool bound = bind_idle_entry_locked(ns, b);
+    LWLockRelease(shared->lock);
+    if (bound) return;
+
+    check_namespace_exists(ns);
+    TimestampTz start = GetCurrentTimestamp();
+    int timeout = acquire_timeout_ms();
+    int request = -1;
+    char error[256] = "";
+    int64 earliest_expiry = 0;
+    bool pool_full = false;
+    ConditionVariablePrepareToSleep(&shared->cv);
+    for (;;) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        bound = bind_idle_entry_locked(ns, b);
+        if (bound) {
+            cancel_request_locked(request);
+        } else {
+            if (is_my_request_locked(request)) {
+                PoolEntry* e = &shared->pool[request];
+                strlcpy(error, e->error, sizeof(error));
+                if (e->earliest_expiry != 0) earliest_expiry = e->earliest_expiry;
+            } else {
+                // First pass, or another backend bound the slot our request produced.
+                request = post_request_locked(ns);
+                pool_full = request < 0;
+            }
+            if (error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout) cancel_request_locked(request);
+        }
+        LWLockRelease(shared->lock);
+        if (bound || error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout) break;
+        wake_keeper();
+        ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
+    }
+    ConditionVariableCancelSleep();
+    if (bound) return;
+    b->active = false;
+    if (error[0] != '\0')
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
+                        errdetail("The lease store answered: %s", error)));
+    if (pool_full)
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+                        errmsg("cosid's slot pool is full"),
+                        errdetail("Every pool entry of this instance is in use."),
+                        errhint("Raise max_connections, or close idle generators with cosid_release().")));
+    if (!shared->keeper_ready || shared->keeper_pid == 0)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid lease keeper is not serving namespace \"%s\"", ns),
+                        errdetail("No keeper has attached to database \"%s\" with the extension installed within %d ms.",
+                                  setting_database, timeout),
+                        errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
+                                "database \"%s\".", setting_database)));
+    if (earliest_expiry != 0)
+        ereport(ERROR, (errcode(COSID_EXHAUSTED), errmsg("cosid namespace \"%s\" is exhausted", ns),
+                        errdetail("Every slot is held; the earliest lease expires at %s. Waited %d ms.",
+                                  ms_to_text(earliest_expiry), timeout),
+                        errhint("Use a namespace with more slot bits, fewer concurrent generators, or raise "
+                                "cosid.acquire_timeout.")));
+    ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                    errmsg("cosid timed out waiting for a slot in namespace \"%s\"", ns),
+                    errdetail("The lease keeper did not answer within %d ms.", timeout),
+                    errhint("Check the server log; the store may be locked or unreachable.")));
+}
+
+Binding* binding_for(const char* ns) {
+    for (auto& b : bindings)
+        if (b.active && strcmp(b.ns, ns) == 0) return &b;
+    if (!valid_namespace_name(ns))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid namespace name \"%s\"", ns),
+                        errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".")));
+    if (strcmp(get_database_name(MyDatabaseId), setting_database) != 0)
+        ereport(ERROR, (errcode(COSID_WRONG_DATABASE),
+                        errmsg("cosid's lease store is in database \"%s\", not \"%s\"", setting_database,
+                               get_database_name(MyDatabaseId)),
+                        errhint("Call cosid_next() in database \"%s\", or set cosid.database and restart.",
+                                setting_database)));
+    Binding* free_binding = nullptr;
+    for (auto& b : bindings)
+        if (!b.active) {
+            free_binding = &b;
+            break;
+        }
+    if (free_binding == nullptr)
+        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                        errmsg("a backend can use at most %d cosid namespaces at once", kMaxBindings),
+                        errhint("Call cosid_release() to close this backend's generators.")));
+    if (!exit_hook_registered) {
+        before_shmem_exit(unbind_all_at_exit, 0);
+        exit_hook_registered = true;
+    }
+    bind(ns, free_binding);
+    return free_binding;
+}
+
+[[noreturn]] void slot_lost(Binding* b) {
+    int32 slot = b->gen.slot();
+    char ns[NAMEDATALEN];
+    strlcpy(ns, b->ns, sizeof(ns));
+    unbind(b, false);
+    ereport(ERROR, (errcode(COSID_SLOT_LOST), errmsg("cosid lost its lease on slot %d of namespace \"%s\"", slot, ns),
+                    errdetail("The lease was revoked or taken over after it expired; no id is issued on it any more."),
+                    errhint("Retry: the next call binds a new slot.")));
+    pg_unreachable();
+}
+
+}  // namespace
+
+void flush_issued_count() {
+    if (unflushed_ids > 0 && shared != nullptr) {
+        count(shared->stats.ids_issued, unflushed_ids);
+        unflushed_ids = 0;
+    }
+}
+
+int64 next_id(const char* ns) {
+    Binding* b = last_used;
+    if (b == nullptr || !b->active || strcmp(b->ns, ns) != 0) {
+        b = binding_for(ns);
+        last_used = b;
+    }
+    PoolEntry* e = &shared->pool[b->entry];
+    TimestampTz wait_start = 0;
+    bool counted_wait = false;
+    for (;;) {
+        if (pg_atomic_read_u32(&e->lost) != 0) slot_lost(b);
+        b->gen.extend(static_cast<int64>(pg_atomic_read_u64(&e->ceiling)));
+        NextResult r = b->gen.next(clock_ms());
+        if (r.status == NextStatus::Issued) {
+            if (++unflushed_ids >= 1024) flush_issued_count();
+            return r.id;
+        }
+        if (r.status == NextStatus::SequenceExhausted) {
+            // The tick's sequence is used up: the next tick is at most one unit away.
+            int64 wait = r.wait_until_ms - clock_ms();
+            if (wait > 1) {
+                pg_usleep(Min(wait, 100) * 1000L);
+                CHECK_FOR_INTERRUPTS();
+            }
+            continue;
+        }
+        if (r.status == NextStatus::OutOfRange)
+            ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                            errmsg("cosid clock is outside namespace \"%s\"'s timestamp range", ns),
+                            errdetail("The clock reads %lld ms; the layout covers its epoch plus %d timestamp bits.",
+                                      static_cast<long long>(clock_ms()), b->gen.layout().timestamp_bits)));
+        if (wait_start == 0) wait_start = GetCurrentTimestamp();
+        int timeout = acquire_timeout_ms();
+        if (r.status == NextStatus::PastCeiling) {
+            if (!counted_wait) {
+                count(shared->stats.waits_at_ceiling);
+                counted_wait = true;
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                if (e->next_renew_at > 0) e->next_renew_at = 0;  // renew now
+                LWLockRelease(shared->lock);
+                wake_keeper();
+            }
+            if (elapsed_ms(wait_start) >= timeout)
+                ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
+                                errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed",
+                                       b->gen.slot(), ns),
+                                errdetail("The window's ceiling is %s; no renewal arrived within %d ms.",
+                                          ms_to_text(b->gen.ceiling_ms()), timeout),
+                                errhint("The lease store may be unreachable or locked, or this host's clock runs "
+                                        "ahead of the store's.")));
+        } else if (r.status == NextStatus::BeforeFloor) {
+            if (elapsed_ms(wait_start) >= timeout)
+                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                                errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"",
+                                       b->gen.slot(), ns),
+                                errdetail("Ids may only be issued after %s; waited %d ms.",
+                                          ms_to_text(b->gen.floor_ms()), timeout),
+                                errhint("This host's clock runs behind the lease store's.")));
+        }
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+int close_generators(bool release) {
+    int closed = 0;
+    int entries[kMaxBindings];
+    for (auto& b : bindings)
+        if (b.active) {
+            entries[closed++] = b.entry;
+            unbind(&b, release);
+        }
+    if (!release || closed == 0) return closed;
+    // Wait for the keeper to hand the slots back to the store.
+    TimestampTz start = GetCurrentTimestamp();
+    ConditionVariablePrepareToSleep(&shared->cv);
+    for (;;) {
+        bool pending = false;
+        LWLockAcquire(shared->lock, LW_SHARED);
+        for (int i = 0; i < closed; ++i)
+            if (shared->pool[entries[i]].state == kLeased && shared->pool[entries[i]].release_requested)
+                pending = true;
+        LWLockRelease(shared->lock);
+        if (!pending || elapsed_ms(start) >= acquire_timeout_ms()) break;
+        ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
+    }
+    ConditionVariableCancelSleep();
+    return closed;
+}
+
+}  // namespace cosid::pg

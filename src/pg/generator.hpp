@@ -1,0 +1,11 @@
+#pragma once
+#include "pg.hpp"
+
+namespace cosid::pg {
+int64 next_id(const char* ns);
+// Closes this backend's generators; with `release`, asks the keeper to release their slots
+// to the store and waits for it.  Returns how many were closed.
+int close_generators(bool release);
+// Adds the ids this backend issued since the last flush to cosid_stats().ids_issued.
+void flush_issued_count();
+}  // namespace cosid::pg

@@ -1,0 +1,4 @@
+#pragma once
+namespace cosid::pg {
+void register_keeper();
+}

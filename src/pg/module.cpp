@@ -1,0 +1,17 @@
+// Entry point: settings, shared memory and the lease keeper are only set up when cosid is
+// in shared_preload_libraries; loaded any other way, only the pure functions work.
+#include "keeper.hpp"
+#include "pg.hpp"
+#include "settings.hpp"
+#include "state.hpp"
+
+extern "C" {
+PG_MODULE_MAGIC;
+
+void _PG_init(void) {
+    cosid::pg::define_settings();
+    if (!process_shared_preload_libraries_in_progress) return;
+    cosid::pg::install_shmem_hooks();
+    cosid::pg::register_keeper();
+}
+}

@@ -1,0 +1,84 @@
+#include "settings.hpp"
+
+#include <time.h>
+
+namespace cosid::pg {
+
+char* setting_database = nullptr;
+int setting_ttl_ms = 30000;
+char* setting_namespace = nullptr;
+char* setting_owner_key = nullptr;
+int setting_preferred_slot = -1;
+int setting_acquire_timeout_ms = -1;
+int setting_pool_idle_ms = 60000;
+int setting_clock_offset_ms = 0;
+int setting_store_clock_offset_ms = 0;
+
+bool valid_namespace_name(const char* name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > 63) return false;
+    for (size_t i = 0; i < n; ++i) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == ':' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool check_namespace(char** newval, void** extra, GucSource source) {
+    if (*newval == nullptr || !valid_namespace_name(*newval)) {
+        GUC_check_errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".");
+        return false;
+    }
+    return true;
+}
+
+static bool check_owner_key(char** newval, void** extra, GucSource source) {
+    if (*newval != nullptr && strlen(*newval) > 200) {
+        GUC_check_errdetail("An owner key is at most 200 bytes.");
+        return false;
+    }
+    return true;
+}
+
+void define_settings() {
+    DefineCustomStringVariable("cosid.database", "Database holding the cosid store; the lease keeper connects to it.",
+                               nullptr, &setting_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr,
+                               nullptr);
+    DefineCustomIntVariable("cosid.ttl", "How long a lease lasts without renewal; renewed every ttl/3.", nullptr,
+                            &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
+                            nullptr, nullptr);
+    DefineCustomStringVariable("cosid.namespace", "Namespace used by cosid_next() without argument.", nullptr,
+                               &setting_namespace, "default", PGC_USERSET, 0, check_namespace, nullptr, nullptr);
+    DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
+                               nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
+                               nullptr);
+    DefineCustomIntVariable("cosid.preferred_slot", "Slot to try first when acquiring (-1: none).", nullptr,
+                            &setting_preferred_slot, -1, -1, 65535, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("cosid.acquire_timeout",
+                            "How long cosid_next() waits for a slot or a renewal before failing (-1: ttl).", nullptr,
+                            &setting_acquire_timeout_ms, -1, -1, 24 * 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr,
+                            nullptr, nullptr);
+    DefineCustomIntVariable("cosid.pool_idle_timeout",
+                            "How long an unbound pool slot is kept before it is released to the store.", nullptr,
+                            &setting_pool_idle_ms, 60000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
+                            nullptr, nullptr);
+    DefineCustomIntVariable("cosid.clock_offset", "Test only: shifts the generator's clock by this many ms.", nullptr,
+                            &setting_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr, nullptr,
+                            nullptr);
+    DefineCustomIntVariable("cosid.store_clock_offset", "Test only: shifts the store's clock by this many ms.",
+                            nullptr, &setting_store_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr,
+                            nullptr, nullptr);
+    MarkGUCPrefixReserved("cosid");
+}
+
+int acquire_timeout_ms() { return setting_acquire_timeout_ms >= 0 ? setting_acquire_timeout_ms : setting_ttl_ms; }
+
+int64 clock_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<int64>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000 + setting_clock_offset_ms;
+}
+
+}  // namespace cosid::pg

@@ -1,0 +1,23 @@
+// cosid.* settings (documented in README.md).
+#pragma once
+#include "pg.hpp"
+
+namespace cosid::pg {
+
+extern char* setting_database;        // cosid.database: where the store and the keeper live
+extern int setting_ttl_ms;            // cosid.ttl
+extern char* setting_namespace;       // cosid.namespace
+extern char* setting_owner_key;       // cosid.owner_key ('' = hostname:port)
+extern int setting_preferred_slot;    // cosid.preferred_slot (-1 = none)
+extern int setting_acquire_timeout_ms;  // cosid.acquire_timeout (-1 = ttl)
+extern int setting_pool_idle_ms;      // cosid.pool_idle_timeout
+extern int setting_clock_offset_ms;   // cosid.clock_offset (superuser; tests)
+extern int setting_store_clock_offset_ms;  // cosid.store_clock_offset (superuser; tests; read by SQL)
+
+void define_settings();
+int acquire_timeout_ms();
+// The generator's clock: wall clock in Unix ms shifted by cosid.clock_offset.
+int64 clock_ms();
+bool valid_namespace_name(const char* name);
+
+}  // namespace cosid::pg

@@ -1,0 +1,96 @@
+#include "state.hpp"
+
+#include <unistd.h>
+
+#include <initializer_list>
+
+#include "settings.hpp"
+
+namespace cosid::pg {
+
+SharedState* shared = nullptr;
+
+static shmem_request_hook_type prev_shmem_request_hook = nullptr;
+static shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
+
+// One pool entry per possible backend, plus headroom for idle slots and pending requests.
+static int pool_size() { return MaxBackends + 16; }
+
+static Size shared_size() {
+    return add_size(offsetof(SharedState, pool), mul_size(sizeof(PoolEntry), pool_size()));
+}
+
+static void request_shmem() {
+    if (prev_shmem_request_hook) prev_shmem_request_hook();
+    RequestAddinShmemSpace(shared_size());
+    RequestNamedLWLockTranche("cosid", 1);
+}
+
+static void make_incarnation(SharedState* s) {
+    uint8 b[16];
+    if (!pg_strong_random(b, sizeof(b)))
+        ereport(FATAL, (errmsg("cosid could not generate a random incarnation id")));
+    b[6] = (b[6] & 0x0f) | 0x40;  // UUID version 4
+    b[8] = (b[8] & 0x3f) | 0x80;  // RFC 4122 variant
+    memcpy(s->incarnation_uuid.data, b, 16);
+    snprintf(s->incarnation, sizeof(s->incarnation),
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
+             b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+static void startup_shmem() {
+    if (prev_shmem_startup_hook) prev_shmem_startup_hook();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    bool found;
+    shared = static_cast<SharedState*>(ShmemInitStruct("cosid", shared_size(), &found));
+    if (!found) {
+        // A fresh shared memory segment: server start or crash restart.  Either way a new
+        // incarnation, which never takes over the old one's live leases.
+        memset(shared, 0, shared_size());
+        shared->lock = &(GetNamedLWLockTranche("cosid"))->lock;
+        ConditionVariableInit(&shared->cv);
+        make_incarnation(shared);
+        if (setting_owner_key != nullptr && setting_owner_key[0] != '\0') {
+            strlcpy(shared->owner_key, setting_owner_key, sizeof(shared->owner_key));
+        } else {
+            char host[200];
+            if (gethostname(host, sizeof(host)) != 0) strlcpy(host, "localhost", sizeof(host));
+            host[sizeof(host) - 1] = '\0';
+            snprintf(shared->owner_key, sizeof(shared->owner_key), "%s:%d", host, PostPortNumber);
+        }
+        Stats* st = &shared->stats;
+        for (pg_atomic_uint64* c : {&st->acquires, &st->renewals, &st->renewal_failures, &st->leases_lost,
+                                    &st->duplicate_owner_keys, &st->clock_skew_events, &st->waits_at_ceiling,
+                                    &st->ids_issued, &st->releases, &st->store_transactions})
+            pg_atomic_init_u64(c, 0);
+        shared->npool = pool_size();
+        for (int i = 0; i < shared->npool; ++i) {
+            pg_atomic_init_u64(&shared->pool[i].ceiling, 0);
+            pg_atomic_init_u32(&shared->pool[i].lost, 0);
+        }
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+void install_shmem_hooks() {
+    prev_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = request_shmem;
+    prev_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = startup_shmem;
+}
+
+void require_preloaded(const char* function) {
+    if (shared == nullptr)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("%s() requires cosid to be loaded via shared_preload_libraries", function),
+                        errdetail("The lease keeper and the slot pool live in shared memory, which only a "
+                                  "preloaded library can set up."),
+                        errhint("Add cosid to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+void wake_keeper() {
+    Latch* l = shared->keeper_latch;
+    if (l != nullptr) SetLatch(l);
+}
+
+}  // namespace cosid::pg

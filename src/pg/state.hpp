@@ -1,0 +1,73 @@
+// The instance's shared state: the pool of leased slots, the keeper's handle, counters.
+//
+// Lock discipline: every field of a PoolEntry is guarded by SharedState::lock, except
+// `ceiling` and `lost`, which the bound backend reads without the lock on every id and only
+// the keeper writes (ceiling only ever grows, and only after the store committed it).
+#pragma once
+#include "pg.hpp"
+
+namespace cosid::pg {
+
+enum EntryState : uint32 {
+    kEmpty = 0,
+    kWanted,     // a backend asked for a slot of `ns`; the keeper will acquire one
+    kAcquiring,  // the keeper is talking to the store for it
+    kLeased,     // a lease of this instance; bound to a backend or idle in the pool
+};
+
+struct PoolEntry {
+    uint32 state;
+    char ns[NAMEDATALEN];
+    // the lease
+    int32 slot;
+    int64 fence;
+    int64 floor;
+    int64 expires_at;
+    pg_atomic_uint64 ceiling;
+    pg_atomic_uint32 lost;  // renewal found it gone, or it was released by force
+    // the layout of the namespace
+    int timestamp_bits, slot_bits, sequence_bits, unit_ms;
+    int64 epoch_ms, tolerance_ms;
+    // use
+    int bound_pid;        // 0: idle in the pool
+    int64 last_issued;    // exact last timestamp issued on it by this instance, -1: none
+    int64 idle_since;     // ms, when bound_pid became 0
+    bool release_requested;
+    // keeper bookkeeping
+    int64 next_renew_at;  // ms
+    int64 backoff_ms;
+    // requests
+    int requester_pid;
+    int64 retry_at;        // ms: when the keeper tries an exhausted namespace again
+    int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
+    char error[256];       // set by the keeper when the request cannot be served
+};
+
+struct Stats {
+    pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
+        clock_skew_events, waits_at_ceiling, ids_issued, releases, store_transactions;
+};
+
+struct SharedState {
+    LWLock* lock;
+    ConditionVariable cv;  // broadcast whenever an entry changes
+    char owner_key[256];
+    char incarnation[40];  // textual UUID, made when shared memory is initialised
+    pg_uuid_t incarnation_uuid;
+    int keeper_pid;
+    Latch* keeper_latch;
+    bool keeper_ready;     // the keeper found the extension in its database
+    Stats stats;
+    int npool;
+    PoolEntry pool[FLEXIBLE_ARRAY_MEMBER];
+};
+
+extern SharedState* shared;
+
+void install_shmem_hooks();
+// Raises a clear error when the library was not preloaded.
+void require_preloaded(const char* function);
+void wake_keeper();
+inline void count(pg_atomic_uint64& c, uint64 n = 1) { pg_atomic_fetch_add_u64(&c, n); }
+
+}  // namespace cosid::pg

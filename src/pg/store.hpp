@@ -1,0 +1,32 @@
+// The keeper's client of the SQL store: each call is one transaction of its own, so a lease
+// change commits whatever any user transaction does.  Only the keeper calls these.
+#pragma once
+#include "pg.hpp"
+
+namespace cosid::pg {
+
+struct StoreResult {
+    bool found;         // acquire: a slot was won; renew/release: the lease matched
+    int32 slot;
+    int64 fence, expires_at, floor, ceiling, next_floor, store_now;
+    bool duplicate_key;
+    int64 earliest_expiry;  // 0: none
+    // namespace layout (acquire only)
+    int timestamp_bits, slot_bits, sequence_bits, unit_ms;
+    int64 epoch_ms, tolerance_ms;
+};
+
+struct StoreError {
+    char message[256];
+    int sqlerrcode;
+};
+
+bool store_extension_ready(StoreError* err);
+bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
+                   const char* exclude_array, StoreResult* out, StoreError* err);
+bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 ttl_ms, StoreResult* out,
+                 StoreError* err);
+bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 last_issued,
+                   StoreResult* out, StoreError* err);
+
+}  // namespace cosid::pg
