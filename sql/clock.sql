@@ -1,0 +1,41 @@
+-- The generator's clock against its window (DESIGN.md section 1), with cosid.clock_offset.
+SET cosid.acquire_timeout = '700ms';
+SELECT cosid_namespace_create('clk', slot_bits => 4);
+SELECT cosid_next('clk') AS a \gset
+
+-- Clock behind the last timestamp: go on with the last one; ids still increase.
+SET cosid.clock_offset = -5000;
+SELECT cosid_next('clk') AS b \gset
+SELECT :b > :a AS increasing,
+       (cosid_parse(:b, 'clk')).ts - (cosid_parse(:a, 'clk')).ts < interval '5 ms' AS stays_on_last_timestamp;
+
+-- A new window starts after the released timestamp; a clock 5 s behind cannot pass its
+-- floor, so the call waits and then fails: nothing is issued below the floor.
+RESET cosid.clock_offset;
+SELECT cosid_release();
+SET cosid.clock_offset = -5000;
+SELECT expect_error($$SELECT cosid_next('clk')$$);
+RESET cosid.clock_offset;
+SELECT cosid_next('clk') > :b AS recovers_when_clock_is_back;
+
+-- Clock ahead of the store by more than ttl + tolerance: the generator reaches its
+-- ceiling at once, waits for a renewal that cannot cover it, and fails.
+SET cosid.clock_offset = 60000;
+SELECT expect_error($$SELECT cosid_next('clk')$$);
+SELECT waits_at_ceiling > 0 AS counted_wait FROM cosid_stats();
+RESET cosid.clock_offset;
+SELECT cosid_next('clk') > :b AS recovers_when_clock_is_right;
+
+-- Exhausted namespace: all 4 slots of 'small' held by other owners.
+SELECT count(*) AS taken FROM generate_series(1, 4) g,
+       cosid.acquire('small', 'other' || g, gen_random_uuid(), 60000) a WHERE a.slot IS NOT NULL;
+SELECT expect_error($$SELECT cosid_next('small')$$);
+SELECT error_detail($$SELECT cosid_next('small')$$) LIKE 'Every slot is held; the earliest lease expires at %' AS names_earliest_expiry;
+SELECT count(*) AS pool_requests_left FROM cosid_pool() WHERE namespace = 'small';
+
+-- Bad settings are refused and change nothing.
+SELECT expect_error($$SET cosid.clock_offset = 'soon'$$);
+SELECT expect_error($$SET cosid.acquire_timeout = -5$$);
+SELECT expect_error($$SET cosid.ttl = '10s'$$);
+SELECT expect_error($$SET cosid.database = 'other'$$);
+SHOW cosid.acquire_timeout;
