@@ -37,3 +37,6 @@ unit: test/unit/run_unit
 	test/unit/run_unit
 
 EXTRA_CLEAN = test/unit/run_unit test/out test/out_isolation test/tmp_check test/tmp_check_iso
+
+test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard src/core/*.hpp)
+	g++ -std=c++17 -O1 -g -Wall -Wextra -Isrc/core -o $@ test/model/model_compare.cpp $(CORE_SRCS)

@@ -43,17 +43,21 @@ static bool check_owner_key(char** newval, void** extra, GucSource source) {
 }
 
 void define_settings() {
-    DefineCustomStringVariable("cosid.database", "Database holding the cosid store; the lease keeper connects to it.",
-                               nullptr, &setting_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr,
-                               nullptr);
+    // Server-start settings can only be defined while preloading; loaded later (not
+    // preloaded), the library only serves its pure functions anyway.
+    if (process_shared_preload_libraries_in_progress) {
+        DefineCustomStringVariable("cosid.database",
+                                   "Database holding the cosid store; the lease keeper connects to it.", nullptr,
+                                   &setting_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+        DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
+                                   nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
+                                   nullptr);
+    }
     DefineCustomIntVariable("cosid.ttl", "How long a lease lasts without renewal; renewed every ttl/3.", nullptr,
                             &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
     DefineCustomStringVariable("cosid.namespace", "Namespace used by cosid_next() without argument.", nullptr,
                                &setting_namespace, "default", PGC_USERSET, 0, check_namespace, nullptr, nullptr);
-    DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
-                               nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
-                               nullptr);
     DefineCustomIntVariable("cosid.preferred_slot", "Slot to try first when acquiring (-1: none).", nullptr,
                             &setting_preferred_slot, -1, -1, 65535, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.acquire_timeout",

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Many real clients at once: 10 pgbench clients insert rows with DEFAULT cosid_next() for
+# a while, half of them opening a new connection per transaction.  Then: zero duplicate
+# ids, no failed transaction, every id inside a window this instance held on its slot,
+# and, once the pool has gone idle, every slot released with next_floor = the last
+# timestamp issued on it.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+dir="${1:-/tmp/cosid-e2e}/concurrency"; port=55441
+start_server "$dir" "$port" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '2s'"
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$dir" immediate' EXIT
+fail=0
+check() { if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; fail=1; fi; }
+q() { psql_at "$dir" "$port" postgres -At "$@"; }
+
+q -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint DEFAULT cosid_next(), client int, at timestamptz DEFAULT clock_timestamp())" \
+  -c "CREATE TABLE observed (slot int, fence bigint, incarnation uuid, floor bigint, ceiling bigint)" >/dev/null
+cat > "$dir/insert.sql" <<'SQL'
+INSERT INTO t(client) SELECT :client_id FROM generate_series(1, 20);
+SQL
+chown "$PG_USER" "$dir/insert.sql"
+
+# Sample the store's view of this instance's leases while the clients run.
+sampler() {
+    while [ ! -e "$dir/stop" ]; do
+        q -c "INSERT INTO observed SELECT l.slot, l.fence, l.incarnation, l.floor, l.ceiling
+              FROM cosid.lease l WHERE l.namespace = 'default' AND l.incarnation IS NOT NULL" >/dev/null 2>&1 || true
+        sleep 0.1
+    done
+}
+rm -f "$dir/stop"
+sampler &
+sampler_pid=$!
+seconds=12
+as_pg pgbench -n -h "$dir" -p "$port" -c 5 -j 2 -T "$seconds" -f "$dir/insert.sql" postgres > "$dir/persistent.log" 2>&1 &
+p1=$!
+as_pg pgbench -n -C -h "$dir" -p "$port" -c 5 -j 2 -T "$seconds" -f "$dir/insert.sql" postgres > "$dir/churn.log" 2>&1 &
+p2=$!
+wait $p1 || fail=1
+wait $p2 || fail=1
+# one last sample while the slots are still pooled (held) with their final ceilings
+q -c "INSERT INTO observed SELECT l.slot, l.fence, l.incarnation, l.floor, l.ceiling
+      FROM cosid.lease l WHERE l.namespace = 'default' AND l.incarnation IS NOT NULL" >/dev/null
+touch "$dir/stop"; wait $sampler_pid || true
+
+grep -E "number of transactions actually processed|number of failed" "$dir/persistent.log" "$dir/churn.log" | sed 's/^/# /'
+rows=$(q -c "SELECT count(*) FROM t")
+echo "# rows inserted: $rows by 10 clients (5 reconnecting per transaction)"
+[ "$rows" -gt 10000 ] && echo "ok - a real load ran" || { echo "not ok - too few rows: $rows"; fail=1; }
+check "zero duplicate ids" 0 "$(q -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+check "no NULL ids" 0 "$(q -c "SELECT count(*) FROM t WHERE id IS NULL")"
+check "no failed pgbench transaction" 0 "$(cat "$dir"/persistent.log "$dir"/churn.log | grep -c 'aborted\|error' || true)"
+me=$(q -c "SELECT incarnation FROM cosid_stats()")
+check "every id lies in a window this instance held on its slot" 0 "$(q -c "
+    WITH w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
+               WHERE incarnation = '$me' GROUP BY slot, fence),
+         p AS (SELECT (cosid_parse(id)).* FROM t)
+    SELECT count(*) FROM p
+    WHERE NOT EXISTS (SELECT 1 FROM w WHERE w.slot = p.slot
+                        AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor
+                        AND (extract(epoch FROM p.ts) * 1000)::bigint <= w.ceiling)")"
+echo "# slots used: $(q -c "SELECT count(DISTINCT (cosid_parse(id)).slot) FROM t")"
+
+# All clients are gone; after pool_idle_timeout the keeper releases every slot in order.
+for _ in $(seq 1 60); do
+    held=$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'default' AND incarnation IS NOT NULL")
+    [ "$held" = 0 ] && break
+    sleep 0.2
+done
+check "every pooled slot released after the idle timeout" 0 "$held"
+check "released slots hand on the exact last issued timestamp" 0 "$(q -c "
+    WITH last AS (SELECT (cosid_parse(id)).slot AS slot,
+                         max((extract(epoch FROM (cosid_parse(id)).ts) * 1000)::bigint) AS ts FROM t GROUP BY 1)
+    SELECT count(*) FROM last JOIN cosid.lease l ON l.namespace = 'default' AND l.slot = last.slot
+    WHERE l.next_floor <> last.ts")"
+q -c "SELECT 'stats: ' || row_to_json(s)::text FROM cosid_stats() s" | sed 's/^/# /'
+check "no lease lost, no renewal failed" "0 0" "$(q -c "SELECT leases_lost || ' ' || renewal_failures FROM cosid_stats()")"
+exit $fail

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The SQL store against the C++ lease model: the same random operation sequences, the
+# same answers, line for line (see test/model/model_compare.cpp).
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+dir="${1:-/tmp/cosid-e2e}/model"; port=55442
+start_server "$dir" "$port"
+trap 'stop_server "$dir" immediate' EXIT
+make -C "$COSID_ROOT" -s test/model/model_compare >/dev/null
+fail=0
+for seed in 1 2 3 4 5; do
+    t0=$(( $(date +%s) / 100 * 100000 ))
+    psql_at "$dir" "$port" postgres -q -c "SET client_min_messages = warning" -c "DROP EXTENSION IF EXISTS cosid CASCADE" -c "CREATE EXTENSION cosid" \
+        -c "CREATE OR REPLACE FUNCTION cosid_r100(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
+            \$\$ SELECT ((v - '"$t0"' + 50) / 100 * 100 - CASE WHEN v - '"$t0"' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" >/dev/null
+    "$COSID_ROOT/test/model/model_compare" "$seed" 200 "$dir/ops.sql" "$dir/expected.txt" "$t0"
+    chmod a+r "$dir/ops.sql"
+    psql_at "$dir" "$port" postgres -f "$dir/ops.sql" > "$dir/actual.txt"
+    if diff -u "$dir/expected.txt" "$dir/actual.txt" > "$dir/diff.txt"; then
+        echo "ok - seed $seed: $(wc -l < "$dir/expected.txt") operations, SQL store equals model"
+    else
+        echo "not ok - seed $seed: SQL store differs from model"; head -30 "$dir/diff.txt"; fail=1
+    fi
+done
+exit $fail

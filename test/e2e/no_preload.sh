@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Without shared_preload_libraries every runtime function fails with a clear error and a
+# HINT; the pure functions still work.  In a database other than cosid.database,
+# cosid_next() fails with its own SQLSTATE.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+dir="${1:-/tmp/cosid-e2e}/no_preload"; port=55440
+start_server "$dir" "$port" "shared_preload_libraries = ''"
+trap 'stop_server "$dir" immediate' EXIT
+fail=0
+check() {  # check NAME EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; fail=1; fi
+}
+psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" >/dev/null
+for fn in "cosid_next()" "cosid_next('default')" "cosid_pool()" "cosid_stats()" "cosid_release()" "cosid_release('default', 0)"; do
+    out=$(psql_at "$dir" "$port" postgres -v VERBOSITY=verbose -c "SELECT $fn" 2>&1 || true)
+    check "$fn without preload: SQLSTATE 55000" 1 "$(grep -c 'ERROR:  55000' <<<"$out")"
+    check "$fn without preload: HINT names shared_preload_libraries" 1 "$(grep -c 'HINT:  Add cosid to shared_preload_libraries' <<<"$out")"
+done
+check "cosid_parse works without preload" 1 "$(psql_at "$dir" "$port" postgres -At -c "SELECT (cosid_parse(4194304 + 4096)).slot")"
+check "store untouched" 0 "$(psql_at "$dir" "$port" postgres -At -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+stop_server "$dir"
+
+# Preloaded, store in database 'postgres'; a call from another database is refused.
+start_server "$dir" "$port" "cosid.database = 'postgres'"
+psql_at "$dir" "$port" postgres -c "CREATE DATABASE other" >/dev/null
+psql_at "$dir" "$port" other -c "CREATE EXTENSION cosid" >/dev/null
+out=$(psql_at "$dir" "$port" other -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+check "cosid_next in another database: ZC007" 1 "$(grep -c 'ERROR:  ZC007' <<<"$out")"
+# Before CREATE EXTENSION in the keeper's database, a call waits and then says why.
+out=$(psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next() > 0" -At 2>&1 || true)
+check "cosid_next once the extension exists" "t" "$(tail -1 <<<"$out")"
+exit $fail
