@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The main job, from nothing: build and install cosid, start a throwaway PostgreSQL with
+# cosid preloaded, create a table whose id is DEFAULT cosid_next(), insert rows from
+# several connections, and show the ids, the leases in the store and this instance's pool.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+install_prerequisites
+build_and_install
+
+dir=/tmp/cosid-demo; port=55439
+log "starting a throwaway PostgreSQL 15 in $dir (port $port) with shared_preload_libraries = 'cosid'"
+start_server "$dir" "$port" "cosid.ttl = '30s'"
+trap 'stop_server "$dir"; echo "(server stopped; its files are in $dir)"' EXIT
+q() { psql_at "$dir" "$port" postgres "$@"; }
+
+log "CREATE EXTENSION cosid; CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next(), ...)"
+q -c "CREATE EXTENSION cosid" \
+  -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next(), note text, at timestamptz DEFAULT clock_timestamp())"
+
+log "inserting 100000 rows in one statement, then 4 connections at once inserting 1000 rows each"
+q -c "INSERT INTO orders(note) SELECT 'bulk ' || g FROM generate_series(1, 100000) g"
+for c in 1 2 3 4; do
+    q -c "INSERT INTO orders(note) SELECT 'client $c row ' || g FROM generate_series(1, 1000) g" &
+done
+wait
+
+log "the ids: unique, time-ordered, each one (timestamp, slot, sequence)"
+q -c "SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids, min(id), max(id) FROM orders"
+q -c "SELECT o.id, o.note, p.ts, p.slot, p.sequence FROM orders o, cosid_parse(o.id) p
+      WHERE o.note IN ('bulk 1', 'bulk 2', 'bulk 100000', 'client 1 row 1', 'client 2 row 1', 'client 3 row 1', 'client 4 row 1')
+      ORDER BY o.id"
+q -c "SELECT (cosid_parse(id)).slot, count(*) AS ids FROM orders GROUP BY 1 ORDER BY 1"
+
+log "the leases in the store: each slot held by this instance for a window (floor, ceiling]"
+q -c "SELECT namespace, slot, owner_key, fence, expires_at, floor, ceiling, state FROM cosid_leases() WHERE state <> 'free'"
+log "this instance's pool: slots idle after their connections closed, with the exact last timestamp issued"
+q -c "SELECT * FROM cosid_pool()"
+q -c "SELECT * FROM cosid_stats()" -x
