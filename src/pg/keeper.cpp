@@ -246,9 +246,11 @@ long keeper_pass() {
 
 // At shutdown: give backends a moment to close their generators, then release every
 // slot that none is bound to, with its exact last timestamp.  Slots still bound are left to
-// expire: their last timestamp is not known.
+// expire (a server shutdown ends their backends too), or, when only the keeper was
+// stopped, to its successor, which finds them in shared memory and renews them.  The wait
+// is short so that such a successor starts quickly.
 void release_all_at_shutdown() {
-    for (int wait = 0; wait < 40; ++wait) {
+    for (int wait = 0; wait < 10; ++wait) {
         bool any_bound = false;
         LWLockAcquire(shared->lock, LW_SHARED);
         for (int i = 0; i < shared->npool; ++i)

@@ -1,0 +1,95 @@
+# Shared pieces of the fault suites: a server with short leases, clients that keep
+# inserting through every fault (one connection per statement, so they also churn), a
+# sampler of the store's windows, and the checks that end every suite.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+
+FAIL=0
+check() { if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; FAIL=1; fi; }
+check_true() { if [ "$2" = "t" ]; then echo "ok - $1"; else echo "not ok - $1 (got [$2])"; FAIL=1; fi; }
+now_ms() { date +%s%3N; }
+q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
+
+# fault_server DIR PORT: ttl 2 s; namespace f with tolerance 300 ms; table t with a unique key.
+fault_server() {
+    DIR="$1"; PORT="$2"
+    start_server "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '1s'" "max_connections = 40" \
+        "restart_after_crash = on" "log_min_messages = log"
+    q -c "CREATE EXTENSION cosid" \
+      -c "SELECT cosid_namespace_create('f', slot_bits => 6, tolerance => '300 ms')" \
+      -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), client int, phase text)" \
+      -c "CREATE TABLE observed (at timestamptz DEFAULT clock_timestamp(), namespace text, slot int, fence bigint,
+                                 incarnation uuid, owner_key text, floor bigint, ceiling bigint)" >/dev/null
+    mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
+}
+
+PHASE=start
+# start_clients N: N clients inserting 50 rows per statement until stop_clients.
+start_clients() {
+    rm -f "$DIR/stop"
+    CLIENT_PIDS=()
+    for c in $(seq 1 "$1"); do
+        (
+            while [ ! -e "$DIR/stop" ]; do
+                out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
+                      -c "INSERT INTO t(client, phase) SELECT $c, '$PHASE' FROM generate_series(1, 50)" 2>&1)
+                if [ $? = 0 ]; then echo "$(now_ms) ok"; else
+                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
+            done > "$DIR/clients/$PHASE.$c.log"
+        ) &
+        CLIENT_PIDS+=($!)
+    done
+    (
+        while [ ! -e "$DIR/stop" ]; do
+            q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
+                  SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease
+                  WHERE incarnation IS NOT NULL" >/dev/null 2>&1 || true
+            sleep 0.1
+        done
+    ) &
+    CLIENT_PIDS+=($!)
+}
+
+stop_clients() {
+    touch "$DIR/stop"
+    wait "${CLIENT_PIDS[@]}" 2>/dev/null || true
+    q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
+          SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease
+          WHERE incarnation IS NOT NULL" >/dev/null 2>&1 || true
+}
+
+# first_ok_after PHASE T_MS: the first successful insert of the phase at or after T_MS.
+first_ok_after() { cat "$DIR"/clients/"$1".*.log | awk -v t="$2" '$2 == "ok" && $1 >= t {print $1}' | sort -n | head -1; }
+errors_of() { cat "$DIR"/clients/"$1".*.log | awk '$2 != "ok" {print $2}' | sort | uniq -c | tr '\n' ' '; }
+oks_of() { cat "$DIR"/clients/"$1".*.log | awk '$2 == "ok"' | wc -l; }
+
+# The checks that hold whatever happened: no duplicate, no unique violation, every id in
+# a window that the store handed to its slot, for an incarnation of this server.
+final_checks() {
+    check "zero duplicate ids over $(q -c "SELECT count(*) FROM t") rows" 0 "$(q -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+    check "no unique violation (23505) in any client" 0 "$(cat "$DIR"/clients/*.log | grep -c ' 23505' || true)"
+    check "every id inside a window the store handed to its slot" 0 "$(q -c "
+        WITH w AS (SELECT slot, fence, incarnation, min(floor) AS floor, max(ceiling) AS ceiling
+                   FROM observed WHERE namespace = 'f' AND owner_key <> 'thief' GROUP BY 1, 2, 3),
+             p AS (SELECT (cosid_parse(id, 'f')).* FROM t)
+        SELECT count(*) FROM p WHERE NOT EXISTS (
+            SELECT 1 FROM w WHERE w.slot = p.slot
+              AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor
+              AND (extract(epoch FROM p.ts) * 1000)::bigint <= w.ceiling)")"
+}
+
+# no_window_below_old_ids OLD_INCARNATION: every window of a later incarnation starts at or
+# after the last timestamp the old incarnation issued on that slot.
+no_window_below_old_ids() {
+    q -c "
+    WITH old_w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
+                   WHERE namespace = 'f' AND incarnation = '$1' GROUP BY 1, 2),
+         ids AS (SELECT p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ts FROM t, cosid_parse(t.id, 'f') p),
+         old_last AS (SELECT i.slot, max(i.ts) AS ts FROM ids i JOIN old_w w ON w.slot = i.slot
+                      AND i.ts > w.floor AND i.ts <= w.ceiling GROUP BY 1),
+         new_w AS (SELECT slot, fence, min(floor) AS floor FROM observed
+                   WHERE namespace = 'f' AND incarnation <> '$1' AND owner_key <> 'thief'
+                     AND at > (SELECT min(at) FROM observed WHERE incarnation = '$1') GROUP BY 1, 2
+                   HAVING min(at) > (SELECT max(at) FROM observed WHERE incarnation = '$1'))
+    SELECT count(*) FROM new_w JOIN old_last USING (slot) WHERE new_w.floor < old_last.ts"
+}

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Faults of processes while clients insert (README "Faults"): kill -9 of a backend, the
+# keeper stopped (SIGTERM) and killed (SIGKILL), a frozen backend whose slot is taken,
+# an administrator's forced release, more backends than slots, fast and immediate
+# shutdown.  Each case is bounded; the checks at the end hold over everything inserted.
+source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
+fault_server "${1:-/tmp/cosid-e2e}/faults_process" 55450
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null; stop_server "$DIR" immediate' EXIT
+
+wait_service() {  # wait_service T0_MS: until cosid_next('f') works again; prints ms since T0
+    for _ in $(seq 1 150); do
+        if q -c "SELECT cosid_next('f')" >/dev/null 2>&1; then echo $(( $(now_ms) - $1 )); return; fi
+        sleep 0.1
+    done
+    echo "never"
+}
+
+echo "# 1. kill -9 of a backend in the middle of inserting"
+PHASE=kill9; start_clients 6; sleep 2
+old_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
+# the victim: a backend in the middle of a long INSERT ... DEFAULT cosid_next('f')
+as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres \
+    -c "INSERT INTO t(client, phase) SELECT 0, 'victim' FROM generate_series(1, 3000000)" >/dev/null 2>&1 &
+victim=""; bound=f
+for _ in $(seq 1 100); do
+    victim=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%''victim''%' AND state = 'active' AND pid <> pg_backend_pid()")
+    [ -n "$victim" ] && bound=$(q -c "SELECT count(*) = 1 FROM cosid_pool() WHERE bound_pid = $victim")
+    [ "$bound" = t ] && break; sleep 0.05
+done
+check_true "the victim is inserting, bound to a slot" "$bound"
+t0=$(now_ms); kill -9 "$victim"
+rec=$(wait_service "$t0"); echo "# service back after ${rec} ms (crash restart of all backends; new keeper, new slots)"
+sleep 2; stop_clients
+new_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
+[ "$old_inc" != "$new_inc" ] && echo "ok - crash restart is a new incarnation" || { echo "not ok - same incarnation"; FAIL=1; }
+check_true "duplicate owner key counted: the old incarnation's live leases were seen" "$(q -c "SELECT duplicate_owner_keys > 0 FROM cosid_stats()")"
+check "no new window starts below a timestamp the old incarnation issued on its slot" 0 "$(no_window_below_old_ids "$old_inc")"
+check "old live leases not taken over: new incarnation's first windows avoid them" 0 "$(q -c "
+    SELECT count(*) FROM observed n
+    WHERE n.incarnation = '$new_inc' AND EXISTS (
+        SELECT 1 FROM observed o WHERE o.incarnation = '$old_inc' AND o.slot = n.slot AND o.namespace = n.namespace
+          AND o.at = (SELECT max(at) FROM observed WHERE incarnation = '$old_inc')
+          AND n.floor < o.ceiling)")"
+echo "# errors during the fault: $(errors_of kill9)"
+
+echo "# 2a. the keeper stopped with SIGTERM: restarted, resumes renewing"
+PHASE=keeper_term; start_clients 4; sleep 1.5
+renewals0=$(q -c "SELECT renewals FROM cosid_stats()")
+kpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+t0=$(now_ms); kill -TERM "$kpid"
+for _ in $(seq 1 100); do
+    k2=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+    [ -n "$k2" ] && [ "$k2" != "$kpid" ] && break; sleep 0.1
+done
+echo "# new keeper after $(( $(now_ms) - t0 )) ms"
+sleep 3; stop_clients
+check_true "a new keeper runs" "$([ -n "$k2" ] && [ "$k2" != "$kpid" ] && echo t)"
+check_true "renewals resumed under the new keeper" "$(q -c "SELECT renewals > $renewals0 FROM cosid_stats()")"
+check "same incarnation: a keeper restart is not a server restart" "$new_inc" "$(q -c "SELECT incarnation FROM cosid_stats()")"
+echo "# inserts while the keeper restarted: $(oks_of keeper_term) ok; errors: $(errors_of keeper_term)"
+
+echo "# 2b. the keeper killed with SIGKILL: the postmaster restarts everything"
+PHASE=keeper_kill; start_clients 4; sleep 1.5
+kpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+t0=$(now_ms); kill -9 "$kpid"
+rec=$(wait_service "$t0"); echo "# service back after ${rec} ms"
+sleep 2; stop_clients
+check_true "keeper back after SIGKILL" "$(q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")"
+
+echo "# 3. a backend and the keeper frozen (SIGSTOP) past ttl + tolerance; the slot taken by another owner"
+cat > "$DIR/frozen.sql" <<'SQL'
+\set ON_ERROR_STOP 0
+\set VERBOSITY sqlstate
+SELECT 'first ' || (cosid_parse(cosid_next('f'), 'f')).slot;
+SELECT pg_sleep(1.5);
+SELECT 'after ' || cosid_next('f');
+SELECT 'again ' || (cosid_parse(cosid_next('f'), 'f')).slot;
+SQL
+chown "$PG_USER" "$DIR/frozen.sql"
+as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/frozen.sql" > "$DIR/frozen.out" 2>&1 &
+fpsql=$!
+sleep 0.7
+bpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(1.5)%' AND pid <> pg_backend_pid()")
+slot=$(q -c "SELECT slot FROM cosid_pool() WHERE bound_pid = $bpid")
+kpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+kill -STOP "$bpid" "$kpid"
+sleep 3.5   # > ttl (2 s) + tolerance (300 ms): the lease expires in the store
+thief=$(q -c "SELECT slot || ' ' || floor FROM cosid.acquire('f', 'thief', gen_random_uuid(), 60000, $slot)")
+q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
+      SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease WHERE namespace = 'f' AND slot = $slot" >/dev/null
+kill -CONT "$kpid" "$bpid"
+wait "$fpsql" || true
+sed 's/^/#   /' "$DIR/frozen.out"
+check "the thief got the frozen backend's slot" "$slot" "${thief%% *}"
+check "after resuming, the frozen backend refuses to issue: slot lost (ZC001)" 1 "$(grep -c 'ERROR:  ZC001' "$DIR/frozen.out")"
+check "its next call binds a new slot" 1 "$(grep -c '^again ' "$DIR/frozen.out")"
+check_true "the new slot is not the lost one" "$(grep '^again ' "$DIR/frozen.out" | awk -v s="$slot" '{print ($2 != s) ? "t" : "f"}')"
+check_true "lease loss counted" "$(q -c "SELECT leases_lost > 0 FROM cosid_stats()")"
+q -c "SELECT * FROM cosid.revoke('f', $slot)" >/dev/null   # the thief goes away; its window stays closed for us
+
+echo "# 6. forced release by an administrator of a slot in use"
+cat > "$DIR/forced.sql" <<'SQL'
+\set ON_ERROR_STOP 0
+\set VERBOSITY sqlstate
+SELECT 'first ' || (cosid_parse(cosid_next('f'), 'f')).slot;
+SELECT pg_sleep(1);
+SELECT 'after ' || cosid_next('f');
+SELECT 'again ' || (cosid_parse(cosid_next('f'), 'f')).slot;
+SQL
+chown "$PG_USER" "$DIR/forced.sql"
+PHASE=forced; start_clients 3
+as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/forced.sql" > "$DIR/forced.out" 2>&1 &
+fpsql=$!
+sleep 0.5
+slot=$(grep '^first ' "$DIR/forced.out" | awk '{print $2}')
+check "administrator releases the slot in use" "released" "$(q -c "SELECT cosid_release('f', $slot)")"
+wait "$fpsql" || true
+stop_clients
+sed 's/^/#   /' "$DIR/forced.out"
+check "the holder fails fast with ZC001" 1 "$(grep -c 'ERROR:  ZC001' "$DIR/forced.out")"
+check "then binds another slot" 1 "$(grep -c '^again ' "$DIR/forced.out")"
+check_true "the store handed on the ceiling: next_floor = ceiling" "$(q -c "SELECT next_floor = ceiling OR incarnation IS NOT NULL FROM cosid.lease WHERE namespace = 'f' AND slot = $slot")"
+
+echo "# 7. more backends than slots: namespace of 4 slots, 6 backends"
+q -c "SELECT cosid_namespace_create('tiny', slot_bits => 2, tolerance => '300 ms')" >/dev/null
+for i in 1 2 3 4 5 6; do
+    as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=verbose \
+        -c "SET cosid.acquire_timeout = '1500ms'" -c "SELECT 'slot ' || (cosid_parse(cosid_next('tiny'), 'tiny')).slot" \
+        -c "SELECT pg_sleep(3)" > "$DIR/tiny.$i.out" 2>&1 &
+done
+sleep 2.2
+bound=$(q -c "SELECT count(*) || ' ' || count(DISTINCT slot) FROM cosid_pool() WHERE namespace = 'tiny' AND bound_pid IS NOT NULL")
+wait
+check "4 backends bound, each to its own slot" "4 4" "$bound"
+check "the 2 extra callers get ZC003 (exhausted)" 2 "$(cat "$DIR"/tiny.*.out | grep -c 'ERROR:  ZC003')"
+check "the error names the earliest expiry" 2 "$(cat "$DIR"/tiny.*.out | grep -c 'DETAIL:  Every slot is held; the earliest lease expires at')"
+grep -h 'ZC003\|DETAIL' "$DIR"/tiny.*.out | head -2 | sed 's/^/#   /'
+
+echo "# 8a. fast shutdown during load: every idle slot released with its exact last timestamp"
+PHASE=fast; start_clients 5; sleep 2
+touch "$DIR/stop"; t0=$(now_ms)
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null
+stop_clients
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+echo "# server back after $(( $(now_ms) - t0 )) ms"
+check "slots of the old incarnation released with next_floor = last issued timestamp" 0 "$(q -c "
+    WITH last AS (SELECT (cosid_parse(id, 'f')).slot, max((extract(epoch FROM (cosid_parse(id, 'f')).ts) * 1000)::bigint) AS ts
+                  FROM t GROUP BY 1)
+    SELECT count(*) FROM cosid.lease l JOIN last USING (slot)
+    WHERE l.namespace = 'f' AND l.incarnation IS NULL AND l.previous_owner_key <> 'thief' AND l.next_floor < last.ts")"
+echo "# released in order: $(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'f' AND incarnation IS NULL AND fence > 0")"
+PHASE=after_fast; start_clients 4; sleep 2; stop_clients
+
+echo "# 8b. immediate shutdown during load: new windows start at or after the old ceilings"
+PHASE=immediate; start_clients 5; sleep 2
+inc_before=$(q -c "SELECT incarnation FROM cosid_stats()")
+touch "$DIR/stop"; t0=$(now_ms)
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
+stop_clients
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+PHASE=after_immediate; start_clients 4
+rec=$(wait_service "$t0"); echo "# service back after ${rec} ms"
+sleep 3; stop_clients
+check "no new window starts below a timestamp the crashed incarnation issued on its slot" 0 "$(no_window_below_old_ids "$inc_before")"
+check "leases live at the crash were not taken over before their ceiling" 0 "$(q -c "
+    SELECT count(*) FROM observed n
+    WHERE n.incarnation <> '$inc_before' AND EXISTS (
+        SELECT 1 FROM observed o WHERE o.incarnation = '$inc_before' AND o.slot = n.slot AND o.namespace = n.namespace
+          AND o.at = (SELECT max(at) FROM observed WHERE incarnation = '$inc_before')
+          AND n.fence > o.fence AND n.floor < o.ceiling)")"
+
+final_checks
+exit $FAIL
