@@ -267,6 +267,7 @@ DECLARE
     v_epoch_ms bigint;
     v_unit     text;
     v_ts_bits  int;
+    v_end_ms   numeric;
     v_old      cosid.namespace;
 BEGIN
     IF name IS NULL OR slot_bits IS NULL OR tolerance IS NULL OR epoch IS NULL
@@ -293,6 +294,18 @@ BEGIN
     v_epoch_ms := floor(extract(epoch FROM epoch) * 1000)::bigint;
     v_ts_bits := 63 - slot_bits - sequence_bits;
     PERFORM cosid.layout_check(v_ts_bits, slot_bits, sequence_bits, v_epoch_ms, v_unit);
+    -- A layout whose timestamps cannot cover now would only ever fail in cosid_next().
+    IF epoch > now() THEN
+        RAISE EXCEPTION 'cosid epoch % is in the future', epoch
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Ids hold the time since the epoch; none could be issued before it.';
+    END IF;
+    v_end_ms := v_epoch_ms + (power(2::numeric, v_ts_bits) - 1) * (CASE WHEN v_unit = 's' THEN 1000 ELSE 1 END);
+    IF v_end_ms < extract(epoch FROM now()) * 1000 + 365.25 * 86400000 THEN
+        RAISE EXCEPTION 'cosid layout with % timestamp bits (%) from epoch % ends within a year', v_ts_bits, v_unit, epoch
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use fewer slot or sequence bits, a later epoch, or unit ''s''.';
+    END IF;
 
     SELECT * INTO v_old FROM cosid.namespace n WHERE n.name = cosid_namespace_create.name FOR UPDATE;
     IF FOUND THEN

@@ -32,3 +32,8 @@ SELECT namespace, count(*) FROM cosid.lease GROUP BY namespace ORDER BY namespac
 
 SELECT namespace, slot, state FROM cosid_leases('small');
 SELECT expect_error($$SELECT * FROM cosid_leases('missing')$$);
+
+-- Layouts that cannot serve now are refused.
+SELECT expect_error($$SELECT cosid_namespace_create('future', epoch => '2300-01-01')$$);
+SELECT expect_error($$SELECT cosid_namespace_create('too_short', slot_bits => 10, sequence_bits => 22)$$);
+SELECT count(*) AS none_created FROM cosid.namespace WHERE name IN ('future', 'too_short');

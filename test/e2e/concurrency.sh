@@ -30,7 +30,7 @@ sampler() {
 rm -f "$dir/stop"
 sampler &
 sampler_pid=$!
-seconds=12
+seconds=8
 as_pg pgbench -n -h "$dir" -p "$port" -c 5 -j 2 -T "$seconds" -f "$dir/insert.sql" postgres > "$dir/persistent.log" 2>&1 &
 p1=$!
 as_pg pgbench -n -C -h "$dir" -p "$port" -c 5 -j 2 -T "$seconds" -f "$dir/insert.sql" postgres > "$dir/churn.log" 2>&1 &

@@ -13,7 +13,7 @@ q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
 fault_server() {
     DIR="$1"; PORT="$2"
     start_server "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '1s'" "max_connections = 40" \
-        "restart_after_crash = on" "log_min_messages = log"
+        "restart_after_crash = on"
     q -c "CREATE EXTENSION cosid" \
       -c "SELECT cosid_namespace_create('f', slot_bits => 6, tolerance => '300 ms')" \
       -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), client int, phase text)" \
@@ -29,10 +29,11 @@ start_clients() {
     CLIENT_PIDS=()
     for c in $(seq 1 "$1"); do
         (
+            trap - EXIT; set +e  # a failing statement is data here, not a reason to stop
             while [ ! -e "$DIR/stop" ]; do
-                out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
-                      -c "INSERT INTO t(client, phase) SELECT $c, '$PHASE' FROM generate_series(1, 50)" 2>&1)
-                if [ $? = 0 ]; then echo "$(now_ms) ok"; else
+                if out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
+                      -c "INSERT INTO t(client, phase) SELECT $c, '$PHASE' FROM generate_series(1, 50)" 2>&1); then
+                    echo "$(now_ms) ok"; else
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$DIR/clients/$PHASE.$c.log"
@@ -40,6 +41,7 @@ start_clients() {
         CLIENT_PIDS+=($!)
     done
     (
+        trap - EXIT; set +e
         while [ ! -e "$DIR/stop" ]; do
             q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
                   SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease

@@ -5,7 +5,7 @@
 # shutdown.  Each case is bounded; the checks at the end hold over everything inserted.
 source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_process" 55450
-trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null; stop_server "$DIR" immediate' EXIT
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 
 wait_service() {  # wait_service T0_MS: until cosid_next('f') works again; prints ms since T0
     for _ in $(seq 1 150); do

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Faults of clocks and of the store while clients insert (README "Faults"): the rows of
+# DESIGN.md section 1 with cosid.clock_offset / cosid.store_clock_offset, the store's
+# rows locked for longer than a window, and bad input through every function and setting.
+source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
+fault_server "${1:-/tmp/cosid-e2e}/faults_clock_store" 55451
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; sleep 0.3; }
+stat() { q -c "SELECT $1 FROM cosid_stats()"; }
+only_errors() {  # only_errors PHASE CODES...: every client error of the phase is one of CODES
+    local bad
+    bad=$(cat "$DIR"/clients/"$1".*.log | awk '$2 != "ok" {print $2}' | sort -u | grep -vxF -f <(printf '%s\n' "${@:2}") || true)
+    check "phase $1: only expected errors (${*:2})" "" "$bad"
+}
+
+PHASE=warmup; start_clients 4; sleep 1.5; stop_clients
+
+echo "# 4a. host clock ahead of the store by more than the tolerance (+2000 ms, tolerance 300 ms)"
+waits0=$(stat waits_at_ceiling); skew0=$(stat clock_skew_events)
+set_conf cosid.clock_offset 2000
+PHASE=clock_ahead; start_clients 4; sleep 4; stop_clients
+q -c "ALTER SYSTEM RESET cosid.clock_offset" -c "SELECT pg_reload_conf()" >/dev/null
+echo "# $(oks_of clock_ahead) inserts ok; errors: $(errors_of clock_ahead)"
+check_true "generators reached the ceiling early and waited for renewals" "$(stat "waits_at_ceiling > $waits0")"
+check_true "the keeper counted clock-skew events" "$(stat "clock_skew_events > $skew0")"
+check_true "ids kept coming" "$([ "$(oks_of clock_ahead)" -gt 0 ] && echo t)"
+only_errors clock_ahead ZC002
+
+echo "# 4b. host clock behind the store (-1500 ms): a new holder waits to pass its floor"
+set_conf cosid.clock_offset -1500
+PHASE=clock_behind; start_clients 4; sleep 4; stop_clients
+q -c "ALTER SYSTEM RESET cosid.clock_offset" -c "SELECT pg_reload_conf()" >/dev/null
+echo "# $(oks_of clock_behind) inserts ok; errors: $(errors_of clock_behind)"
+check_true "ids kept coming (after waiting for the floor)" "$([ "$(oks_of clock_behind)" -gt 0 ] && echo t)"
+only_errors clock_behind ZC004
+
+echo "# 4c. host clock far behind (-10 s): callers wait, then fail clearly; back to normal after"
+set_conf cosid.clock_offset -10000
+PHASE=clock_far_behind; start_clients 3; sleep 3; stop_clients
+q -c "ALTER SYSTEM RESET cosid.clock_offset" -c "SELECT pg_reload_conf()" >/dev/null
+echo "# $(oks_of clock_far_behind) inserts ok; errors: $(errors_of clock_far_behind)"
+only_errors clock_far_behind ZC004
+t0=$(now_ms); PHASE=clock_fixed; start_clients 3; sleep 2; stop_clients
+rec=$(first_ok_after clock_fixed "$t0"); echo "# first insert after the clock was fixed: $(( ${rec:-0} - t0 )) ms"
+check_true "service back once the clock is right" "$([ -n "$rec" ] && echo t)"
+
+echo "# 4d. store clock jumps forward (+3 s) and back (0): leases expire later/earlier, windows only grow"
+PHASE=store_jump; start_clients 4; sleep 1
+set_conf cosid.store_clock_offset 3000; sleep 2
+set_conf cosid.store_clock_offset -2000; sleep 2
+q -c "ALTER SYSTEM RESET cosid.store_clock_offset" -c "SELECT pg_reload_conf()" >/dev/null; sleep 1
+stop_clients
+echo "# $(oks_of store_jump) inserts ok; errors: $(errors_of store_jump)"
+check "no window's ceiling ever went down" 0 "$(q -c "
+    SELECT count(*) FROM (SELECT ceiling, lag(ceiling) OVER (PARTITION BY namespace, slot, fence, incarnation ORDER BY at) AS prev
+                          FROM observed) s WHERE ceiling < prev")"
+only_errors store_jump ZC002
+
+echo "# 5. the store unreachable for the keeper for longer than a window: lease rows locked for 6 s"
+fail0=$(stat renewal_failures)
+PHASE=store_locked; start_clients 4; sleep 1
+as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
+    -c "SELECT slot FROM cosid.lease WHERE namespace = 'f' FOR UPDATE" -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null &
+locker=$!
+t_lock=$(now_ms)
+wait $locker
+t_unlock=$(now_ms)
+sleep 3; stop_clients
+first_err=$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "ok" && $1 >= t {print $1}' | sort -n | head -1)
+first_ok=$(first_ok_after store_locked "$t_unlock")
+echo "# locked $(( t_unlock - t_lock )) ms; first error $(( ${first_err:-t_lock} - t_lock )) ms after the lock (window left + acquire_timeout); first insert $(( ${first_ok:-0} - t_unlock )) ms after the unlock"
+echo "# errors: $(errors_of store_locked)"
+check_true "renewals failed while locked" "$(stat "renewal_failures > $fail0")"
+check_true "generators went on inside their windows for a while" "$([ -n "$first_err" ] && [ $(( first_err - t_lock )) -ge 500 ] && echo t)"
+check_true "callers then got a clear error" "$([ -n "$first_err" ] && echo t)"
+check_true "service resumed within 2 s of the store coming back" "$([ -n "$first_ok" ] && [ $(( first_ok - t_unlock )) -le 2000 ] && echo t)"
+only_errors store_locked ZC002 ZC006
+
+store_md5() {
+    q -c "SELECT (SELECT md5(string_agg(n::text, ',' ORDER BY n.name)) FROM cosid.namespace n)
+               || (SELECT md5(string_agg(l::text, ',' ORDER BY l.namespace, l.slot)) FROM cosid.lease l)"
+}
+echo "# 9. bad input through every function and setting: clear errors, nothing changed"
+q -c "CREATE ROLE app LOGIN" >/dev/null
+# let the pool go idle and be released, so that no renewal changes the store meanwhile
+for _ in $(seq 1 50); do
+    [ "$(q -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")" = 0 ] && break; sleep 0.2
+done
+before=$(store_md5)
+auto_before=$(md5sum < "$DIR/data/postgresql.auto.conf")
+bad=(
+  "SELECT cosid_next('')" "SELECT cosid_next(repeat('x', 100))" "SELECT cosid_next('f; DROP TABLE t')"
+  "SELECT cosid_next(NULL::text)" "SELECT cosid_parse(-5)" "SELECT cosid_parse(NULL)" "SELECT cosid_parse(1, NULL)"
+  "SELECT cosid_parse(1, 'nope')" "SELECT cosid_release('f', -1)" "SELECT cosid_release('f', 2147483647)"
+  "SELECT cosid_release(NULL, NULL)" "SELECT cosid_release('nope', 0)"
+  "SELECT cosid_namespace_create('x', 2147483647)" "SELECT cosid_namespace_create('x', -2147483648)"
+  "SELECT cosid_namespace_create('x', tolerance => 'garbage')" "SELECT cosid_namespace_create('x', tolerance => '-1 ms')"
+  "SELECT cosid_namespace_create('x', tolerance => '100 years')" "SELECT cosid_namespace_create('x', epoch => 'infinity')"
+  "SELECT cosid_namespace_create('x', epoch => '2300-01-01', slot_bits => 16, sequence_bits => 16)"
+  "SELECT cosid_namespace_create('f', slot_bits => 7)" "SELECT cosid_namespace_create(repeat('y', 64))"
+  "SELECT cosid_namespace_create('x', unit => NULL)" "SELECT * FROM cosid_leases('')"
+  "SELECT * FROM cosid.acquire('f', 'k', NULL, 1000)" "SELECT * FROM cosid.acquire('f', 'k', gen_random_uuid(), 9223372036854775807)"
+  "SELECT * FROM cosid.renew('f', 0, gen_random_uuid(), -1, -1)" "SELECT * FROM cosid.release('f', 0, gen_random_uuid(), 1, NULL)"
+  "SELECT * FROM cosid.revoke('f', NULL)" "SELECT * FROM cosid.revoke('f', 99999)"
+  "SELECT cosid.layout_check(41, 10, 12, 0, NULL)" "SELECT cosid.unpack(1, 99, 10, 12, 0, 'ms')"
+  "ALTER SYSTEM SET cosid.ttl = 'abc'" "ALTER SYSTEM SET cosid.ttl = '0'" "ALTER SYSTEM SET cosid.ttl = '100d'"
+  "ALTER SYSTEM SET cosid.preferred_slot = 70000" "ALTER SYSTEM SET cosid.pool_idle_timeout = -1"
+  "ALTER SYSTEM SET cosid.namespace = ''" "ALTER SYSTEM SET cosid.acquire_timeout = '1 fortnight'"
+  "ALTER SYSTEM SET cosid.clock_offset = 999999999" "ALTER SYSTEM SET cosid.owner_key = '$(printf 'k%.0s' $(seq 1 201))'"
+  "SET cosid.namespace = 'a b'" "SET cosid.acquire_timeout = -2"
+)
+unclear=0
+for stmt in "${bad[@]}"; do
+    out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=verbose -c "$stmt" 2>&1 || true)
+    if ! grep -qE 'ERROR:  [0-9A-Z]{5}: ' <<<"$out"; then echo "#   no clear error for: $stmt => $out"; unclear=$((unclear + 1)); fi
+done
+app_bad=("SELECT cosid_release('f', 0)" "SELECT cosid_namespace_create('z')" "UPDATE cosid.lease SET fence = 0"
+         "SELECT * FROM cosid.revoke('f', 0)" "SET cosid.clock_offset = 1" "SET cosid.store_clock_offset = 1"
+         "SELECT * FROM cosid.acquire('f', 'k', gen_random_uuid(), 1000)")
+for stmt in "${app_bad[@]}"; do
+    out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -U app -v VERBOSITY=verbose -c "$stmt" 2>&1 || true)
+    grep -q 'ERROR:  42501' <<<"$out" || { echo "#   no 42501 for role app: $stmt => $out"; unclear=$((unclear + 1)); }
+done
+check "every bad call ($(( ${#bad[@]} + ${#app_bad[@]} ))) failed with a clear SQLSTATE" 0 "$unclear"
+after=$(store_md5)
+check "the store is unchanged" "$before" "$after"
+check "postgresql.auto.conf is unchanged" "$auto_before" "$(md5sum < "$DIR/data/postgresql.auto.conf")"
+check "no namespace x was created" 0 "$(q -c "SELECT count(*) FROM cosid.namespace WHERE name <> 'default' AND name <> 'f'")"
+
+final_checks
+exit $FAIL
