@@ -24,7 +24,7 @@ void WindowGenerator::open(const Layout& layout, int32_t slot, int64_t floor_ms,
 NextResult WindowGenerator::next(int64_t now_ms) {
     if (!open_) return {NextStatus::Closed};
     const int64_t u = layout_.unit_ms();
-    const int64_t now_tick = floor_div(now_ms, u);
+    const int64_t now_tick = u == 1 ? now_ms : floor_div(now_ms, u);  // ms layouts: no division
     int64_t tick, seq;
     if (!issued_ || now_tick > last_tick_) {
         tick = now_tick;

@@ -93,7 +93,7 @@ const char* entry_state_name(const PoolEntry& e) {
 
 extern "C" Datum cosid_next_default(PG_FUNCTION_ARGS) {
     require_preloaded("cosid_next");
-    PG_RETURN_INT64(next_id(setting_namespace));
+    PG_RETURN_INT64(next_id_default());
 }
 
 extern "C" Datum cosid_next_namespace(PG_FUNCTION_ARGS) {

@@ -27,7 +27,9 @@ struct Binding {
 static_assert(std::is_trivially_destructible_v<Binding>, "Binding must be trivially destructible");
 
 Binding bindings[kMaxBindings];
-Binding* last_used = nullptr;
+Binding* last_used = nullptr;        // the binding of the last cosid_next(namespace)
+Binding* default_binding = nullptr;  // the binding of cosid.namespace ...
+uint64 default_binding_generation = 0;  // ... as of this assignment of the setting
 uint64 unflushed_ids = 0;
 bool exit_hook_registered = false;
 
@@ -77,6 +79,7 @@ void unbind(Binding* b, bool release) {
     LWLockRelease(shared->lock);
     b->active = false;
     if (last_used == b) last_used = nullptr;
+    if (default_binding == b) default_binding = nullptr;
     flush_issued_count();
     ConditionVariableBroadcast(&shared->cv);
     if (release) wake_keeper();
@@ -206,7 +209,10 @@ Binding* binding_for(const char* ns) {
     if (!valid_namespace_name(ns))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid namespace name \"%s\"", ns),
                         errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".")));
-    if (strcmp(get_database_name(MyDatabaseId), setting_database) != 0)
+    // The keeper publishes its database's oid; comparing it spares a new backend a catalog
+    // lookup on its first call.  Before the keeper connected, compare names.
+    Oid store_db = shared->database_oid;
+    if (OidIsValid(store_db) ? store_db != MyDatabaseId : strcmp(get_database_name(MyDatabaseId), setting_database) != 0)
         ereport(ERROR, (errcode(COSID_WRONG_DATABASE),
                         errmsg("cosid's lease store is in database \"%s\", not \"%s\"", setting_database,
                                get_database_name(MyDatabaseId)),
@@ -250,12 +256,31 @@ void flush_issued_count() {
     }
 }
 
+namespace {
+int64 issue(Binding* b, const char* ns);
+}  // namespace
+
 int64 next_id(const char* ns) {
     Binding* b = last_used;
     if (b == nullptr || !b->active || strcmp(b->ns, ns) != 0) {
         b = binding_for(ns);
         last_used = b;
     }
+    return issue(b, ns);
+}
+
+int64 next_id_default() {
+    Binding* b = default_binding;
+    if (b == nullptr || !b->active || default_binding_generation != namespace_setting_generation) {
+        b = binding_for(setting_namespace);
+        default_binding = b;
+        default_binding_generation = namespace_setting_generation;
+    }
+    return issue(b, b->ns);
+}
+
+namespace {
+int64 issue(Binding* b, const char* ns) {
     PoolEntry* e = &shared->pool[b->entry];
     TimestampTz wait_start = 0;
     bool counted_wait = false;
@@ -314,6 +339,7 @@ int64 next_id(const char* ns) {
         CHECK_FOR_INTERRUPTS();
     }
 }
+}  // namespace
 
 int close_generators(bool release) {
     int closed = 0;

@@ -3,6 +3,8 @@
 
 namespace cosid::pg {
 int64 next_id(const char* ns);
+// next_id(cosid.namespace), skipping the name lookup while the setting is unchanged.
+int64 next_id_default();
 // Closes this backend's generators; with `release`, asks the keeper to release their slots
 // to the store and waits for it.  Returns how many were closed.
 int close_generators(bool release);

@@ -290,6 +290,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     shared->keeper_pid = MyProcPid;
     shared->keeper_latch = &MyProc->procLatch;
+    shared->database_oid = MyDatabaseId;
     LWLockRelease(shared->lock);
     ereport(LOG, (errmsg("cosid keeper started in database \"%s\" as owner \"%s\", incarnation %s",
                          setting_database, shared->owner_key, shared->incarnation)));

@@ -13,6 +13,7 @@ int setting_acquire_timeout_ms = -1;
 int setting_pool_idle_ms = 60000;
 int setting_clock_offset_ms = 0;
 int setting_store_clock_offset_ms = 0;
+uint64 namespace_setting_generation = 0;
 
 bool valid_namespace_name(const char* name) {
     size_t n = strlen(name);
@@ -33,6 +34,9 @@ static bool check_namespace(char** newval, void** extra, GucSource source) {
     }
     return true;
 }
+
+// Lets cosid_next() know that cosid.namespace is unchanged without comparing strings.
+static void assign_namespace(const char* newval, void* extra) { ++namespace_setting_generation; }
 
 static bool check_owner_key(char** newval, void** extra, GucSource source) {
     if (*newval != nullptr && strlen(*newval) > 200) {
@@ -57,7 +61,8 @@ void define_settings() {
                             &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
     DefineCustomStringVariable("cosid.namespace", "Namespace used by cosid_next() without argument.", nullptr,
-                               &setting_namespace, "default", PGC_USERSET, 0, check_namespace, nullptr, nullptr);
+                               &setting_namespace, "default", PGC_USERSET, 0, check_namespace, assign_namespace,
+                               nullptr);
     DefineCustomIntVariable("cosid.preferred_slot", "Slot to try first when acquiring (-1: none).", nullptr,
                             &setting_preferred_slot, -1, -1, 65535, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.acquire_timeout",

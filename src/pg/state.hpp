@@ -57,6 +57,7 @@ struct SharedState {
     int keeper_pid;
     Latch* keeper_latch;
     bool keeper_ready;     // the keeper found the extension in its database
+    Oid database_oid;      // the keeper's database (cosid.database), once it connected
     Stats stats;
     int npool;
     PoolEntry pool[FLEXIBLE_ARRAY_MEMBER];

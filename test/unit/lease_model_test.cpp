@@ -176,3 +176,15 @@ TEST(DuplicateOwnerKey, LiveLeaseWithSameKeyIsNeverTakenOver) {
     EXPECT_NE(b.lease->slot, a.lease->slot);
     EXPECT_EQ(t.row(a.lease->slot).incarnation, "old");
 }
+
+TEST(SlotChoice, PreferenceListsOnlyAvailableSlots) {
+    LeaseTable t(2, TOL);
+    t.acquire(req("a", "i1"), NOW);            // slot 0, live
+    auto b = t.acquire(req("b", "i2"), NOW);   // slot 1, released below
+    t.acquire(req("c", "i3"), NOW - 2 * TTL);  // slot 2, already expired at NOW
+    t.release(b.lease->slot, "i2", b.lease->fence, NOW);
+    AcquireRequest r = req("z", "iz");
+    r.preferred = 0;  // held by someone else: not a candidate
+    auto order = slot_preference(t.rows(), r, NOW);
+    EXPECT_EQ(order, (std::vector<int32_t>{1, 2, 3}));
+}

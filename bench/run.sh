@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# cosid's benchmarks, each against baselines measured in the same run on the same server:
+# tight loop, bulk insert, connection churn, first-call latency, store load.  Prints a
+# compact table and writes the same figures to bench/results/latest.{csv,json}.
+# Not part of the tests: timings on a shared machine are noisy, so nothing here asserts.
+#   bash bench/run.sh            (as root; installs and builds like the other scripts)
+#   QUICK=1 bash bench/run.sh    (smaller sizes, for a smoke run)
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+install_prerequisites
+build_and_install
+
+dir=/tmp/cosid-bench; port=55470
+start_server "$dir" "$port" "shared_buffers = '256MB'" "max_connections = 80" "synchronous_commit = off" \
+    "max_wal_size = '2GB'" "checkpoint_timeout = '30min'"
+trap 'stop_server "$dir" immediate' EXIT
+q() { psql_at "$dir" "$port" postgres -At "$@"; }
+out="$COSID_ROOT/bench/results"; mkdir -p "$out"
+csv="$out/latest.csv"; echo "section,case,metric,value,unit" > "$csv"
+rec() { echo "$1,$2,$3,$4,$5" >> "$csv"; }
+quick=${QUICK:-0}
+N=$([ "$quick" = 1 ] && echo 300000 || echo 2000000)
+ROWS_TX=1000; TX=$([ "$quick" = 1 ] && echo 100 || echo 1000)
+SECS=$([ "$quick" = 1 ] && echo 3 || echo 8)
+
+q -c "CREATE EXTENSION cosid" -c "CREATE SEQUENCE s1 CACHE 1" -c "CREATE SEQUENCE s32 CACHE 32" \
+  -c "SELECT cosid_namespace_create('wide', slot_bits => 1, sequence_bits => 21)" >/dev/null
+# seconds for: SELECT count(EXPR) FROM generate_series(1, n), best of 3 runs
+q -c "CREATE FUNCTION bench(expr text, n int) RETURNS float8 LANGUAGE plpgsql AS \$\$
+DECLARE t0 timestamptz; best float8 := 1e9; d float8;
+BEGIN
+  FOR i IN 1..3 LOOP
+    t0 := clock_timestamp();
+    EXECUTE format('SELECT count(%s) FROM generate_series(1, %s) g', expr, n);
+    d := extract(epoch FROM clock_timestamp() - t0);
+    best := least(best, d);
+  END LOOP;
+  RETURN best;
+END \$\$" >/dev/null
+
+echo
+echo "cosid benchmarks on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), PostgreSQL $(q -c 'SHOW server_version')"
+echo
+echo "1. tight loop, one backend: SELECT count(f()) FROM generate_series(1, $N)"
+printf '   %-20s %12s %14s %12s %12s\n' "function" "calls/s" "ns/call" "vs nextval" "ns net"
+t_empty=$(q -c "SELECT bench('g', $N)")
+echo "   (the loop alone, count(g): $(awk -v t="$t_empty" -v n="$N" 'BEGIN { printf "%.0f", t * 1e9 / n }') ns per row; 'ns net' subtracts it)"
+declare -A ns
+# 'wide' has 21 sequence bits (2M ids per ms): there the 4096-per-ms cap of the default
+# layout never binds, so its row shows what one call costs.
+for f in "nextval('s1')" "nextval('s32')" "gen_random_uuid()" "cosid_next()" "cosid_next() [wide]"; do
+    setns=$([ "$f" = "cosid_next() [wide]" ] && echo "SET cosid.namespace = 'wide';" || true)
+    t=$(q -c "$setns SELECT cosid_next()" -c "SELECT bench(\$x\$${f% \[wide\]}\$x\$, $N)" | tail -1)
+    ns[$f]=$(awk -v t="$t" -v n="$N" 'BEGIN { printf "%.1f", t * 1e9 / n }')
+    net=$(awk -v t="$t" -v e="$t_empty" -v n="$N" 'BEGIN { d = (t - e) * 1e9 / n; printf "%.1f", d < 0 ? 0 : d }')
+    rate=$(awk -v t="$t" -v n="$N" 'BEGIN { printf "%.0f", n / t }')
+    ratio=$(awk -v a="${ns[$f]}" -v b="${ns[nextval(\'s1\')]:-${ns[$f]}}" 'BEGIN { printf "%.2f", b / a }')
+    printf '   %-20s %12s %14s %12s %12s\n' "$f" "$rate" "${ns[$f]}" "${ratio}x" "$net"
+    rec tight "$f" ns_per_call "${ns[$f]}" ns; rec tight "$f" calls_per_s "$rate" 1/s; rec tight "$f" ns_net "$net" ns
+done
+# ids per millisecond they span, against the layout's 4096
+limit=$(q -c "SELECT round(100.0 * count(*) / ((max(id >> 22) - min(id >> 22) + 1) * 4096), 1)
+              FROM (SELECT cosid_next() AS id FROM generate_series(1, $N)) s")
+echo "   cosid_next() in the default layout issues ${limit}% of its physical limit (4096 ids per ms per slot):"
+echo "   it is capped by the layout, not by its cost; the [wide] row is the cost of a call"
+rec tight "cosid_next()" percent_of_limit "$limit" %
+
+echo
+echo "2. bulk insert: INSERT ... SELECT $ROWS_TX rows per transaction (pgbench), id as primary key"
+q -c "CREATE TABLE b_cosid (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" \
+  -c "CREATE TABLE b_serial (id bigserial PRIMARY KEY, v int)" \
+  -c "CREATE TABLE b_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)" >/dev/null
+printf '   %-10s %8s %12s %10s %14s\n' "table" "clients" "rows/s" "vs serial" "pk index MB"
+# (ratios are rows/s against bigserial's in the same run; above 1 is faster)
+for clients in 1 4; do
+    declare -A rps
+    for tbl in b_serial b_cosid b_uuid; do
+        q -c "TRUNCATE $tbl" -c "CHECKPOINT" >/dev/null
+        echo "INSERT INTO $tbl(v) SELECT g FROM generate_series(1, $ROWS_TX) g;" > "$dir/ins_$tbl.sql"
+        chmod a+r "$dir/ins_$tbl.sql"
+        tps=$(as_pg pgbench -n -h "$dir" -p "$port" -c "$clients" -j "$(( clients < 2 ? 1 : 2 ))" \
+              -t $(( TX / clients )) -f "$dir/ins_$tbl.sql" postgres 2>/dev/null | awk '/^tps/ {print $3}')
+        rps[$tbl]=$(awk -v t="$tps" -v r="$ROWS_TX" 'BEGIN { printf "%.0f", t * r }')
+        mb=$(q -c "SELECT round(pg_relation_size('${tbl}_pkey') / 1048576.0, 1)")
+        ratio=$(awk -v a="${rps[$tbl]}" -v b="${rps[b_serial]}" 'BEGIN { printf "%.2f", a / b }')
+        printf '   %-10s %8s %12s %10s %14s\n' "$tbl" "$clients" "${rps[$tbl]}" "${ratio}x" "$mb"
+        rec bulk "$tbl c=$clients" rows_per_s "${rps[$tbl]}" 1/s; rec bulk "$tbl c=$clients" pk_index_mb "$mb" MB
+    done
+done
+echo "   (index sizes after loading $(( TX * ROWS_TX )) rows)"
+
+echo
+echo "3. connection churn: pgbench -C (a new connection per transaction), 4 clients, ${SECS}s"
+echo "SELECT cosid_next();" > "$dir/churn_cosid.sql"; echo "SELECT nextval('s1');" > "$dir/churn_seq.sql"
+chmod a+r "$dir"/churn_*.sql
+declare -A ctps
+for s in seq cosid; do
+    st0=$(q -c "SELECT store_transactions FROM cosid_stats()")
+    res=$(as_pg pgbench -n -C -h "$dir" -p "$port" -c 4 -j 2 -T "$SECS" -f "$dir/churn_$s.sql" postgres 2>/dev/null)
+    ctps[$s]=$(awk '/^tps/ {printf "%.0f", $3}' <<<"$res")
+    txs=$(awk '/actually processed/ {print $NF}' <<<"$res")
+    st1=$(q -c "SELECT store_transactions FROM cosid_stats()")
+    per=$(awk -v a="$st0" -v b="$st1" -v n="$txs" 'BEGIN { printf "%.4f", (b - a) / n }')
+    printf '   %-14s %8s tps %8s vs nextval   store transactions per connection: %s\n' "$s" "${ctps[$s]}" \
+        "$(awk -v a="${ctps[$s]}" -v b="${ctps[seq]}" 'BEGIN { printf "%.2fx", a / b }')" "$([ $s = cosid ] && echo "$per" || echo -)"
+    rec churn "$s" tps "${ctps[$s]}" 1/s
+    [ $s = cosid ] && rec churn cosid store_tx_per_connection "$per" 1
+done
+
+echo
+echo "4. first cosid_next() in a new backend (server-side µs; the backend's catalog caches warmed first)"
+first_call() {  # first_call N RELEASE: prints one latency per line
+    local after=("-c" "SELECT 1")
+    [ "$2" = 1 ] && after=("-c" "SELECT cosid_release()")   # leave the pool empty for the next one
+    for _ in $(seq 1 "$1"); do
+        # cosid_next(NULL) fails before binding: it only loads the function and the catalog
+        psql_at "$dir" "$port" postgres -At -c "DO \$\$ DECLARE t0 timestamptz; t1 timestamptz; BEGIN
+            BEGIN PERFORM cosid_next(NULL::text); EXCEPTION WHEN OTHERS THEN NULL; END;
+            PERFORM length('x'::text);  -- a backend's first PERFORM pays for setting up SPI
+            t0 := clock_timestamp();
+            PERFORM cosid_next('default');
+            t1 := clock_timestamp();    -- includes one PERFORM's overhead (about 14 µs here)
+            RAISE NOTICE 'us=%', round(extract(epoch FROM t1 - t0) * 1e6); END \$\$" \
+            "${after[@]}" 2>&1 | grep -o 'us=[0-9]*' | cut -c4-
+    done
+}
+pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; print a[i]}'; }
+first_call 5 0 >/dev/null
+warm=$(first_call "$([ "$quick" = 1 ] && echo 20 || echo 100)" 0); [ -n "${DEBUG:-}" ] && echo "warm samples:" $warm
+q -c "ALTER SYSTEM SET cosid.pool_idle_timeout = 0" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 50); do [ "$(q -c "SELECT count(*) FROM cosid_pool()")" = 0 ] && break; sleep 0.2; done
+cold=$(first_call "$([ "$quick" = 1 ] && echo 10 || echo 50)" 1)
+q -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
+for kind in warm cold; do
+    vals=${!kind}
+    med=$(pct 50 <<<"$vals"); p99=$(pct 99 <<<"$vals")
+    printf '   %-44s median %6s µs   p99 %6s µs\n' \
+        "$([ $kind = warm ] && echo 'pool has an idle slot:' || echo 'keeper must acquire a slot from the store:')" "$med" "$p99"
+    rec first_call "$kind" median_us "$med" us; rec first_call "$kind" p99_us "$p99" us
+done
+
+echo
+echo "5. store load: store transactions per minute with N backends generating ids (ttl 30 s)"
+printf '   %-24s %14s %16s\n' "backends" "ids/min" "store tx/min"
+echo "SELECT count(cosid_next()) FROM generate_series(1, 100);" > "$dir/load.sql"; chmod a+r "$dir/load.sql"
+drain_pool() {  # release every idle pool slot, so that each run starts from an empty pool
+    q -c "ALTER SYSTEM SET cosid.pool_idle_timeout = 0" -c "SELECT pg_reload_conf()" >/dev/null
+    for _ in $(seq 1 50); do [ "$(q -c "SELECT count(*) FROM cosid_pool()")" = 0 ] && break; sleep 0.2; done
+    q -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
+}
+for spec in "1" "10" "50" "10 --rate=20"; do
+    c=${spec%% *}; extra=$([ "$spec" != "$c" ] && echo "${spec#* }" || true)
+    drain_pool
+    s0=$(q -c "SELECT store_transactions || ' ' || ids_issued FROM cosid_stats()")
+    as_pg pgbench -n -h "$dir" -p "$port" -c "$c" -j 2 -T $(( SECS * 2 )) $extra -f "$dir/load.sql" postgres >/dev/null 2>&1
+    s1=$(q -c "SELECT store_transactions || ' ' || ids_issued FROM cosid_stats()")
+    read -r st ids <<<"$(awk -v a="$s0" -v b="$s1" -v s=$(( SECS * 2 )) 'BEGIN { split(a, x, " "); split(b, y, " ");
+        printf "%.0f %.0f", (y[1] - x[1]) * 60 / s, (y[2] - x[2]) * 60 / s }')"
+    printf '   %-24s %14s %16s\n' "$c$([ -n "$extra" ] && echo " (20 tx/s in all)")" "$ids" "$st"
+    rec store_load "$c$extra" ids_per_min "$ids" 1/min; rec store_load "$c$extra" store_tx_per_min "$st" 1/min
+done
+
+# the same figures as JSON
+python3 - "$csv" "$out/latest.json" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+json.dump(rows, open(sys.argv[2], "w"), indent=1)
+PY
+echo
+echo "figures written to bench/results/latest.csv and bench/results/latest.json"
