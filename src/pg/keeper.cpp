@@ -129,7 +129,8 @@ void release_entry(int i, bool force) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (e->state != kLeased) {
+    // An idle slot that a backend bound again since the keeper looked is in use: keep it.
+    if (e->state != kLeased || (!force && e->bound_pid != 0)) {
         LWLockRelease(shared->lock);
         return;
     }
