@@ -23,11 +23,6 @@ PG_FUNCTION_INFO_V1(cosid_unpack);
 
 namespace {
 
-TimestampTz ms_to_timestamptz(int64 ms) {
-    return static_cast<TimestampTz>(ms - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY *
-                                             1000) * 1000;
-}
-
 struct LayoutArgs {
     int timestamp_bits, slot_bits, sequence_bits;
     int64 epoch_ms;

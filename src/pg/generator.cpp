@@ -35,11 +35,7 @@ bool exit_hook_registered = false;
 
 int64 elapsed_ms(TimestampTz since) { return (GetCurrentTimestamp() - since) / 1000; }
 
-char* ms_to_text(int64 ms) {
-    TimestampTz t = static_cast<TimestampTz>(ms - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) *
-                                                      SECS_PER_DAY * 1000) * 1000;
-    return pstrdup(timestamptz_to_str(t));
-}
+char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz(ms))); }
 
 // Under the lock: binds `b` to an idle leased entry of `ns`.
 bool bind_idle_entry_locked(const char* ns, Binding* b) {

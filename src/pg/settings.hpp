@@ -19,6 +19,11 @@ void define_settings();
 int acquire_timeout_ms();
 // The generator's clock: wall clock in Unix ms shifted by cosid.clock_offset.
 int64 clock_ms();
+// Unix milliseconds as a PostgreSQL timestamptz.
+inline TimestampTz ms_to_timestamptz(int64 ms) {
+    return static_cast<TimestampTz>(ms - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY *
+                                             1000) * 1000;
+}
 bool valid_namespace_name(const char* name);
 
 }  // namespace cosid::pg

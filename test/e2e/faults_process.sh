@@ -3,9 +3,22 @@
 # keeper stopped (SIGTERM) and killed (SIGKILL), a frozen backend whose slot is taken,
 # an administrator's forced release, more backends than slots, fast and immediate
 # shutdown.  Each case is bounded; the checks at the end hold over everything inserted.
-source "$(dirname "${BASH_SOURCE[0]}")/faults_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_process" 55450
 trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+
+# holder_script FILE SLEEP: a session that binds a slot, sleeps, then calls twice more.
+holder_script() {
+    cat > "$1" <<SQL
+\\set ON_ERROR_STOP 0
+\\set VERBOSITY sqlstate
+SELECT 'first ' || (cosid_parse(cosid_next('f'), 'f')).slot;
+SELECT pg_sleep($2);
+SELECT 'after ' || cosid_next('f');
+SELECT 'again ' || (cosid_parse(cosid_next('f'), 'f')).slot;
+SQL
+    chown "$PG_USER" "$1"
+}
 
 wait_service() {  # wait_service T0_MS: until cosid_next('f') works again; prints ms since T0
     for _ in $(seq 1 150); do
@@ -68,15 +81,7 @@ sleep 2; stop_clients
 check_true "keeper back after SIGKILL" "$(q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")"
 
 echo "# 3. a backend and the keeper frozen (SIGSTOP) past ttl + tolerance; the slot taken by another owner"
-cat > "$DIR/frozen.sql" <<'SQL'
-\set ON_ERROR_STOP 0
-\set VERBOSITY sqlstate
-SELECT 'first ' || (cosid_parse(cosid_next('f'), 'f')).slot;
-SELECT pg_sleep(1.5);
-SELECT 'after ' || cosid_next('f');
-SELECT 'again ' || (cosid_parse(cosid_next('f'), 'f')).slot;
-SQL
-chown "$PG_USER" "$DIR/frozen.sql"
+holder_script "$DIR/frozen.sql" 1.5
 as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/frozen.sql" > "$DIR/frozen.out" 2>&1 &
 fpsql=$!
 sleep 0.7
@@ -99,15 +104,7 @@ check_true "lease loss counted" "$(q -c "SELECT leases_lost > 0 FROM cosid_stats
 q -c "SELECT * FROM cosid.revoke('f', $slot)" >/dev/null   # the thief goes away; its window stays closed for us
 
 echo "# 6. forced release by an administrator of a slot in use"
-cat > "$DIR/forced.sql" <<'SQL'
-\set ON_ERROR_STOP 0
-\set VERBOSITY sqlstate
-SELECT 'first ' || (cosid_parse(cosid_next('f'), 'f')).slot;
-SELECT pg_sleep(1);
-SELECT 'after ' || cosid_next('f');
-SELECT 'again ' || (cosid_parse(cosid_next('f'), 'f')).slot;
-SQL
-chown "$PG_USER" "$DIR/forced.sql"
+holder_script "$DIR/forced.sql" 1
 PHASE=forced; start_clients 3
 as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/forced.sql" > "$DIR/forced.out" 2>&1 &
 fpsql=$!
