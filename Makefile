@@ -26,6 +26,9 @@ includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 override CXXFLAGS += -std=c++17 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
 override CPPFLAGS := -Isrc/core -isystem $(includedir_server) $(filter-out -I$(includedir_server),$(CPPFLAGS))
 SHLIB_LINK += -lstdc++
+# PGXS tracks no header dependencies: rebuild every object when a header changes, so
+# that no object keeps an old layout of a shared-memory struct.
+$(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)
 
 # Unit tests: the core only, no PostgreSQL.
 UNIT_SRCS = $(wildcard test/unit/*.cpp)

@@ -32,6 +32,14 @@ SELECT count(*) AS taken FROM generate_series(1, 4) g,
 SELECT expect_error($$SELECT cosid_next('small')$$);
 SELECT error_detail($$SELECT cosid_next('small')$$) LIKE 'Every slot is held; the earliest lease expires at %' AS names_earliest_expiry;
 SELECT count(*) AS pool_requests_left FROM cosid_pool() WHERE namespace = 'small';
+-- A caller cancelled while it waits leaves its request behind; the keeper drops it once
+-- nobody has been waiting on it for 2 s, instead of acquiring for it forever.
+SET statement_timeout = '300ms';
+SELECT cosid_next('small');
+RESET statement_timeout;
+SELECT count(*) AS abandoned_request FROM cosid_pool() WHERE namespace = 'small';
+SELECT pg_sleep(3);
+SELECT count(*) AS abandoned_request_dropped FROM cosid_pool() WHERE namespace = 'small';
 
 -- Bad settings are refused and change nothing.
 SELECT expect_error($$SET cosid.clock_offset = 'soon'$$);

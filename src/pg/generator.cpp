@@ -69,7 +69,7 @@ void unbind(Binding* b, bool release) {
     if (e->bound_pid == MyProcPid) {
         if (last && *last > e->last_issued) e->last_issued = *last;
         e->bound_pid = 0;
-        e->idle_since = clock_ms();
+        e->idle_since = wall_ms();
         if (release) e->release_requested = true;
     }
     LWLockRelease(shared->lock);
@@ -107,6 +107,7 @@ int post_request_locked(const char* ns) {
         strlcpy(e->ns, ns, sizeof(e->ns));
         e->state = kWanted;
         e->requester_pid = MyProcPid;
+        e->request_seen_at = wall_ms();
         e->retry_at = 0;
         e->earliest_expiry = 0;
         e->error[0] = '\0';
@@ -154,6 +155,7 @@ void bind(const char* ns, Binding* b) {
         } else {
             if (is_my_request_locked(request)) {
                 PoolEntry* e = &shared->pool[request];
+                e->request_seen_at = wall_ms();
                 strlcpy(error, e->error, sizeof(error));
                 if (e->earliest_expiry != 0) earliest_expiry = e->earliest_expiry;
             } else {

@@ -16,6 +16,8 @@ namespace cosid::pg {
 namespace {
 
 MemoryContext tick_context = nullptr;
+// A waiting backend refreshes its request every 50 ms; one unseen for this long is abandoned.
+constexpr int64 kAbandonedRequestMs = 2000;
 
 void note_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms) {
     // The store's now lies between our clock before and after the call, unless clocks differ.
@@ -98,7 +100,7 @@ void serve_request(int i, int64 now) {
         e->tolerance_ms = r.tolerance_ms;
         e->bound_pid = 0;
         e->last_issued = -1;
-        e->idle_since = after;
+        e->idle_since = wall_ms();
         e->release_requested = false;
         e->next_renew_at = after + setting_ttl_ms / 3;
         e->backoff_ms = 0;
@@ -208,7 +210,8 @@ void renew_entry(int i, int64 now) {
 
 // One pass over the pool; returns how long to sleep.
 long keeper_pass() {
-    int64 now = clock_ms();
+    int64 now = clock_ms();  // the keeper's clock: schedules renewals and retries
+    int64 wall = wall_ms();  // shared with backends: idle times and request liveness
     long sleep_ms = 1000;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
@@ -220,9 +223,15 @@ long keeper_pass() {
         int64 idle_since = e->idle_since;
         int64 next_renew = e->next_renew_at;
         int64 retry_at = e->retry_at;
+        int64 request_seen_at = e->request_seen_at;
         LWLockRelease(shared->lock);
 
-        if (state == kWanted) {
+        if (state == kWanted && wall - request_seen_at > kAbandonedRequestMs) {
+            // Its backend stopped waiting (cancelled, terminated): do not keep acquiring.
+            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+            if (e->state == kWanted && e->request_seen_at == request_seen_at) free_entry_locked(e);
+            LWLockRelease(shared->lock);
+        } else if (state == kWanted) {
             if (retry_at <= now) serve_request(i, now);
             else sleep_ms = Min(sleep_ms, static_cast<long>(retry_at - now));
         } else if (state == kLeased && lost) {
@@ -231,7 +240,7 @@ long keeper_pass() {
                 if (e->state == kLeased && e->bound_pid == 0) free_entry_locked(e);
                 LWLockRelease(shared->lock);
             }
-        } else if (state == kLeased && (release || (!bound && now - idle_since >= setting_pool_idle_ms))) {
+        } else if (state == kLeased && (release || (!bound && wall - idle_since >= setting_pool_idle_ms))) {
             release_entry(i, release && bound);
         } else if (state == kLeased) {
             if (next_renew <= now) {
@@ -239,7 +248,7 @@ long keeper_pass() {
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-            if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 1)));
+            if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - wall, 1)));
         }
     }
     return Max(sleep_ms, 1L);

@@ -84,10 +84,10 @@ void define_settings() {
 
 int acquire_timeout_ms() { return setting_acquire_timeout_ms >= 0 ? setting_acquire_timeout_ms : setting_ttl_ms; }
 
-int64 clock_ms() {
+int64 wall_ms() {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<int64>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000 + setting_clock_offset_ms;
+    return static_cast<int64>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
 }  // namespace cosid::pg

@@ -17,8 +17,11 @@ extern uint64 namespace_setting_generation;  // bumped whenever cosid.namespace 
 
 void define_settings();
 int acquire_timeout_ms();
-// The generator's clock: wall clock in Unix ms shifted by cosid.clock_offset.
-int64 clock_ms();
+// The wall clock in Unix ms: for bookkeeping shared between processes (idle times,
+// request liveness), which must not depend on any session's cosid.clock_offset.
+int64 wall_ms();
+// The generator's clock: the wall clock shifted by cosid.clock_offset.
+inline int64 clock_ms() { return wall_ms() + setting_clock_offset_ms; }
 // Unix milliseconds as a PostgreSQL timestamptz.
 inline TimestampTz ms_to_timestamptz(int64 ms) {
     return static_cast<TimestampTz>(ms - static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY *

@@ -38,6 +38,7 @@ struct PoolEntry {
     int64 backoff_ms;
     // requests
     int requester_pid;
+    int64 request_seen_at;  // ms: the requester was last seen waiting (it may have been cancelled)
     int64 retry_at;        // ms: when the keeper tries an exhausted namespace again
     int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
     char error[256];       // set by the keeper when the request cannot be served
