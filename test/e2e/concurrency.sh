@@ -74,4 +74,10 @@ check "released slots hand on the exact last issued timestamp" 0 "$(q -c "
     WHERE l.next_floor <> last.ts")"
 q -c "SELECT 'stats: ' || row_to_json(s)::text FROM cosid_stats() s" | sed 's/^/# /'
 check "no lease lost, no renewal failed" "0 0" "$(q -c "SELECT leases_lost || ' ' || renewal_failures FROM cosid_stats()")"
+# Connection churn costs the store nothing: new backends bind pooled slots.
+connections=$(awk '/actually processed/ {print $NF}' "$dir/churn.log")
+acquires=$(q -c "SELECT acquires FROM cosid_stats()")
+echo "# $connections connections opened by the churning clients; $acquires acquires in all"
+[ "$acquires" -le 20 ] && [ "$connections" -gt 100 ] && echo "ok - no acquire per connection: the pool serves reconnecting clients" \
+    || { echo "not ok - $acquires acquires for $connections connections"; fail=1; }
 exit $fail
