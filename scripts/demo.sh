@@ -16,12 +16,15 @@ log "CREATE EXTENSION cosid; CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT 
 q -c "CREATE EXTENSION cosid" \
   -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next(), note text, at timestamptz DEFAULT clock_timestamp())"
 
-log "inserting 100000 rows in one statement, then 4 connections at once inserting 1000 rows each"
+log "inserting 100000 rows in one statement, then 4 connections at once, each inserting 1000 rows in two halves a second apart"
 q -c "INSERT INTO orders(note) SELECT 'bulk ' || g FROM generate_series(1, 100000) g"
 for c in 1 2 3 4; do
-    q -c "INSERT INTO orders(note) SELECT 'client $c row ' || g FROM generate_series(1, 1000) g" &
+    q -c "INSERT INTO orders(note) SELECT 'client $c row ' || g FROM generate_series(1, 500) g" \
+      -c "SELECT pg_sleep(1)" -o /dev/null \
+      -c "INSERT INTO orders(note) SELECT 'client $c row ' || g FROM generate_series(501, 1000) g" &
 done
 wait
+echo "(each connection is bound to its own slot of the pool while it lives: no two share one)"
 
 log "the ids: unique, time-ordered, each one (timestamp, slot, sequence)"
 q -c "SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids, min(id), max(id) FROM orders"
