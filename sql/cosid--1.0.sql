@@ -41,8 +41,10 @@ CREATE TABLE cosid.lease (
     CHECK ((owner_key IS NULL) = (incarnation IS NULL))
 );
 
-SELECT pg_catalog.pg_extension_config_dump('cosid.namespace', '');
-SELECT pg_catalog.pg_extension_config_dump('cosid.lease', '');
+-- pg_dump keeps the namespaces users created and their slots' windows; the 'default'
+-- namespace and its slots are made again by CREATE EXTENSION on restore.
+SELECT pg_catalog.pg_extension_config_dump('cosid.namespace', 'WHERE name <> ''default''');
+SELECT pg_catalog.pg_extension_config_dump('cosid.lease', 'WHERE namespace <> ''default''');
 
 REVOKE ALL ON cosid.namespace, cosid.lease FROM PUBLIC;
 GRANT SELECT ON cosid.namespace, cosid.lease TO PUBLIC;
