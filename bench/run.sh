@@ -93,13 +93,18 @@ echo "3. connection churn: pgbench -C (a new connection per transaction), 4 clie
 echo "SELECT cosid_next();" > "$dir/churn_cosid.sql"; echo "SELECT nextval('s1');" > "$dir/churn_seq.sql"
 chmod a+r "$dir"/churn_*.sql
 declare -A ctps ctxs cst
-# connection setup dominates and the machine is noisy: alternate the two, 3 rounds, best of each
+# connection setup dominates and the machine is noisy: 3 rounds in alternating order, best of each
+q -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null   # no autovacuum of the bulk tables during the rounds
 for round in 1 2 3; do
-    for s in seq cosid; do
+    order=$([ "$round" = 2 ] && echo "cosid seq" || echo "seq cosid")
+    for s in $order; do
         st0=$(q -c "SELECT store_transactions FROM cosid_stats()")
-        res=$(as_pg pgbench -n -C -h "$dir" -p "$port" -c 4 -j 2 -T "$SECS" -f "$dir/churn_$s.sql" postgres 2>/dev/null)
+        res=$(as_pg pgbench -n -C -h "$dir" -p "$port" -c 4 -j 2 -T "$SECS" -f "$dir/churn_$s.sql" postgres 2>&1 || true)
         st1=$(q -c "SELECT store_transactions FROM cosid_stats()")
         tps=$(awk '/^tps/ {printf "%.0f", $3}' <<<"$res")
+        if [ -z "$tps" ] || ! grep -q 'actually processed' <<<"$res"; then
+            echo "   (round $round of $s failed: $(grep -m1 -iE 'error|fatal' <<<"$res"))"; continue
+        fi
         if [ "$tps" -gt "${ctps[$s]:-0}" ]; then ctps[$s]=$tps; fi
         ctxs[$s]=$(( ${ctxs[$s]:-0} + $(awk '/actually processed/ {print $NF}' <<<"$res") ))
         cst[$s]=$(( ${cst[$s]:-0} + st1 - st0 ))
