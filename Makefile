@@ -24,8 +24,9 @@ include $(PGXS)
 
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 override CXXFLAGS += -std=c++17 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
-override CPPFLAGS := -Isrc/core -isystem $(includedir_server) $(filter-out -I$(includedir_server),$(CPPFLAGS))
-SHLIB_LINK += -lstdc++
+override CPPFLAGS := -Isrc/core -isystem $(includedir_server) -isystem $(shell $(PG_CONFIG) --includedir) \
+	$(filter-out -I$(includedir_server),$(CPPFLAGS))
+SHLIB_LINK += -lstdc++ -lpq
 # PGXS tracks no header dependencies: rebuild every object when a header changes, so
 # that no object keeps an old layout of a shared-memory struct.
 $(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)

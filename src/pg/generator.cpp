@@ -9,6 +9,7 @@
 #include "errors.hpp"
 #include "settings.hpp"
 #include "state.hpp"
+#include "store.hpp"
 #include "window_generator.hpp"
 
 namespace cosid::pg {
@@ -111,6 +112,7 @@ int post_request_locked(const char* ns) {
         e->retry_at = 0;
         e->earliest_expiry = 0;
         e->error[0] = '\0';
+        e->error_code = 0;
         e->bound_pid = 0;
         e->release_requested = false;
         pg_atomic_write_u32(&e->lost, 0);
@@ -139,11 +141,12 @@ void bind(const char* ns, Binding* b) {
     LWLockRelease(shared->lock);
     if (bound) return;
 
-    check_namespace_exists(ns);
+    if (!store_is_remote()) check_namespace_exists(ns);  // a remote store answers through the keeper
     TimestampTz start = GetCurrentTimestamp();
     int timeout = acquire_timeout_ms();
     int request = -1;
     char error[256] = "";
+    int error_code = 0;
     int64 earliest_expiry = 0;
     bool pool_full = false;
     ConditionVariablePrepareToSleep(&shared->cv);
@@ -157,6 +160,7 @@ void bind(const char* ns, Binding* b) {
                 PoolEntry* e = &shared->pool[request];
                 e->request_seen_at = wall_ms();
                 strlcpy(error, e->error, sizeof(error));
+                error_code = e->error_code;
                 if (e->earliest_expiry != 0) earliest_expiry = e->earliest_expiry;
             } else {
                 // First pass, or another backend bound the slot our request produced.
@@ -173,6 +177,10 @@ void bind(const char* ns, Binding* b) {
     ConditionVariableCancelSleep();
     if (bound) return;
     b->active = false;
+    if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
+                        errdetail("The lease store answered: %s", error),
+                        errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
     if (error[0] != '\0')
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),

@@ -32,6 +32,7 @@ void free_entry_locked(PoolEntry* e) {
     e->bound_pid = 0;
     e->release_requested = false;
     e->error[0] = '\0';
+    e->error_code = 0;
     e->earliest_expiry = 0;
     e->requester_pid = 0;
 }
@@ -72,12 +73,18 @@ void serve_request(int i, int64 now) {
     int64 before = clock_ms();
     bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot,
                             exclude, &r, &err);
+    if (ok && !r.row) {  // cosid.acquire always answers with a row; anything else is an error
+        ok = false;
+        snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);
+        err.sqlerrcode = ERRCODE_INTERNAL_ERROR;
+    }
     int64 after = clock_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (!ok) {
         // The request fails: the waiting backend reports the store's error.
         snprintf(e->error, sizeof(e->error), "%s", err.message);
+        e->error_code = err.sqlerrcode;
         e->state = kWanted;
         e->retry_at = after + 1000;
     } else if (!r.found) {
@@ -302,8 +309,9 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     shared->keeper_latch = &MyProc->procLatch;
     shared->database_oid = MyDatabaseId;
     LWLockRelease(shared->lock);
-    ereport(LOG, (errmsg("cosid keeper started in database \"%s\" as owner \"%s\", incarnation %s",
-                         setting_database, shared->owner_key, shared->incarnation)));
+    ereport(LOG, (errmsg("cosid keeper started in database \"%s\" as owner \"%s\", incarnation %s, store %s",
+                         setting_database, shared->owner_key, shared->incarnation,
+                         store_is_remote() ? "remote (cosid.store_dsn)" : "local")));
 
     while (!ShutdownRequestPending) {
         long sleep_ms = 1000;
@@ -335,6 +343,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
         MemoryContextSwitchTo(tick_context);
         release_all_at_shutdown();
     }
+    store_disconnect();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     shared->keeper_pid = 0;
     shared->keeper_latch = nullptr;

@@ -5,6 +5,7 @@
 namespace cosid::pg {
 
 char* setting_database = nullptr;
+char* setting_store_dsn = nullptr;
 int setting_ttl_ms = 30000;
 char* setting_namespace = nullptr;
 char* setting_owner_key = nullptr;
@@ -53,6 +54,11 @@ void define_settings() {
         DefineCustomStringVariable("cosid.database",
                                    "Database holding the cosid store; the lease keeper connects to it.", nullptr,
                                    &setting_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+        DefineCustomStringVariable("cosid.store_dsn",
+                                   "Connection string of a lease store on another server, shared by several "
+                                   "instances (empty: the store is in cosid.database).",
+                                   nullptr, &setting_store_dsn, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, nullptr,
+                                   nullptr, nullptr);
         DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
                                    nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
                                    nullptr);

@@ -42,6 +42,7 @@ struct PoolEntry {
     int64 retry_at;        // ms: when the keeper tries an exhausted namespace again
     int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
     char error[256];       // set by the keeper when the request cannot be served
+    int error_code;        // the store's SQLSTATE for it
 };
 
 struct Stats {

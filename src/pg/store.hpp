@@ -6,6 +6,7 @@
 namespace cosid::pg {
 
 struct StoreResult {
+    bool row;           // the store answered with a row
     bool found;         // acquire: a slot was won; renew/release: the lease matched
     int32 slot;
     int64 fence, expires_at, floor, ceiling, next_floor, store_now;
@@ -21,6 +22,9 @@ struct StoreError {
     int sqlerrcode;
 };
 
+// True when cosid.store_dsn names a store on another server (shared by several instances).
+bool store_is_remote();
+void store_disconnect();
 bool store_extension_ready(StoreError* err);
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
                    const char* exclude_array, StoreResult* out, StoreError* err);
