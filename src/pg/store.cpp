@@ -225,28 +225,41 @@ bool store_acquire(const char* ns, const char* owner_key, const char* incarnatio
                6, args, read_acquire, out, err);
 }
 
+namespace {
+// The text parameters shared by renew and release: namespace, slot, incarnation, fence and
+// one more number (the ttl or the last issued timestamp).
+struct LeaseArgs {
+    char slot[16], fence[32], number[32];
+    const char* v[5];
+};
+void lease_args(LeaseArgs* a, const char* ns, int32 slot, const char* incarnation, int64 fence, int64 number) {
+    snprintf(a->slot, sizeof(a->slot), "%d", slot);
+    snprintf(a->fence, sizeof(a->fence), INT64_FORMAT, fence);
+    snprintf(a->number, sizeof(a->number), INT64_FORMAT, number);
+    a->v[0] = ns;
+    a->v[1] = a->slot;
+    a->v[2] = incarnation;
+    a->v[3] = a->fence;
+    a->v[4] = a->number;
+}
+}  // namespace
+
 bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 ttl_ms, StoreResult* out,
                  StoreError* err) {
-    char s[16], f[32], ttl[32];
-    snprintf(s, sizeof(s), "%d", slot);
-    snprintf(f, sizeof(f), INT64_FORMAT, fence);
-    snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_ms);
-    const char* args[5] = {ns, s, incarnation, f, ttl};
+    LeaseArgs a;
+    lease_args(&a, ns, slot, incarnation, fence, ttl_ms);
     return run("SELECT slot, fence, expires_at, floor, ceiling, next_floor, store_now "
                "FROM cosid.renew($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
-               5, args, read_lease, out, err);
+               5, a.v, read_lease, out, err);
 }
 
 bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 last_issued,
                    StoreResult* out, StoreError* err) {
-    char s[16], f[32], last[32];
-    snprintf(s, sizeof(s), "%d", slot);
-    snprintf(f, sizeof(f), INT64_FORMAT, fence);
-    snprintf(last, sizeof(last), INT64_FORMAT, last_issued);
-    const char* args[5] = {ns, s, incarnation, f, last};
+    LeaseArgs a;
+    lease_args(&a, ns, slot, incarnation, fence, last_issued);
     return run("SELECT slot, fence, next_floor, store_now "
                "FROM cosid.release($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
-               5, args, read_release, out, err);
+               5, a.v, read_release, out, err);
 }
 
 }  // namespace cosid::pg
