@@ -170,42 +170,32 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     // A slot of this instance: the keeper releases it in order (the exact last timestamp
     // when no backend is bound to it, the ceiling otherwise; a bound backend fails fast).
     int entry = -1;
+    bool own = false;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
-        if (e->state == kLeased && e->slot == slot && strcmp(e->ns, ns) == 0 && pg_atomic_read_u32(&e->lost) == 0) {
-            if (e->bound_pid == MyProcPid) break;  // our own generator: close it first, below
+        if (e->state != kLeased || e->slot != slot || strcmp(e->ns, ns) != 0) continue;
+        bool mine = e->bound_pid == MyProcPid;  // our own generator: closed below, with its last timestamp
+        if (pg_atomic_read_u32(&e->lost) != 0) {
+            own = own || mine;  // a lost lease of ours: closing our generator is all there is to do
+            continue;
+        }
+        if (mine) {
+            own = true;
+        } else {
             e->release_requested = true;
             entry = i;
-            break;
         }
+        break;
     }
     LWLockRelease(shared->lock);
-    if (entry < 0) {
-        bool own = false;
-        LWLockAcquire(shared->lock, LW_SHARED);
-        for (int i = 0; i < shared->npool; ++i)
-            if (shared->pool[i].state == kLeased && shared->pool[i].slot == slot &&
-                strcmp(shared->pool[i].ns, ns) == 0 && shared->pool[i].bound_pid == MyProcPid)
-                own = true;
-        LWLockRelease(shared->lock);
-        if (own) {
-            close_generators(true);
-            PG_RETURN_TEXT_P(cstring_to_text("released"));
-        }
+    if (entry < 0 && own) {
+        close_generators(true);
+        PG_RETURN_TEXT_P(cstring_to_text("released"));
     }
     if (entry >= 0) {
         wake_keeper();
-        TimestampTz start = GetCurrentTimestamp();
-        ConditionVariablePrepareToSleep(&shared->cv);
-        for (;;) {
-            LWLockAcquire(shared->lock, LW_SHARED);
-            bool pending = shared->pool[entry].state == kLeased && shared->pool[entry].release_requested;
-            LWLockRelease(shared->lock);
-            if (!pending || (GetCurrentTimestamp() - start) / 1000 >= acquire_timeout_ms()) break;
-            ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
-        }
-        ConditionVariableCancelSleep();
+        wait_for_releases(&entry, 1);
         PG_RETURN_TEXT_P(cstring_to_text("released"));
     }
 

@@ -347,6 +347,22 @@ int64 issue(Binding* b, const char* ns) {
 }
 }  // namespace
 
+void wait_for_releases(const int* entries, int n) {
+    TimestampTz start = GetCurrentTimestamp();
+    ConditionVariablePrepareToSleep(&shared->cv);
+    for (;;) {
+        bool pending = false;
+        LWLockAcquire(shared->lock, LW_SHARED);
+        for (int i = 0; i < n; ++i)
+            if (shared->pool[entries[i]].state == kLeased && shared->pool[entries[i]].release_requested)
+                pending = true;
+        LWLockRelease(shared->lock);
+        if (!pending || elapsed_ms(start) >= acquire_timeout_ms()) break;
+        ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
+    }
+    ConditionVariableCancelSleep();
+}
+
 int close_generators(bool release) {
     int closed = 0;
     int entries[kMaxBindings];
@@ -355,21 +371,7 @@ int close_generators(bool release) {
             entries[closed++] = b.entry;
             unbind(&b, release);
         }
-    if (!release || closed == 0) return closed;
-    // Wait for the keeper to hand the slots back to the store.
-    TimestampTz start = GetCurrentTimestamp();
-    ConditionVariablePrepareToSleep(&shared->cv);
-    for (;;) {
-        bool pending = false;
-        LWLockAcquire(shared->lock, LW_SHARED);
-        for (int i = 0; i < closed; ++i)
-            if (shared->pool[entries[i]].state == kLeased && shared->pool[entries[i]].release_requested)
-                pending = true;
-        LWLockRelease(shared->lock);
-        if (!pending || elapsed_ms(start) >= acquire_timeout_ms()) break;
-        ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
-    }
-    ConditionVariableCancelSleep();
+    if (release) wait_for_releases(entries, closed);
     return closed;
 }
 

@@ -8,6 +8,8 @@ int64 next_id_default();
 // Closes this backend's generators; with `release`, asks the keeper to release their slots
 // to the store and waits for it.  Returns how many were closed.
 int close_generators(bool release);
+// Waits (up to cosid.acquire_timeout) until the keeper has released the given pool entries.
+void wait_for_releases(const int* entries, int n);
 // Adds the ids this backend issued since the last flush to cosid_stats().ids_issued.
 void flush_issued_count();
 }  // namespace cosid::pg
