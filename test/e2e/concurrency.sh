@@ -5,11 +5,10 @@
 # and, once the pool has gone idle, every slot released with next_floor = the last
 # timestamp issued on it.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/concurrency"; port=55441
 start_server "$dir" "$port" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '2s'"
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$dir" immediate' EXIT
-fail=0
-check() { if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; fail=1; fi; }
 q() { psql_at "$dir" "$port" postgres -At "$@"; }
 
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint DEFAULT cosid_next(), client int, at timestamptz DEFAULT clock_timestamp())" \
@@ -35,8 +34,8 @@ as_pg pgbench -n -h "$dir" -p "$port" -c 5 -j 2 -T "$seconds" -f "$dir/insert.sq
 p1=$!
 as_pg pgbench -n -C -h "$dir" -p "$port" -c 5 -j 2 -T "$seconds" -f "$dir/insert.sql" postgres > "$dir/churn.log" 2>&1 &
 p2=$!
-wait $p1 || fail=1
-wait $p2 || fail=1
+wait $p1 || FAIL=1
+wait $p2 || FAIL=1
 # one last sample while the slots are still pooled (held) with their final ceilings
 q -c "INSERT INTO observed SELECT l.slot, l.fence, l.incarnation, l.floor, l.ceiling
       FROM cosid.lease l WHERE l.namespace = 'default' AND l.incarnation IS NOT NULL" >/dev/null
@@ -45,7 +44,7 @@ touch "$dir/stop"; wait $sampler_pid || true
 grep -E "number of transactions actually processed|number of failed" "$dir/persistent.log" "$dir/churn.log" | sed 's/^/# /'
 rows=$(q -c "SELECT count(*) FROM t")
 echo "# rows inserted: $rows by 10 clients (5 reconnecting per transaction)"
-[ "$rows" -gt 10000 ] && echo "ok - a real load ran" || { echo "not ok - too few rows: $rows"; fail=1; }
+[ "$rows" -gt 10000 ] && echo "ok - a real load ran" || { echo "not ok - too few rows: $rows"; FAIL=1; }
 check "zero duplicate ids" 0 "$(q -c "SELECT count(*) - count(DISTINCT id) FROM t")"
 check "no NULL ids" 0 "$(q -c "SELECT count(*) FROM t WHERE id IS NULL")"
 check "no failed pgbench transaction" 0 "$(cat "$dir"/persistent.log "$dir"/churn.log | grep -c 'aborted\|error' || true)"
@@ -79,5 +78,5 @@ connections=$(awk '/actually processed/ {print $NF}' "$dir/churn.log")
 acquires=$(q -c "SELECT acquires FROM cosid_stats()")
 echo "# $connections connections opened by the churning clients; $acquires acquires in all"
 [ "$acquires" -le 20 ] && [ "$connections" -gt 100 ] && echo "ok - no acquire per connection: the pool serves reconnecting clients" \
-    || { echo "not ok - $acquires acquires for $connections connections"; fail=1; }
-exit $fail
+    || { echo "not ok - $acquires acquires for $connections connections"; FAIL=1; }
+exit $FAIL

@@ -3,11 +3,10 @@
 # slots' windows come back (next_floor kept), 'default' is made again by CREATE EXTENSION,
 # and the restore reports no error.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/dump_restore"; port=55443
 start_server "$dir" "$port" "cosid.database = 'src'"
 trap 'stop_server "$dir" immediate' EXIT
-fail=0
-check() { if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; fail=1; fi; }
 q() { local db=$1; shift; psql_at "$dir" "$port" "$db" -At "$@"; }
 q postgres -c "CREATE DATABASE src" -c "CREATE DATABASE dst" >/dev/null
 q src -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders', slot_bits => 3)" \
@@ -22,4 +21,4 @@ check "the windows of 'orders' kept their next_floor" "$before" \
       "$(q dst -c "SELECT string_agg(slot || ':' || next_floor, ',' ORDER BY slot) FROM cosid.lease WHERE namespace = 'orders'")"
 check "rows restored" 1000 "$(q dst -c "SELECT count(*) FROM t")"
 check "'default' recreated with its 1024 slots" 1024 "$(q dst -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'default'")"
-exit $fail
+exit $FAIL

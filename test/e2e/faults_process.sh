@@ -45,7 +45,7 @@ t0=$(now_ms); kill -9 "$victim"
 rec=$(wait_service "$t0"); echo "# service back after ${rec} ms (crash restart of all backends; new keeper, new slots)"
 sleep 2; stop_clients
 new_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
-[ "$old_inc" != "$new_inc" ] && echo "ok - crash restart is a new incarnation" || { echo "not ok - same incarnation"; FAIL=1; }
+check_true "crash restart is a new incarnation" "$([ "$old_inc" != "$new_inc" ] && echo t)"
 check_true "duplicate owner key counted: the old incarnation's live leases were seen" "$(q -c "SELECT duplicate_owner_keys > 0 FROM cosid_stats()")"
 check "no new window starts below a timestamp the old incarnation issued on its slot" 0 "$(no_window_below_old_ids "$old_inc")"
 check "old live leases not taken over: new incarnation's first windows avoid them" 0 "$(q -c "

@@ -2,11 +2,11 @@
 # The SQL store against the C++ lease model: the same random operation sequences, the
 # same answers, line for line (see test/model/model_compare.cpp).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/model"; port=55442
 start_server "$dir" "$port"
 trap 'stop_server "$dir" immediate' EXIT
 make -C "$COSID_ROOT" -s test/model/model_compare >/dev/null
-fail=0
 for seed in 1 2 3 4 5; do
     t0=$(( $(date +%s) / 100 * 100000 ))
     psql_at "$dir" "$port" postgres -q -c "SET client_min_messages = warning" -c "DROP EXTENSION IF EXISTS cosid CASCADE" -c "CREATE EXTENSION cosid" \
@@ -18,7 +18,7 @@ for seed in 1 2 3 4 5; do
     if diff -u "$dir/expected.txt" "$dir/actual.txt" > "$dir/diff.txt"; then
         echo "ok - seed $seed: $(wc -l < "$dir/expected.txt") operations, SQL store equals model"
     else
-        echo "not ok - seed $seed: SQL store differs from model"; head -30 "$dir/diff.txt"; fail=1
+        echo "not ok - seed $seed: SQL store differs from model"; head -30 "$dir/diff.txt"; FAIL=1
     fi
 done
-exit $fail
+exit $FAIL

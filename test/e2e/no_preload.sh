@@ -3,13 +3,10 @@
 # HINT; the pure functions still work.  In a database other than cosid.database,
 # cosid_next() fails with its own SQLSTATE.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/no_preload"; port=55440
 start_server "$dir" "$port" "shared_preload_libraries = ''"
 trap 'stop_server "$dir" immediate' EXIT
-fail=0
-check() {  # check NAME EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; fail=1; fi
-}
 psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" >/dev/null
 for fn in "cosid_next()" "cosid_next('default')" "cosid_pool()" "cosid_stats()" "cosid_release()" "cosid_release('default', 0)"; do
     out=$(psql_at "$dir" "$port" postgres -v VERBOSITY=verbose -c "SELECT $fn" 2>&1 || true)
@@ -29,4 +26,4 @@ check "cosid_next in another database: ZC007" 1 "$(grep -c 'ERROR:  ZC007' <<<"$
 # Before CREATE EXTENSION in the keeper's database, a call waits and then says why.
 out=$(psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next() > 0" -At 2>&1 || true)
 check "cosid_next once the extension exists" "t" "$(tail -1 <<<"$out")"
-exit $fail
+exit $FAIL

@@ -4,12 +4,11 @@
 # ids across both servers, each server's ids only on slots the store gave its owner key,
 # and the store's view of both owners.  Then A is killed (-9) and restarted while B goes on.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/shared_store"
 S="$base/store"; A="$base/a"; B="$base/b"
 PS=55444; PA=55445; PB=55446
 trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$A" "$B" "$S"; do stop_server "$d" immediate; done' EXIT
-fail=0
-check() { if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; fail=1; fi; }
 qs() { psql_at "$S" "$PS" postgres -At "$@"; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
@@ -58,8 +57,8 @@ as_pg "$PG_BIN/pg_ctl" -D "$A/data" -m immediate -w stop >/dev/null
 as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
 load "$A" "$PA" 3; wait
 check_dup=$(qa -c "SELECT duplicate_owner_keys FROM cosid_stats()")
-check "A's new incarnation saw its old, still live leases and left them alone" t "$([ "$check_dup" -gt 0 ] && echo t || echo f)"
+check_true "A's new incarnation saw its old, still live leases and left them alone" "$([ "$check_dup" -gt 0 ] && echo t)"
 dump_ids "$A" "$PA" "$base/a.ids"; dump_ids "$B" "$PB" "$base/b.ids"
 check "still zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)"
 echo "# rows: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids")"
-exit $fail
+exit $FAIL

@@ -2,10 +2,8 @@
 # inserting through every fault (one connection per statement, so they also churn), a
 # sampler of the store's windows, and the checks that end every suite.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
-FAIL=0
-check() { if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; FAIL=1; fi; }
-check_true() { if [ "$2" = "t" ]; then echo "ok - $1"; else echo "not ok - $1 (got [$2])"; FAIL=1; fi; }
 now_ms() { date +%s%3N; }
 q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
 
