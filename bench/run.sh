@@ -17,6 +17,11 @@ q() { psql_at "$dir" "$port" postgres -At "$@"; }
 out="$COSID_ROOT/bench/results"; mkdir -p "$out"
 csv="$out/latest.csv"; echo "section,case,metric,value,unit" > "$csv"
 rec() { echo "$1,$2,$3,$4,$5" >> "$csv"; }
+drain_pool() {  # release every idle pool slot, so that each run starts from an empty pool
+    q -c "ALTER SYSTEM SET cosid.pool_idle_timeout = 0" -c "SELECT pg_reload_conf()" >/dev/null
+    for _ in $(seq 1 50); do [ "$(q -c "SELECT count(*) FROM cosid_pool()")" = 0 ] && break; sleep 0.2; done
+    q -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
+}
 quick=${QUICK:-0}
 N=$([ "$quick" = 1 ] && echo 300000 || echo 2000000)
 ROWS_TX=1000; TX=$([ "$quick" = 1 ] && echo 100 || echo 1000)
@@ -137,10 +142,8 @@ first_call() {  # first_call N RELEASE: prints one latency per line
 pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1) i=1; print a[i]}'; }
 first_call 5 0 >/dev/null
 warm=$(first_call "$([ "$quick" = 1 ] && echo 20 || echo 100)" 0); [ -n "${DEBUG:-}" ] && echo "warm samples:" $warm
-q -c "ALTER SYSTEM SET cosid.pool_idle_timeout = 0" -c "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 50); do [ "$(q -c "SELECT count(*) FROM cosid_pool()")" = 0 ] && break; sleep 0.2; done
+drain_pool   # each cold call then releases its own slot (cosid_release()), so the pool stays empty
 cold=$(first_call "$([ "$quick" = 1 ] && echo 10 || echo 50)" 1)
-q -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
 for kind in warm cold; do
     vals=${!kind}
     med=$(pct 50 <<<"$vals"); p99=$(pct 99 <<<"$vals")
@@ -153,11 +156,6 @@ echo
 echo "5. store load: store transactions per minute with N backends generating ids (ttl 30 s)"
 printf '   %-24s %14s %16s\n' "backends" "ids/min" "store tx/min"
 echo "SELECT count(cosid_next()) FROM generate_series(1, 100);" > "$dir/load.sql"; chmod a+r "$dir/load.sql"
-drain_pool() {  # release every idle pool slot, so that each run starts from an empty pool
-    q -c "ALTER SYSTEM SET cosid.pool_idle_timeout = 0" -c "SELECT pg_reload_conf()" >/dev/null
-    for _ in $(seq 1 50); do [ "$(q -c "SELECT count(*) FROM cosid_pool()")" = 0 ] && break; sleep 0.2; done
-    q -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
-}
 for spec in "1" "10" "50" "10 --rate=20"; do
     c=${spec%% *}; extra=$([ "$spec" != "$c" ] && echo "${spec#* }" || true)
     drain_pool
