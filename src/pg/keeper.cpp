@@ -287,6 +287,24 @@ void release_all_at_shutdown() {
     }
 }
 
+// A store that blocks (rows locked by someone, a hung server) must not stall the keeper:
+// every store call is bounded by ttl/6, then fails and backs off.  Re-applied when a reload
+// changes cosid.ttl; a remote store connection is reopened to take the new bound.
+void apply_store_timeouts() {
+    static int applied_ttl_ms = -1;
+    if (setting_ttl_ms == applied_ttl_ms) return;
+    char timeout[32];
+    snprintf(timeout, sizeof(timeout), "%d", Max(setting_ttl_ms / 6, 100));
+    SetConfigOption("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("statement_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
+    if (applied_ttl_ms >= 0) {
+        store_disconnect();
+        ereport(LOG, (errmsg("cosid keeper: cosid.ttl is now %d ms; store calls are bounded by %s ms",
+                             setting_ttl_ms, timeout)));
+    }
+    applied_ttl_ms = setting_ttl_ms;
+}
+
 }  // namespace
 
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
@@ -296,11 +314,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     BackgroundWorkerInitializeConnection(setting_database, nullptr, 0);
     pgstat_report_appname("cosid keeper");
 
-    // A store that blocks (rows locked by someone) must not stall the keeper: fail, back off.
-    char timeout[32];
-    snprintf(timeout, sizeof(timeout), "%d", Max(setting_ttl_ms / 6, 100));
-    SetConfigOption("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
+    apply_store_timeouts();
 
     tick_context = AllocSetContextCreate(TopMemoryContext, "cosid keeper", ALLOCSET_DEFAULT_SIZES);
 
@@ -318,6 +332,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
+            apply_store_timeouts();
         }
         MemoryContext old = MemoryContextSwitchTo(tick_context);
         if (!shared->keeper_ready) {

@@ -29,8 +29,14 @@ wait_service() {  # wait_service T0_MS: until cosid_next('f') works again; print
 }
 
 echo "# 1. kill -9 of a backend in the middle of inserting"
+# Leases of 10 s for this case, through a reload of cosid.ttl: they must outlive the crash
+# restart however slow it is (WAL replay on a busy machine), so that the new incarnation
+# surely meets them still live.
+q -c "ALTER SYSTEM SET cosid.ttl = '10s'" -c "SELECT pg_reload_conf()" >/dev/null
 PHASE=kill9; start_clients 6; sleep 2
 old_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
+check "a reload of cosid.ttl reaches the keeper and its store timeouts" 1 \
+    "$(grep -c 'cosid.ttl is now 10000 ms; store calls are bounded by 1666 ms' "$DIR/server.log")"
 # the victim: a backend in the middle of a long INSERT ... DEFAULT cosid_next('f')
 as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres \
     -c "INSERT INTO t(client, phase) SELECT 0, 'victim' FROM generate_series(1, 3000000)" >/dev/null 2>&1 &
@@ -41,9 +47,12 @@ for _ in $(seq 1 100); do
     [ "$bound" = t ] && break; sleep 0.05
 done
 check_true "the victim is inserting, bound to a slot" "$bound"
+check_true "the old incarnation's leases, renewed under the new ttl, live more than 5 s" "$(q -c "
+    SELECT min(expires_at) - cosid.store_now() > 5000 FROM cosid.lease WHERE incarnation = '$old_inc'")"
 t0=$(now_ms); kill -9 "$victim"
 rec=$(wait_service "$t0"); echo "# service back after ${rec} ms (crash restart of all backends; new keeper, new slots)"
 sleep 2; stop_clients
+q -c "ALTER SYSTEM RESET cosid.ttl" -c "SELECT pg_reload_conf()" >/dev/null
 new_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
 check_true "crash restart is a new incarnation" "$([ "$old_inc" != "$new_inc" ] && echo t)"
 check_true "duplicate owner key counted: the old incarnation's live leases were seen" "$(q -c "SELECT duplicate_owner_keys > 0 FROM cosid_stats()")"
