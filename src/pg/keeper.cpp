@@ -305,13 +305,50 @@ void apply_store_timeouts() {
     applied_ttl_ms = setting_ttl_ms;
 }
 
+// A keeper that cannot connect (cosid.database missing, no connection slot) dies FATAL and
+// the postmaster starts it again a second later.  Starts that died connecting are counted,
+// and the next start waits 1, 2, 4, ... up to 30 s more, so a wrong setting costs one log
+// entry per attempt instead of one per second, and a database created later is still found.
+void back_off_after_failed_starts() {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->keeper_failed_starts = shared->keeper_connecting ? shared->keeper_failed_starts + 1 : 0;
+    shared->keeper_connecting = true;
+    int failed = shared->keeper_failed_starts;
+    LWLockRelease(shared->lock);
+    if (failed == 0) return;
+    long wait_ms = Min(1000L << Min(failed - 1, 5), 30000L);
+    ereport(LOG, (errmsg("cosid keeper could not connect to database \"%s\" (%d failed starts in a row); "
+                         "next attempt in %ld ms",
+                         setting_database, failed, wait_ms),
+                  errhint("Create database \"%s\" and run CREATE EXTENSION cosid there, or set cosid.database to "
+                          "the database that holds the lease store and restart the server.",
+                          setting_database)));
+    int64 until = wall_ms() + wait_ms;
+    while (!ShutdownRequestPending && wall_ms() < until) {
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - wall_ms(),
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+    }
+    if (ShutdownRequestPending) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        shared->keeper_connecting = false;  // stopped while waiting: not a failed start
+        LWLockRelease(shared->lock);
+        proc_exit(1);
+    }
+}
+
 }  // namespace
 
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     BackgroundWorkerUnblockSignals();
+    back_off_after_failed_starts();
     BackgroundWorkerInitializeConnection(setting_database, nullptr, 0);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->keeper_connecting = false;
+    shared->keeper_failed_starts = 0;
+    LWLockRelease(shared->lock);
     pgstat_report_appname("cosid keeper");
 
     apply_store_timeouts();

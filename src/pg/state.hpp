@@ -59,6 +59,8 @@ struct SharedState {
     int keeper_pid;
     Latch* keeper_latch;
     bool keeper_ready;     // the keeper found the extension in its database
+    bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
+    int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
     Stats stats;
     int npool;

@@ -26,4 +26,21 @@ check "cosid_next in another database: ZC007" 1 "$(grep -c 'ERROR:  ZC007' <<<"$
 # Before CREATE EXTENSION in the keeper's database, a call waits and then says why.
 out=$(psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next() > 0" -At 2>&1 || true)
 check "cosid_next once the extension exists" "t" "$(tail -1 <<<"$out")"
+stop_server "$dir"
+
+# cosid.database names a database that does not exist yet: the keeper backs off (one log
+# entry per attempt, 1, 2, 4 ... s apart, not one per second), says what to do, and finds
+# the database once it is created.
+start_server "$dir" "$port" "cosid.database = 'later'"
+sleep 8
+fatals=$(grep -c 'FATAL:  database "later" does not exist' "$dir/server.log" || true)
+echo "# keeper starts that failed in 8 s: $fatals"
+check_true "the keeper backs off: at most 5 failed starts in 8 s (one per second without)" \
+    "$([ "$fatals" -ge 2 ] && [ "$fatals" -le 5 ] && echo t)"
+check_true "the log says what to do" "$(grep -q 'HINT:  Create database "later" and run CREATE EXTENSION cosid there' "$dir/server.log" && echo t)"
+psql_at "$dir" "$port" postgres -c "CREATE DATABASE later" >/dev/null
+psql_at "$dir" "$port" later -c "CREATE EXTENSION cosid" >/dev/null
+out=$(psql_at "$dir" "$port" later -At -c "SET cosid.acquire_timeout = '40s'" -c "SELECT cosid_next() > 0" 2>&1 || true)
+check "cosid_next works once the database exists" "t" "$(tail -1 <<<"$out")"
+grep -o 'cosid keeper started in database "later"' "$dir/server.log" | sed 's/^/# /'
 exit $FAIL
