@@ -124,7 +124,7 @@ for s in seq cosid; do
 done
 echo
 echo "4. first cosid_next() in a new backend (server-side µs; the backend's catalog caches warmed first)"
-first_call() {  # first_call N RELEASE: prints one latency per line
+first_call() {  # first_call N RELEASE [NAMESPACE]: prints one latency per line
     local after=("-c" "SELECT 1")
     [ "$2" = 1 ] && after=("-c" "SELECT cosid_release()")   # leave the pool empty for the next one
     for _ in $(seq 1 "$1"); do
@@ -133,7 +133,7 @@ first_call() {  # first_call N RELEASE: prints one latency per line
             BEGIN PERFORM cosid_next(NULL::text); EXCEPTION WHEN OTHERS THEN NULL; END;
             PERFORM length('x'::text);  -- a backend's first PERFORM pays for setting up SPI
             t0 := clock_timestamp();
-            PERFORM cosid_next('default');
+            PERFORM cosid_next('${3:-default}');
             t1 := clock_timestamp();    -- includes one PERFORM's overhead (about 14 µs here)
             RAISE NOTICE 'us=%', round(extract(epoch FROM t1 - t0) * 1e6); END \$\$" \
             "${after[@]}" 2>&1 | grep -o 'us=[0-9]*' | cut -c4-
@@ -144,11 +144,15 @@ first_call 5 0 >/dev/null
 warm=$(first_call "$([ "$quick" = 1 ] && echo 20 || echo 100)" 0); [ -n "${DEBUG:-}" ] && echo "warm samples:" $warm
 drain_pool   # each cold call then releases its own slot (cosid_release()), so the pool stays empty
 cold=$(first_call "$([ "$quick" = 1 ] && echo 10 || echo 50)" 1)
-for kind in warm cold; do
+# the same in a namespace of 2^16 slots: the store's acquire reads slots through an index
+q -c "SELECT cosid_namespace_create('big', slot_bits => 16, sequence_bits => 6)" >/dev/null
+cold_big=$(first_call "$([ "$quick" = 1 ] && echo 10 || echo 50)" 1 big)
+for kind in warm cold cold_big; do
     vals=${!kind}
     med=$(pct 50 <<<"$vals"); p99=$(pct 99 <<<"$vals")
     printf '   %-44s median %6s µs   p99 %6s µs\n' \
-        "$([ $kind = warm ] && echo 'pool has an idle slot:' || echo 'keeper must acquire a slot from the store:')" "$med" "$p99"
+        "$(case $kind in warm) echo 'pool has an idle slot:';; cold) echo 'keeper must acquire a slot from the store:';;
+           *) echo 'the same, namespace of 65536 slots:';; esac)" "$med" "$p99"
     rec first_call "$kind" median_us "$med" us; rec first_call "$kind" p99_us "$p99" us
 done
 

@@ -40,6 +40,9 @@ CREATE TABLE cosid.lease (
     PRIMARY KEY (namespace, slot),
     CHECK ((owner_key IS NULL) = (incarnation IS NULL))
 );
+-- An acquire looks up the slots this owner key holds or held last (sticky preference)
+-- without reading every slot of a namespace.
+CREATE INDEX lease_owner ON cosid.lease (namespace, (coalesce(owner_key, previous_owner_key)));
 
 -- pg_dump keeps the namespaces users created and their slots' windows; the 'default'
 -- namespace and its slots are made again by CREATE EXTENSION on restore.
@@ -101,6 +104,10 @@ DECLARE
     v_now  bigint := cosid.store_now();
     v_ns   cosid.namespace := cosid._namespace_row(p_namespace);
     v_dup  boolean;
+    v_cond text;
+    v_pref int := 0;
+    v_after int;
+    v_batch int;
     c      record;
     r      cosid.lease;
 BEGIN
@@ -113,50 +120,63 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_dup := EXISTS (SELECT 1 FROM cosid.lease l
-                     WHERE l.namespace = p_namespace AND l.owner_key = p_owner_key
+                     WHERE l.namespace = p_namespace
+                       AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
+                       AND l.owner_key = p_owner_key
                        AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
     -- Preference: (1) held by this owner (idempotent retry), (2) preferred, (3) sticky:
-    -- last owned by the same key, (4) lowest.  Only available slots are candidates.
-    FOR c IN
-        SELECT l.slot,
-               CASE WHEN l.incarnation = p_incarnation AND l.owner_key = p_owner_key THEN 1
-                    WHEN l.slot = p_preferred THEN 2
-                    WHEN coalesce(l.owner_key, l.previous_owner_key) = p_owner_key THEN 3
-                    ELSE 4 END AS pref
-        FROM cosid.lease l
-        WHERE l.namespace = p_namespace
-          AND NOT (l.slot = ANY (coalesce(p_exclude, '{}')))
-          AND ((l.incarnation = p_incarnation AND l.owner_key = p_owner_key)
-               OR l.incarnation IS NULL OR l.expires_at <= v_now)
-        ORDER BY pref, l.slot
+    -- last owned by the same key, (4) lowest.  Only available slots are candidates.  Each
+    -- preference is read in slot order, 16 candidates at a time (an index scan, whatever
+    -- the number of slots), until a slot is won; a slot lost to a racing acquirer just
+    -- moves on to the next.  A slot that fits two preferences comes twice; the second try
+    -- matches no row.
+    FOREACH v_cond IN ARRAY ARRAY[
+        'coalesce(l.owner_key, l.previous_owner_key) = $2 AND l.owner_key = $2 AND l.incarnation = $3',
+        'l.slot = $4 AND (l.incarnation IS NULL OR l.expires_at <= $6)',
+        'coalesce(l.owner_key, l.previous_owner_key) = $2 AND (l.incarnation IS NULL OR l.expires_at <= $6)',
+        '(l.incarnation IS NULL OR l.expires_at <= $6)']
     LOOP
-        IF c.pref = 1 THEN
-            UPDATE cosid.lease l
-               SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
-                   ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
-                   next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor)
-             WHERE l.namespace = p_namespace AND l.slot = c.slot
-               AND l.incarnation = p_incarnation AND l.owner_key = p_owner_key
-            RETURNING l.* INTO r;
-        ELSE
-            UPDATE cosid.lease l
-               SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
-                   owner_key   = p_owner_key,
-                   incarnation = p_incarnation,
-                   fence       = l.fence + 1,
-                   floor       = l.next_floor,
-                   expires_at  = v_now + p_ttl_ms,
-                   ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
-                   next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
-             WHERE l.namespace = p_namespace AND l.slot = c.slot
-               AND (l.incarnation IS NULL OR l.expires_at <= v_now)
-            RETURNING l.* INTO r;
-        END IF;
-        IF FOUND THEN
-            RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
-                                v_now, v_dup, NULL::bigint;
-            RETURN;
-        END IF;
+        v_pref := v_pref + 1;
+        v_after := -1;
+        LOOP
+            v_batch := 0;
+            FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $7'
+                             || ' AND NOT (l.slot = ANY ($5)) AND ' || v_cond || ' ORDER BY l.slot LIMIT 16'
+                     USING p_namespace, p_owner_key, p_incarnation, p_preferred, coalesce(p_exclude, '{}'),
+                           v_now, v_after
+            LOOP
+                v_batch := v_batch + 1;
+                v_after := c.slot;
+                IF v_pref = 1 THEN
+                    UPDATE cosid.lease l
+                       SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
+                           ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+                           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor)
+                     WHERE l.namespace = p_namespace AND l.slot = c.slot
+                       AND l.incarnation = p_incarnation AND l.owner_key = p_owner_key
+                    RETURNING l.* INTO r;
+                ELSE
+                    UPDATE cosid.lease l
+                       SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                           owner_key   = p_owner_key,
+                           incarnation = p_incarnation,
+                           fence       = l.fence + 1,
+                           floor       = l.next_floor,
+                           expires_at  = v_now + p_ttl_ms,
+                           ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
+                           next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
+                     WHERE l.namespace = p_namespace AND l.slot = c.slot
+                       AND (l.incarnation IS NULL OR l.expires_at <= v_now)
+                    RETURNING l.* INTO r;
+                END IF;
+                IF FOUND THEN
+                    RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
+                                        v_now, v_dup, NULL::bigint;
+                    RETURN;
+                END IF;
+            END LOOP;
+            EXIT WHEN v_batch < 16;
+        END LOOP;
     END LOOP;
     -- Exhausted: no slot, and the earliest expiry to wait for.
     RETURN QUERY SELECT NULL::int, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
@@ -326,6 +346,9 @@ BEGIN
     VALUES (name, slot_bits, sequence_bits, v_ts_bits, v_epoch_ms, v_unit, v_tol_ms);
     INSERT INTO cosid.lease (namespace, slot)
     SELECT name, s FROM generate_series(0, (1 << slot_bits) - 1) AS s;
+    -- Fresh statistics, so that an acquire reads the new slots through the index at once
+    -- instead of waiting for autovacuum (up to 65536 new rows).
+    ANALYZE cosid.lease;
 END $$;
 
 REVOKE ALL ON FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text) FROM PUBLIC;

@@ -81,7 +81,10 @@ void serve_request(int i, int64 now) {
     int64 after = clock_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (!ok) {
+    if (!(ok && r.found) && e->requester_pid == 0) {
+        // The requester stopped waiting while the store answered: nobody wants a retry.
+        free_entry_locked(e);
+    } else if (!ok) {
         // The request fails: the waiting backend reports the store's error.
         snprintf(e->error, sizeof(e->error), "%s", err.message);
         e->error_code = err.sqlerrcode;
