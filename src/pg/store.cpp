@@ -87,26 +87,71 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
 }
 
 // --- libpq: the store is a server shared by several instances --------------------------
+// Non-blocking: a store that stops answering (frozen, partitioned away) must not hold the
+// keeper inside a socket read, where neither a shutdown nor the lease arithmetic can reach
+// it.  Every wait is on the latch and the socket together, up to a deadline; past it the
+// connection is dropped and the call fails like any other store error.
 PGconn* remote = nullptr;
+int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
+char remote_down_error[256];
+bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
+
+int64 store_bound_ms() { return Max(setting_ttl_ms / 6, 100); }
+
+// Waits until the store's socket is ready for `events` or `deadline` (ms) passes.
+bool wait_remote(int events, int64 deadline) {
+    for (;;) {
+        int64 left = deadline - wall_ms();
+        if (left <= 0) return false;
+        int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
+                                   PQsocket(remote), left, PG_WAIT_EXTENSION);
+        if (rc & WL_LATCH_SET) {
+            ResetLatch(MyLatch);
+            latch_seen = true;  // a request or a reload: the keeper's loop sees to it after this call
+        }
+        if (rc & events) return true;
+    }
+}
+
+// Drops the connection after a timeout or a broken link, and fails the calls of the next
+// backoff period at once, so that one dead store costs one bound per pass, not one per slot.
+bool remote_failed(StoreError* err, const char* message) {
+    set_error(err, message, ERRCODE_CONNECTION_FAILURE);
+    strlcpy(remote_down_error, err->message, sizeof(remote_down_error));
+    remote_down_until = wall_ms() + store_bound_ms();
+    if (remote != nullptr) PQfinish(remote);
+    remote = nullptr;
+    return false;
+}
 
 bool connect_remote(StoreError* err) {
     if (remote != nullptr && PQstatus(remote) == CONNECTION_OK) return true;
     if (remote != nullptr) PQfinish(remote);
-    // A store that hangs must not stall the keeper: bound connecting, waiting for locks and
-    // every statement, then fail and back off like any other store error.
-    char timeout[32], options[128];
-    snprintf(timeout, sizeof(timeout), "%d", Max(setting_ttl_ms / 6000, 2));
-    snprintf(options, sizeof(options), "-c statement_timeout=%d -c lock_timeout=%d", Max(setting_ttl_ms / 6, 100),
-             Max(setting_ttl_ms / 6, 100));
-    const char* keys[] = {"dbname", "connect_timeout", "options", "application_name", nullptr};
-    const char* vals[] = {setting_store_dsn, timeout, options, "cosid keeper", nullptr};
-    remote = PQconnectdbParams(keys, vals, 1 /* expand dbname: the DSN may be a conninfo or URI */);
-    if (PQstatus(remote) != CONNECTION_OK) {
-        set_error(err, PQerrorMessage(remote), ERRCODE_CONNECTION_FAILURE);
-        PQfinish(remote);
-        remote = nullptr;
-        return false;
+    remote = nullptr;
+    // The server bounds lock waits and statements itself (a clean error, the connection
+    // stays); connecting is bounded here, as libpq's connect_timeout is not used by
+    // PQconnectPoll.
+    char options[128];
+    snprintf(options, sizeof(options), "-c statement_timeout=%d -c lock_timeout=%d", (int)store_bound_ms(),
+             (int)store_bound_ms());
+    const char* keys[] = {"dbname", "options", "application_name", nullptr};
+    const char* vals[] = {setting_store_dsn, options, "cosid keeper", nullptr};
+    int64 deadline = wall_ms() + Max(store_bound_ms(), 2000);
+    remote = PQconnectStartParams(keys, vals, 1 /* expand dbname: the DSN may be a conninfo or URI */);
+    if (remote == nullptr) return remote_failed(err, "out of memory connecting to the lease store");
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (PQstatus(remote) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+        int events = st == PGRES_POLLING_READING ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
+        if (!wait_remote(events, deadline)) {
+            char msg[256];
+            snprintf(msg, sizeof(msg), "connecting to the lease store timed out after %d ms",
+                     (int)Max(store_bound_ms(), 2000));
+            return remote_failed(err, msg);
+        }
+        st = PQconnectPoll(remote);
     }
+    if (PQstatus(remote) != CONNECTION_OK) return remote_failed(err, PQerrorMessage(remote));
+    if (PQsetnonblocking(remote, 1) != 0) return remote_failed(err, PQerrorMessage(remote));
     return true;
 }
 
@@ -116,28 +161,76 @@ int sqlstate_of(const PGresult* res) {
     return MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
 }
 
-bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err) {
-    if (!connect_remote(err)) return false;
-    pgstat_report_activity(STATE_RUNNING, sql);
-    PGresult* res = PQexecParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0);
-    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
-    if (ok && PQntuples(res) > 0) {
-        row->present = true;
-        int ncols = Min(PQnfields(res), kMaxCols);
-        for (int c = 0; c < ncols; ++c) {
-            row->null[c] = PQgetisnull(res, 0, c);
-            if (!row->null[c]) strlcpy(row->value[c], PQgetvalue(res, 0, c), sizeof(row->value[c]));
-        }
-    } else if (!ok) {
-        const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-        set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res));
-        if (PQstatus(remote) != CONNECTION_OK) {  // reconnect on the next call
-            PQfinish(remote);
-            remote = nullptr;
+// Sends one statement and collects its first result, waiting at most twice the server's
+// own statement bound: the server's timeout answers first while it is alive.
+PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
+    int64 deadline = wall_ms() + 2 * store_bound_ms();
+    char msg[256];
+    snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)(2 * store_bound_ms()));
+    if (!PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0)) {
+        remote_failed(err, PQerrorMessage(remote));
+        return nullptr;
+    }
+    for (int f; (f = PQflush(remote)) != 0;) {
+        if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
+            remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg);
+            return nullptr;
         }
     }
-    PQclear(res);
+    PGresult* first = nullptr;
+    for (;;) {
+        while (PQisBusy(remote)) {
+            if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
+                PQclear(first);
+                remote_failed(err, msg);
+                return nullptr;
+            }
+            if (!PQconsumeInput(remote)) {
+                PQclear(first);
+                remote_failed(err, PQerrorMessage(remote));
+                return nullptr;
+            }
+        }
+        PGresult* res = PQgetResult(remote);
+        if (res == nullptr) break;
+        if (first == nullptr) first = res;
+        else PQclear(res);
+    }
+    if (first == nullptr) remote_failed(err, PQerrorMessage(remote));
+    return first;
+}
+
+bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err) {
+    if (remote == nullptr && wall_ms() < remote_down_until) {
+        set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
+        return false;
+    }
+    latch_seen = false;
+    pgstat_report_activity(STATE_RUNNING, sql);
+    bool ok = false;
+    if (connect_remote(err)) {
+        PGresult* res = exec_remote(sql, nargs, args, err);
+        ok = res != nullptr && PQresultStatus(res) == PGRES_TUPLES_OK;
+        if (ok && PQntuples(res) > 0) {
+            row->present = true;
+            int ncols = Min(PQnfields(res), kMaxCols);
+            for (int c = 0; c < ncols; ++c) {
+                row->null[c] = PQgetisnull(res, 0, c);
+                if (!row->null[c]) strlcpy(row->value[c], PQgetvalue(res, 0, c), sizeof(row->value[c]));
+            }
+        } else if (res != nullptr && !ok) {
+            const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+            set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res));
+            if (PQstatus(remote) != CONNECTION_OK) {
+                char message[sizeof(err->message)];
+                strlcpy(message, err->message, sizeof(message));
+                remote_failed(err, message);
+            }
+        }
+        PQclear(res);
+    }
     pgstat_report_activity(STATE_IDLE, nullptr);
+    if (latch_seen) SetLatch(MyLatch);
     return ok;
 }
 
@@ -196,6 +289,7 @@ bool store_is_remote() { return setting_store_dsn != nullptr && setting_store_ds
 void store_disconnect() {
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
+    remote_down_until = 0;
 }
 
 bool store_extension_ready(StoreError* err) {

@@ -2,13 +2,17 @@
 # Several servers, one store: servers A and B keep their leases in server S
 # (cosid.store_dsn) and insert concurrently, with connection churn.  Then: zero duplicate
 # ids across both servers, each server's ids only on slots the store gave its owner key,
-# and the store's view of both owners.  Then A is killed (-9) and restarted while B goes on.
+# and the store's view of both owners.  Then A is killed (-9) and restarted while B goes on;
+# then the store freezes (no answer at all) past B's windows, B is shut down and started
+# again, and both go on once the store answers.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/shared_store"
 S="$base/store"; A="$base/a"; B="$base/b"
 PS=55444; PA=55445; PB=55446
-trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$A" "$B" "$S"; do stop_server "$d" immediate; done' EXIT
+frozen=""
+trap '[ -n "$frozen" ] && kill -CONT $frozen; kill $(jobs -p) 2>/dev/null || true
+      for d in "$A" "$B" "$S"; do stop_server "$d" immediate; done' EXIT
 qs() { psql_at "$S" "$PS" postgres -At "$@"; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
@@ -61,6 +65,36 @@ as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
 load "$A" "$PA" 3; wait
 check_dup=$(qa -c "SELECT duplicate_owner_keys FROM cosid_stats()")
 check_true "A's new incarnation saw its old, still live leases and left them alone" "$([ "$check_dup" -gt 0 ] && echo t)"
+
+echo "# The store freezes (SIGSTOP: no answer and no error, as in a network partition) for 6 s"
+now_ms() { date +%s%3N; }
+fails0=$(qb -c "SELECT renewal_failures FROM cosid_stats()")
+pm=$(head -1 "$S/data/postmaster.pid")
+frozen="$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+kill -STOP $frozen; t_freeze=$(now_ms)
+check "B's generators go on inside their windows while the store is frozen" 1000 \
+    "$(qb -c "SELECT count(cosid_next()) FROM generate_series(1, 1000)")"
+sleep 3.5   # past every window of B (ttl 2 s + tolerance 300 ms)
+past=$(qb -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '1s'" -c "SELECT cosid_next()" 2>&1 || true)
+grep -E 'ERROR|DETAIL' <<<"$past" | sed 's/^/#   /'
+check "past its windows, a caller on B gets a clear error (ZC002 or ZC006)" 1 "$(grep -cE 'ERROR:  ZC00[26]' <<<"$past")"
+check_true "B's keeper is not stuck in a read from the frozen store: its calls time out and count" \
+    "$(qb -c "SELECT renewal_failures > $fails0 FROM cosid_stats()")"
+t0=$(now_ms)
+as_pg "$PG_BIN/pg_ctl" -D "$B/data" -m fast -t 30 -w stop >/dev/null 2>&1 || true
+stop_ms=$(( $(now_ms) - t0 ))
+echo "# B's fast shutdown with the store frozen took $stop_ms ms"
+check_true "B shuts down while the store is frozen, within 10 s" "$([ "$stop_ms" -le 10000 ] && echo t)"
+check_true "the frozen store is still frozen (the checks above ran against a store that never answered)" \
+    "$(grep -q '^State:.*T' /proc/"$pm"/status && echo t)"
+kill -CONT $frozen; frozen=""; t_thaw=$(now_ms)
+echo "# the store was frozen for $(( t_thaw - t_freeze )) ms"
+as_pg "$PG_BIN/pg_ctl" -D "$B/data" -l "$B/server.log" -w start >/dev/null
+again=$(qb -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1 || true)
+echo "# B issues again $(( $(now_ms) - t_thaw )) ms after the store thawed"
+check "B issues again once the store answers" "t" "$(tail -1 <<<"$again")"
+load "$A" "$PA" 2; load "$B" "$PB" 2; wait
+check "both servers loaded after the freeze without a failed transaction" 0 "$(cat "$A"/*.log "$B"/*.log | grep -c 'aborted' || true)"
 dump_ids "$A" "$PA" "$base/a.ids"; dump_ids "$B" "$PB" "$base/b.ids"
 check "still zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)"
 echo "# rows: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids")"
