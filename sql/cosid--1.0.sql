@@ -351,6 +351,37 @@ BEGIN
     ANALYZE cosid.lease;
 END $$;
 
+
+-- With a remote store (cosid.store_dsn) the keeper copies each namespace it acquires in
+-- from the store into this instance's table, so that cosid_parse() here reads the store's
+-- layout; a local definition whose layout differs is refused rather than trusted.
+CREATE FUNCTION cosid._namespace_sync(p_name text, p_slot_bits int, p_sequence_bits int,
+                                      p_timestamp_bits int, p_epoch_ms bigint, p_unit text,
+                                      p_tolerance_ms bigint)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    n cosid.namespace;
+BEGIN
+    SELECT * INTO n FROM cosid.namespace WHERE name = p_name;
+    IF NOT FOUND THEN
+        INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
+        VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
+        INSERT INTO cosid.lease (namespace, slot)
+        SELECT p_name, s FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+        RETURN 'copied';
+    END IF;
+    IF (n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, n.unit)
+       IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit) THEN
+        -- The keeper hands this message to the caller of cosid_next(), who gets the why.
+        RAISE EXCEPTION 'here %/%/% bits, epoch % ms, unit %; in the lease store %/%/% bits, epoch % ms, unit %',
+                        n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, n.unit,
+                        p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit
+            USING ERRCODE = 'invalid_object_definition';
+    END IF;
+    RETURN 'same';
+END $$;
+REVOKE ALL ON FUNCTION cosid._namespace_sync(text, int, int, int, bigint, text, bigint) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text) TO cosid_admin;
 

@@ -181,6 +181,14 @@ void bind(const char* ns, Binding* b) {
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),
                         errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
+    if (error[0] != '\0' && error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+                        errmsg("cosid namespace \"%s\" on this instance has another layout than in the lease store", ns),
+                        errdetail("Layout (timestamp/slot/sequence bits) %s. cosid_parse() here would misread the "
+                                  "store's ids, so no slot was taken.", error),
+                        errhint("Remove the local definition as a superuser (DELETE FROM cosid.lease WHERE namespace = "
+                                "'%s'; DELETE FROM cosid.namespace WHERE name = '%s'); the keeper then copies the "
+                                "store's.", ns, ns)));
     if (error[0] != '\0')
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),

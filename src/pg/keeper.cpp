@@ -78,6 +78,14 @@ void serve_request(int i, int64 now) {
         snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);
         err.sqlerrcode = ERRCODE_INTERNAL_ERROR;
     }
+    if (ok && r.found && store_is_remote() && !store_sync_local_namespace(ns, r, &err)) {
+        // Nothing was issued in the new window: hand it back at once, and tell the caller.
+        StoreResult rel;
+        StoreError rel_err;
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
+            ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", r.slot, ns, rel_err.message)));
+        ok = false;
+    }
     int64 after = clock_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);

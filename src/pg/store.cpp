@@ -356,4 +356,23 @@ bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fe
                5, a.v, read_release, out, err);
 }
 
+// Always on this instance (SPI), whatever the store: see cosid._namespace_sync.
+bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err) {
+    char ts[16], slot[16], seq[16], epoch[32], tol[32];
+    snprintf(ts, sizeof(ts), "%d", layout.timestamp_bits);
+    snprintf(slot, sizeof(slot), "%d", layout.slot_bits);
+    snprintf(seq, sizeof(seq), "%d", layout.sequence_bits);
+    snprintf(epoch, sizeof(epoch), INT64_FORMAT, layout.epoch_ms);
+    snprintf(tol, sizeof(tol), INT64_FORMAT, layout.tolerance_ms);
+    const char* args[7] = {ns, slot, seq, ts, epoch, layout.unit_ms == 1000 ? "s" : "ms", tol};
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    bool ok = run_spi("SELECT cosid._namespace_sync($1::text, $2::int, $3::int, $4::int, $5::bigint, $6::text, "
+                      "$7::bigint)",
+                      7, args, &row, err);
+    if (ok && row.present && !row.null[0] && strcmp(row.value[0], "copied") == 0)
+        ereport(LOG, (errmsg("cosid: namespace \"%s\" copied from the lease store to this instance", ns)));
+    return ok;
+}
+
 }  // namespace cosid::pg

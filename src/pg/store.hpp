@@ -32,5 +32,8 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
                  StoreError* err);
 bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 last_issued,
                    StoreResult* out, StoreError* err);
+// With a remote store: copies the namespace's layout (as an acquire returned it) into this
+// instance's cosid.namespace, or fails with 42P17 when a local definition differs.
+bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err);
 
 }  // namespace cosid::pg

@@ -27,9 +27,22 @@ for s in A B; do
     ttl=$([ $s = A ] && echo 12s || echo 2s)
     start_server "$d" "$p" "cosid.store_dsn = '$dsn'" "cosid.ttl = '$ttl'" "cosid.namespace = 'shared'"
     psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
-        -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" >/dev/null
 done
+# A defines the namespace itself, with the store's values; B leaves it to its keeper.
+qa -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" >/dev/null
+check "B has no local definition of 'shared' before its first id" 0 "$(qb -c "SELECT count(*) FROM cosid.namespace WHERE name = 'shared'")"
+
+# A local definition with another layout than the store's is refused, and takes no slot.
+qs -c "SELECT cosid_namespace_create('other', slot_bits => 4)" >/dev/null
+qa -c "SELECT cosid_namespace_create('other', slot_bits => 5)" >/dev/null
+mismatch=$(qa -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '3s'" -c "SELECT cosid_next('other')" 2>&1 || true)
+echo "$mismatch" | grep -E 'ERROR|DETAIL|HINT' | sed 's/^/#   /'
+check "a local layout unlike the store's is refused (42P17)" 1 "$(grep -c 'ERROR:  42P17' <<<"$mismatch")"
+check "the error says both layouts" 1 "$(grep -c 'DETAIL:  Layout (timestamp/slot/sequence bits) here 46/5/12 bits, epoch 1704067200000 ms, unit ms; in the lease store 47/4/12 bits' <<<"$mismatch")"
+check "no slot of 'other' stays taken in the store" 0 "$(qs -c "SELECT count(*) FROM cosid_leases('other') WHERE state = 'held'")"
+check "B copies 'other' from the store on its first id, and parses with the store's layout" "4 12" \
+    "$(qb -c "SELECT cosid_next('other') > 0" >/dev/null; qb -c "SELECT slot_bits || ' ' || sequence_bits FROM cosid.namespace WHERE name = 'other'")"
 unknown=$(qa -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '3s'" -c "SELECT cosid_next('nope')" 2>&1 || true)
 echo "$unknown" | sed 's/^/#   /'
 check "a namespace unknown to the store is refused by it" 1 "$(grep -c 'ERROR:  42704' <<<"$unknown")"
@@ -51,6 +64,9 @@ check "zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base
 slots_a=$(qa -c "SELECT string_agg(DISTINCT (cosid_parse(id, 'shared')).slot::text, ',') FROM t")
 slots_b=$(qb -c "SELECT string_agg(DISTINCT (cosid_parse(id, 'shared')).slot::text, ',') FROM t")
 echo "# slots used: A {$slots_a}, B {$slots_b}"
+check "B's keeper copied 'shared' from the store: same layout as A's" \
+    "$(qa -c "SELECT (timestamp_bits, slot_bits, sequence_bits, epoch_ms, unit) FROM cosid.namespace WHERE name = 'shared'")" \
+    "$(qb -c "SELECT (timestamp_bits, slot_bits, sequence_bits, epoch_ms, unit) FROM cosid.namespace WHERE name = 'shared'")"
 check "no slot used by both servers" "" "$(comm -12 <(tr ',' '\n' <<<"$slots_a" | sort) <(tr ',' '\n' <<<"$slots_b" | sort))"
 check "the store lists A's slots under A's owner key" 0 "$(qs -c "
     SELECT count(*) FROM unnest('{$slots_a}'::int[]) s
