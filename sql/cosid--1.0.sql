@@ -2,10 +2,15 @@
 \echo Use "CREATE EXTENSION cosid" to load this file. \quit
 
 -- Administrators of the store: may create namespaces and release or revoke slots.
+-- Keepers of other instances (cosid.store_dsn) log in as a member of cosid_keeper: it may
+-- run acquire, renew and release, and nothing else; the tables stay read-only to it.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cosid_admin') THEN
         CREATE ROLE cosid_admin NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'cosid_keeper') THEN
+        CREATE ROLE cosid_keeper NOLOGIN;
     END IF;
 END $$;
 
@@ -99,7 +104,7 @@ CREATE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation 
                               p_exclude int[] DEFAULT '{}')
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
                next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_now  bigint := cosid.store_now();
     v_ns   cosid.namespace := cosid._namespace_row(p_namespace);
@@ -192,7 +197,7 @@ CREATE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_
                             p_ttl_ms bigint)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
                next_floor bigint, store_now bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_now bigint := cosid.store_now();
     v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
@@ -218,7 +223,7 @@ END $$;
 CREATE FUNCTION cosid.release(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
                               p_last_issued bigint)
 RETURNS TABLE (slot int, fence bigint, next_floor bigint, store_now bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_now bigint := cosid.store_now();
     r     cosid.lease;
@@ -271,6 +276,9 @@ REVOKE ALL ON FUNCTION cosid.renew(text, int, uuid, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cosid.release(text, int, uuid, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cosid.revoke(text, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
+GRANT EXECUTE ON FUNCTION cosid.acquire(text, text, uuid, bigint, int, int[]),
+                          cosid.renew(text, int, uuid, bigint, bigint),
+                          cosid.release(text, int, uuid, bigint, bigint) TO cosid_keeper;
 
 ---------------------------------------------------------------------------------------
 -- User-facing functions.

@@ -39,3 +39,16 @@ RESET ROLE;
 REVOKE cosid_admin FROM cosid_app;
 DROP TABLE app_rows;
 DROP ROLE cosid_app;
+
+-- A remote keeper's role: a member of cosid_keeper may run acquire, renew and release
+-- (they run as the extension's owner) and nothing else.
+CREATE ROLE cosid_remote_keeper IN ROLE cosid_keeper;
+SET ROLE cosid_remote_keeper;
+SELECT slot AS ks, fence AS kf FROM cosid.acquire('by_admin', 'remote', '00000000-0000-0000-0000-0000000000cc', 60000) \gset
+SELECT fence = :kf AS renewed FROM cosid.renew('by_admin', :ks, '00000000-0000-0000-0000-0000000000cc', :kf, 60000);
+SELECT fence = :kf + 1 AS released FROM cosid.release('by_admin', :ks, '00000000-0000-0000-0000-0000000000cc', :kf, 0);
+SELECT expect_error($$UPDATE cosid.lease SET fence = fence + 1$$);
+SELECT expect_error($$SELECT * FROM cosid.revoke('by_admin', 0)$$);
+SELECT expect_error($$SELECT cosid_namespace_create('by_keeper')$$);
+RESET ROLE;
+DROP ROLE cosid_remote_keeper;

@@ -18,9 +18,11 @@ qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
 
 start_server "$S" "$PS"
-qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" >/dev/null
-dsn="host=$S port=$PS dbname=postgres user=postgres"
+qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" \
+   -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" >/dev/null
+# A's keeper logs in to the store as a superuser, B's as a plain member of cosid_keeper.
 for s in A B; do
+    dsn="host=$S port=$PS dbname=postgres user=$([ $s = A ] && echo postgres || echo keeper_b)"
     d=${!s}; p=$([ $s = A ] && echo $PA || echo $PB)
     # A's leases outlive its crash restart by far (a restart under load on 2 cores can take
     # longer than a 2 s lease), so its new incarnation is sure to meet them still live.
@@ -31,6 +33,8 @@ for s in A B; do
 done
 # A defines the namespace itself, with the store's values; B leaves it to its keeper.
 qa -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" >/dev/null
+denied=$(psql_at "$S" "$PS" postgres -U keeper_b -v VERBOSITY=sqlstate -c "UPDATE cosid.lease SET fence = 0" 2>&1 || true)
+check "cosid_keeper may not write the lease table directly" 1 "$(grep -c 'ERROR:  42501' <<<"$denied")"
 check "B has no local definition of 'shared' before its first id" 0 "$(qb -c "SELECT count(*) FROM cosid.namespace WHERE name = 'shared'")"
 
 # A local definition with another layout than the store's is refused, and takes no slot.
@@ -68,6 +72,8 @@ check "B's keeper copied 'shared' from the store: same layout as A's" \
     "$(qa -c "SELECT (timestamp_bits, slot_bits, sequence_bits, epoch_ms, unit) FROM cosid.namespace WHERE name = 'shared'")" \
     "$(qb -c "SELECT (timestamp_bits, slot_bits, sequence_bits, epoch_ms, unit) FROM cosid.namespace WHERE name = 'shared'")"
 check "no slot used by both servers" "" "$(comm -12 <(tr ',' '\n' <<<"$slots_a" | sort) <(tr ',' '\n' <<<"$slots_b" | sort))"
+check_true "B's keeper works on the store as keeper_b (member of cosid_keeper, no superuser)" \
+    "$(qs -c "SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = 'keeper_b' AND application_name = 'cosid keeper'")"
 check "the store lists A's slots under A's owner key" 0 "$(qs -c "
     SELECT count(*) FROM unnest('{$slots_a}'::int[]) s
     WHERE NOT EXISTS (SELECT 1 FROM cosid.lease l WHERE l.namespace = 'shared' AND l.slot = s
