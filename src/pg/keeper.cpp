@@ -178,6 +178,12 @@ void release_entry(int i, bool force) {
     ConditionVariableBroadcast(&shared->cv);
 }
 
+// The current run of failed renewals, for the log.
+struct {
+    uint64 failures = 0;
+    int64 since = 0;
+} outage;
+
 void renew_entry(int i, int64 now) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
@@ -215,13 +221,27 @@ void renew_entry(int i, int64 now) {
     if (ok && r.found) {
         count(shared->stats.renewals);
         note_store_clock(r.store_now, before, after, tol);
+        if (outage.failures > 0) {
+            ereport(LOG, (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT
+                                 " ms",
+                                 outage.failures, wall_ms() - outage.since)));
+            outage.failures = 0;
+        }
     } else if (ok) {
         count(shared->stats.leases_lost);
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", slot, ns),
                       errdetail("Its fence or incarnation changed in the store; generators on it stop.")));
     } else {
         count(shared->stats.renewal_failures);
-        ereport(LOG, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", slot, ns, err.message)));
+        // One entry per outage in the log, not one per slot and retry: the rest at DEBUG1.
+        if (outage.failures++ == 0) {
+            outage.since = wall_ms();
+            ereport(LOG, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", slot, ns, err.message),
+                          errdetail("Renewals are retried with backoff; further failures are logged at DEBUG1 "
+                                    "until one succeeds.")));
+        } else {
+            ereport(DEBUG1, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", slot, ns, err.message)));
+        }
     }
     ConditionVariableBroadcast(&shared->cv);
 }

@@ -57,6 +57,8 @@ only_errors store_jump ZC002
 
 echo "# 5. the store unreachable for the keeper for longer than a window: lease rows locked for 6 s"
 fail0=$(stat renewal_failures)
+logged0=$(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true)
+back0=$(grep -c 'LOG:  cosid: renewals succeed again' "$DIR/server.log" || true)
 PHASE=store_locked; start_clients 4; sleep 1
 as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
     -c "SELECT slot FROM cosid.lease WHERE namespace = 'f' FOR UPDATE" -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null &
@@ -76,6 +78,11 @@ check_true "generators went on inside their windows while the store was locked" 
 check_true "callers then got a clear error" "$([ -n "$first_err" ] && echo t)"
 check_true "service resumed within 2 s of the store coming back" "$([ -n "$first_ok" ] && [ $(( first_ok - t_unlock )) -le 2000 ] && echo t)"
 only_errors store_locked ZC002 ZC006
+logged=$(( $(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true) - logged0 ))
+echo "# $(stat "renewal_failures - $fail0") renewal failures, $logged of them in the log at LOG level"
+check_true "the outage is logged once or twice, not once per failure" "$([ "$logged" -ge 1 ] && [ "$logged" -le 2 ] && echo t)"
+check_true "the log says when renewals succeed again" \
+    "$([ "$(grep -c 'LOG:  cosid: renewals succeed again' "$DIR/server.log" || true)" -gt "$back0" ] && echo t)"
 
 store_md5() {
     q -c "SELECT (SELECT md5(string_agg(n::text, ',' ORDER BY n.name)) FROM cosid.namespace n)
