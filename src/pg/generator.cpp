@@ -141,6 +141,13 @@ void bind(const char* ns, Binding* b) {
     LWLockRelease(shared->lock);
     if (bound) return;
 
+    // No keeper runs during recovery, and a standby stores no rows anyway: say so at once
+    // instead of waiting out the acquire timeout.
+    if (RecoveryInProgress())
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+                        errmsg("cosid_next() cannot run during recovery"),
+                        errdetail("This server is a standby (or still recovering); no lease keeper runs here."),
+                        errhint("Generate ids on the primary, where the rows are written.")));
     if (!store_is_remote()) check_namespace_exists(ns);  // a remote store answers through the keeper
     TimestampTz start = GetCurrentTimestamp();
     int timeout = acquire_timeout_ms();

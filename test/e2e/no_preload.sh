@@ -43,4 +43,18 @@ psql_at "$dir" "$port" later -c "CREATE EXTENSION cosid" >/dev/null
 out=$(psql_at "$dir" "$port" later -At -c "SET cosid.acquire_timeout = '40s'" -c "SELECT cosid_next() > 0" 2>&1 || true)
 check "cosid_next works once the database exists" "t" "$(tail -1 <<<"$out")"
 grep -o 'cosid keeper started in database "later"' "$dir/server.log" | sed 's/^/# /'
+
+# A hot standby of that server: no keeper runs there, so cosid_next() says so at once.
+standby="$dir/standby"; sport=55448
+mkdir -p "$standby"; chown "$PG_USER" "$standby"
+trap 'stop_server "$standby" immediate; stop_server "$dir" immediate' EXIT
+as_pg "$PG_BIN/pg_basebackup" -h "$dir" -p "$port" -D "$standby/data" -R -X stream -c fast >/dev/null
+sed -i -e "s/^port = .*/port = $sport/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$standby'|" \
+    "$standby/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$standby/data" -l "$standby/server.log" -w start >/dev/null
+out=$(psql_at "$standby" "$sport" later -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next()" 2>&1 || true)
+grep -E 'ERROR|HINT' <<<"$out" | sed 's/^/#   /'
+check "cosid_next() on a hot standby: 25006 at once, not after the acquire timeout" 1 \
+    "$(grep -c 'ERROR:  25006: cosid_next() cannot run during recovery' <<<"$out")"
+check "cosid_parse works on the standby" 1 "$(psql_at "$standby" "$sport" later -At -c "SELECT (cosid_parse(4194304 + 4096)).slot")"
 exit $FAIL
