@@ -4,7 +4,7 @@
 # ids across both servers, each server's ids only on slots the store gave its owner key,
 # and the store's view of both owners.  Then A is killed (-9) and restarted while B goes on;
 # then the store freezes (no answer at all) past B's windows, B is shut down and started
-# again, and both go on once the store answers.
+# again, and both go on once the store answers; then the store restarts under load.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/shared_store"
@@ -117,6 +117,18 @@ echo "# B issues again $(( $(now_ms) - t_thaw )) ms after the store thawed"
 check "B issues again once the store answers" "t" "$(tail -1 <<<"$again")"
 load "$A" "$PA" 2; load "$B" "$PB" 2; wait
 check "both servers loaded after the freeze without a failed transaction" 0 "$(cat "$A"/*.log "$B"/*.log | grep -c 'aborted' || true)"
+
+echo "# The store restarts (its connections break) while both servers insert"
+load "$A" "$PA" 5; load "$B" "$PB" 5
+sleep 1.5
+as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w restart -l "$S/server.log" >/dev/null; t_restart=$(now_ms)
+wait
+echo "# pgbench after the store restart: $(cat "$A"/*.log "$B"/*.log | grep -c 'aborted' || true) client(s) aborted"
+check "A issues after the store restarted" "t" "$(qa -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" | tail -1)"
+check "B issues after the store restarted" "t" "$(qb -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" | tail -1)"
+check_true "B's keeper renewed through a new connection" "$(qs -c "
+    SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = 'keeper_b' AND application_name = 'cosid keeper'
+       AND backend_start > to_timestamp($t_restart / 1000.0) - interval '2 s'")"
 dump_ids "$A" "$PA" "$base/a.ids"; dump_ids "$B" "$PB" "$base/b.ids"
 check "still zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)"
 echo "# rows: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids")"
