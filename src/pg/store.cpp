@@ -102,7 +102,8 @@ int64 store_bound_ms() { return Max(setting_ttl_ms / 6, 100); }
 bool wait_remote(int events, int64 deadline) {
     for (;;) {
         int64 left = deadline - wall_ms();
-        if (left <= 0) return false;
+        // No socket to wait on (WaitLatchOrSocket would raise an ERROR): a failed call.
+        if (left <= 0 || PQsocket(remote) == PGINVALID_SOCKET) return false;
         int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
                                    PQsocket(remote), left, PG_WAIT_EXTENSION);
         if (rc & WL_LATCH_SET) {
