@@ -18,7 +18,7 @@ qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
 
 start_server "$S" "$PS"
-qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" \
+qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('shared', slot_bits => 5, tolerance => '300 ms')" \
    -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" >/dev/null
 # A's keeper logs in to the store as a superuser, B's as a plain member of cosid_keeper.
 for s in A B; do
@@ -32,7 +32,7 @@ for s in A B; do
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" >/dev/null
 done
 # A defines the namespace itself, with the store's values; B leaves it to its keeper.
-qa -c "SELECT cosid_namespace_create('shared', slot_bits => 4, tolerance => '300 ms')" >/dev/null
+qa -c "SELECT cosid_namespace_create('shared', slot_bits => 5, tolerance => '300 ms')" >/dev/null
 denied=$(psql_at "$S" "$PS" postgres -U keeper_b -v VERBOSITY=sqlstate -c "UPDATE cosid.lease SET fence = 0" 2>&1 || true)
 check "cosid_keeper may not write the lease table directly" 1 "$(grep -c 'ERROR:  42501' <<<"$denied")"
 check "B has no local definition of 'shared' before its first id" 0 "$(qb -c "SELECT count(*) FROM cosid.namespace WHERE name = 'shared'")"
@@ -52,6 +52,9 @@ echo "$unknown" | sed 's/^/#   /'
 check "a namespace unknown to the store is refused by it" 1 "$(grep -c 'ERROR:  42704' <<<"$unknown")"
 
 echo "INSERT INTO t(v) SELECT g FROM generate_series(1, 20) g;" > "$base/ins.sql"; chmod a+r "$base/ins.sql"
+client_errors() {  # what made pgbench clients abort, if any
+    grep -h 'ERROR\|aborted' "$A"/[pc].log "$B"/[pc].log | sort | uniq -c | head -4 | sed 's/^/#   /' || true
+}
 load() {  # load DIR PORT SECONDS: 2 persistent clients and 2 reconnecting ones
     as_pg pgbench -n -h "$1" -p "$2" -c 2 -T "$3" -f "$base/ins.sql" postgres > "$1/p.log" 2>&1 &
     as_pg pgbench -n -C -h "$1" -p "$2" -c 2 -T "$3" -f "$base/ins.sql" postgres > "$1/c.log" 2>&1 &
@@ -59,7 +62,8 @@ load() {  # load DIR PORT SECONDS: 2 persistent clients and 2 reconnecting ones
 load "$A" "$PA" 6; load "$B" "$PB" 6; wait
 ka=$(qa -c "SELECT owner_key FROM cosid_stats()"); kb=$(qb -c "SELECT owner_key FROM cosid_stats()")
 echo "# A ($ka) inserted $(qa -c "SELECT count(*) FROM t") rows, B ($kb) $(qb -c "SELECT count(*) FROM t")"
-check "both servers loaded without a failed transaction" 0 "$(cat "$A"/*.log "$B"/*.log | grep -c 'aborted' || true)"
+check "both servers loaded without a failed transaction" 0 "$(cat "$A"/[pc].log "$B"/[pc].log | grep -c 'aborted' || true)"
+client_errors
 qs -c "SELECT slot, owner_key, fence, state FROM cosid_leases('shared') WHERE state <> 'free'" | sed 's/^/#   store: /'
 
 dump_ids() { psql_at "$1" "$2" postgres -At -c "SELECT id FROM t" > "$3"; }
@@ -111,19 +115,22 @@ check_true "the frozen store is still frozen (the checks above ran against a sto
     "$(grep -q '^State:.*T' /proc/"$pm"/status && echo t)"
 kill -CONT $frozen; frozen=""; t_thaw=$(now_ms)
 echo "# the store was frozen for $(( t_thaw - t_freeze )) ms"
+echo "# slots of 'shared' held in the store when B starts again: $(qs -c "SELECT count(*) FROM cosid_leases('shared') WHERE state = 'held'") of 32"
 as_pg "$PG_BIN/pg_ctl" -D "$B/data" -l "$B/server.log" -w start >/dev/null
 again=$(qb -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1 || true)
 echo "# B issues again $(( $(now_ms) - t_thaw )) ms after the store thawed"
 check "B issues again once the store answers" "t" "$(tail -1 <<<"$again")"
 load "$A" "$PA" 2; load "$B" "$PB" 2; wait
-check "both servers loaded after the freeze without a failed transaction" 0 "$(cat "$A"/*.log "$B"/*.log | grep -c 'aborted' || true)"
+check "both servers loaded after the freeze without a failed transaction" 0 "$(cat "$A"/[pc].log "$B"/[pc].log | grep -c 'aborted' || true)"
+client_errors
 
 echo "# The store restarts (its connections break) while both servers insert"
 load "$A" "$PA" 5; load "$B" "$PB" 5
 sleep 1.5
 as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w restart -l "$S/server.log" >/dev/null; t_restart=$(now_ms)
 wait
-echo "# pgbench after the store restart: $(cat "$A"/*.log "$B"/*.log | grep -c 'aborted' || true) client(s) aborted"
+echo "# pgbench after the store restart: $(cat "$A"/[pc].log "$B"/[pc].log | grep -c 'aborted' || true) client(s) aborted"
+client_errors
 check "A issues after the store restarted" "t" "$(qa -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" | tail -1)"
 check "B issues after the store restarted" "t" "$(qb -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" | tail -1)"
 check_true "B's keeper renewed through a new connection" "$(qs -c "
