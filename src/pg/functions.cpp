@@ -6,6 +6,7 @@
 #include "layout.hpp"
 #include "settings.hpp"
 #include "state.hpp"
+#include "store.hpp"
 
 using namespace cosid;
 using namespace cosid::pg;
@@ -200,7 +201,16 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     }
 
     // Another owner's slot (or a stale one of ours): revoke it in the store; the next holder
-    // starts at its ceiling.
+    // starts at its ceiling.  Only where the store is: this database's lease table is not the
+    // store when the store is remote or in another database.
+    if (store_is_remote() || !in_store_database())
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("slot %d of cosid namespace \"%s\" is not held by this instance, and the lease store "
+                               "is not here", slot, ns),
+                        errdetail("Revoking another owner's slot is a change to the store; the store is %s.",
+                                  store_is_remote() ? "on another server (cosid.store_dsn)" : "in cosid.database"),
+                        errhint("On the store, as a superuser or member of cosid_admin, run: "
+                                "SELECT * FROM cosid.revoke('%s', %d);", ns, slot)));
     Oid types[2] = {TEXTOID, INT4OID};
     Datum values[2] = {CStringGetTextDatum(ns), Int32GetDatum(slot)};
     SPI_connect();

@@ -100,6 +100,37 @@ void check_namespace_exists(const char* ns) {
                         errhint("Create it with cosid_namespace_create('%s').", ns)));
 }
 
+// In a database other than the store's (or with a remote store, in any database), this
+// database's cosid.namespace is only what cosid_parse() here reads: if it defines the
+// namespace, its layout must be the one the store hands out.  Returns a description of the
+// difference, or an empty string.
+void local_layout_difference(const char* ns, const Layout& store, char* out, size_t len) {
+    out[0] = '\0';
+    Oid types[1] = {TEXTOID};
+    Datum values[1] = {CStringGetTextDatum(ns)};
+    SPI_connect();
+    int rc = SPI_execute_with_args("SELECT timestamp_bits, slot_bits, sequence_bits, epoch_ms, unit "
+                                   "FROM cosid.namespace WHERE name = $1",
+                                   1, types, values, nullptr, true, 1);
+    if (rc == SPI_OK_SELECT && SPI_processed > 0) {
+        HeapTuple t = SPI_tuptable->vals[0];
+        TupleDesc d = SPI_tuptable->tupdesc;
+        bool isnull;
+        int ts = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
+        int sl = DatumGetInt32(SPI_getbinval(t, d, 2, &isnull));
+        int sq = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
+        int64 ep = DatumGetInt64(SPI_getbinval(t, d, 4, &isnull));
+        char* unit = SPI_getvalue(t, d, 5);
+        const char* store_unit = store.unit == Unit::Second ? "s" : "ms";
+        if (ts != store.timestamp_bits || sl != store.slot_bits || sq != store.sequence_bits ||
+            ep != store.epoch_ms || unit == nullptr || strcmp(unit, store_unit) != 0)
+            snprintf(out, len, "here %d/%d/%d bits, epoch " INT64_FORMAT " ms, unit %s; in the lease store %d/%d/%d "
+                     "bits, epoch " INT64_FORMAT " ms, unit %s", ts, sl, sq, ep, unit ? unit : "?",
+                     store.timestamp_bits, store.slot_bits, store.sequence_bits, (int64)store.epoch_ms, store_unit);
+    }
+    SPI_finish();
+}
+
 int post_request_locked(const char* ns) {
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
@@ -148,7 +179,8 @@ void bind(const char* ns, Binding* b) {
                         errmsg("cosid_next() cannot run during recovery"),
                         errdetail("This server is a standby (or still recovering); no lease keeper runs here."),
                         errhint("Generate ids on the primary, where the rows are written.")));
-    if (!store_is_remote()) check_namespace_exists(ns);  // a remote store answers through the keeper
+    // Where this database holds the store, ask it; elsewhere the keeper's store answers.
+    if (!store_is_remote() && in_store_database()) check_namespace_exists(ns);
     TimestampTz start = GetCurrentTimestamp();
     int timeout = acquire_timeout_ms();
     int request = -1;
@@ -230,15 +262,6 @@ Binding* binding_for(const char* ns) {
     if (!valid_namespace_name(ns))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid namespace name \"%s\"", ns),
                         errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".")));
-    // The keeper publishes its database's oid; comparing it spares a new backend a catalog
-    // lookup on its first call.  Before the keeper connected, compare names.
-    Oid store_db = shared->database_oid;
-    if (OidIsValid(store_db) ? store_db != MyDatabaseId : strcmp(get_database_name(MyDatabaseId), setting_database) != 0)
-        ereport(ERROR, (errcode(COSID_WRONG_DATABASE),
-                        errmsg("cosid's lease store is in database \"%s\", not \"%s\"", setting_database,
-                               get_database_name(MyDatabaseId)),
-                        errhint("Call cosid_next() in database \"%s\", or set cosid.database and restart.",
-                                setting_database)));
     Binding* free_binding = nullptr;
     for (auto& b : bindings)
         if (!b.active) {
@@ -254,6 +277,22 @@ Binding* binding_for(const char* ns) {
         exit_hook_registered = true;
     }
     bind(ns, free_binding);
+    if (store_is_remote() || !in_store_database()) {
+        char difference[256];
+        local_layout_difference(ns, free_binding->gen.layout(), difference, sizeof(difference));
+        if (difference[0] != '\0') {
+            unbind(free_binding, false);
+            ereport(ERROR,
+                    (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+                     errmsg("cosid namespace \"%s\" in database \"%s\" has another layout than in the lease store", ns,
+                            get_database_name(MyDatabaseId)),
+                     errdetail("Layout (timestamp/slot/sequence bits) %s. cosid_parse() here would misread the "
+                               "store's ids, so none was issued.", difference),
+                     errhint("Remove the local definition as a superuser (DELETE FROM cosid.lease WHERE namespace = "
+                             "'%s'; DELETE FROM cosid.namespace WHERE name = '%s') and create it with the store's "
+                             "values.", ns, ns)));
+        }
+    }
     return free_binding;
 }
 
@@ -280,6 +319,14 @@ void flush_issued_count() {
 namespace {
 int64 issue(Binding* b, const char* ns);
 }  // namespace
+
+bool in_store_database() {
+    // The keeper publishes its database's oid; comparing it spares a new backend a catalog
+    // lookup on its first call.  Before the keeper connected, compare names.
+    Oid store_db = shared->database_oid;
+    return OidIsValid(store_db) ? store_db == MyDatabaseId
+                                : strcmp(get_database_name(MyDatabaseId), setting_database) == 0;
+}
 
 int64 next_id(const char* ns) {
     Binding* b = last_used;

@@ -10,6 +10,8 @@ int64 next_id_default();
 int close_generators(bool release);
 // Waits (up to cosid.acquire_timeout) until the keeper has released the given pool entries.
 void wait_for_releases(const int* entries, int n);
+// True in cosid.database, where the keeper runs (and, without cosid.store_dsn, the store).
+bool in_store_database();
 // Adds the ids this backend issued since the last flush to cosid_stats().ids_issued.
 void flush_issued_count();
 }  // namespace cosid::pg
