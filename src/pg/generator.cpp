@@ -100,10 +100,9 @@ void check_namespace_exists(const char* ns) {
                         errhint("Create it with cosid_namespace_create('%s').", ns)));
 }
 
-// In a database other than the store's (or with a remote store, in any database), this
-// database's cosid.namespace is only what cosid_parse() here reads: if it defines the
-// namespace, its layout must be the one the store hands out.  Returns a description of the
-// difference, or an empty string.
+// In a database other than the keeper's, this database's cosid.namespace is only what
+// cosid_parse() here reads: if it defines the namespace, its layout must be the one the
+// store hands out.  Writes a description of the difference, or an empty string.
 void local_layout_difference(const char* ns, const Layout& store, char* out, size_t len) {
     out[0] = '\0';
     Oid types[1] = {TEXTOID};
@@ -277,7 +276,9 @@ Binding* binding_for(const char* ns) {
         exit_hook_registered = true;
     }
     bind(ns, free_binding);
-    if (store_is_remote() || !in_store_database()) {
+    // In the keeper's database the namespace came from the store (local) or was checked by
+    // the keeper (remote); elsewhere this database's own definition is checked here.
+    if (!in_store_database()) {
         char difference[256];
         local_layout_difference(ns, free_binding->gen.layout(), difference, sizeof(difference));
         if (difference[0] != '\0') {
