@@ -1,5 +1,6 @@
 // Entry point: settings, shared memory and the lease keeper are only set up when cosid is
 // in shared_preload_libraries; loaded any other way, only the pure functions work.
+#include "drop_guard.hpp"
 #include "keeper.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
@@ -13,5 +14,6 @@ void _PG_init(void) {
     if (!process_shared_preload_libraries_in_progress) return;
     cosid::pg::install_shmem_hooks();
     cosid::pg::register_keeper();
+    cosid::pg::install_drop_guard();
 }
 }

@@ -62,4 +62,18 @@ check "revoking another owner's slot outside the store's database: 0A000 with th
     "$(grep -c "HINT:  On the store, as a superuser or member of cosid_admin, run: SELECT \* FROM cosid.revoke('orders'" <<<"$out")"
 check "... and the slot stays with its owner" "elsewhere" "$(q postgres -c "SELECT owner_key FROM cosid.lease WHERE namespace = 'orders' AND slot = $(cat "$dir/other_slot")")"
 check "the same call in the store's database revokes it" "revoked" "$(q postgres -c "SELECT cosid_release('orders', $(cat "$dir/other_slot"))")"
+
+# DROP EXTENSION: refused in the store's database while slots are leased; elsewhere the
+# extension's tables are not the store and it goes.
+out=$(q postgres -v VERBOSITY=verbose -c "DROP EXTENSION cosid CASCADE" 2>&1 || true)
+grep -E 'ERROR|HINT' <<<"$out" | sed 's/^/#   /'
+check "DROP EXTENSION in the store's database while slots are leased: 55006" 1 "$(grep -c 'ERROR:  55006' <<<"$out")"
+check "... and the store is still there" 1 "$(q postgres -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+check "DROP EXTENSION in another database goes through" "0" \
+    "$(q app2 -q -c "SET client_min_messages = warning" -c "DROP EXTENSION cosid CASCADE" -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+q postgres -c "SELECT cosid_release(namespace, slot) FROM cosid_pool()" >/dev/null
+check "with every slot released, DROP EXTENSION goes through" "0" \
+    "$(q postgres -q -c "SET client_min_messages = warning" -c "DROP EXTENSION cosid CASCADE" -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+check "and a store made again serves ids" "t" \
+    "$(q postgres -c "CREATE EXTENSION cosid" >/dev/null; q postgres -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" | tail -1)"
 exit $FAIL

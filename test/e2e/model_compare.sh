@@ -9,12 +9,14 @@ trap 'stop_server "$dir" immediate' EXIT
 make -C "$COSID_ROOT" -s test/model/model_compare >/dev/null
 for seed in 1 2 3 4 5; do
     t0=$(( $(date +%s) / 100 * 100000 ))
-    psql_at "$dir" "$port" postgres -q -c "SET client_min_messages = warning" -c "DROP EXTENSION IF EXISTS cosid CASCADE" -c "CREATE EXTENSION cosid" \
+    # A fresh store per seed: a database of its own (the SQL functions need no keeper).
+    psql_at "$dir" "$port" postgres -q -c "CREATE DATABASE model_$seed" >/dev/null
+    psql_at "$dir" "$port" "model_$seed" -q -c "CREATE EXTENSION cosid" \
         -c "CREATE OR REPLACE FUNCTION cosid_r100(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
             \$\$ SELECT ((v - '"$t0"' + 50) / 100 * 100 - CASE WHEN v - '"$t0"' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" >/dev/null
     "$COSID_ROOT/test/model/model_compare" "$seed" 200 "$dir/ops.sql" "$dir/expected.txt" "$t0"
     chmod a+r "$dir/ops.sql"
-    psql_at "$dir" "$port" postgres -f "$dir/ops.sql" > "$dir/actual.txt"
+    psql_at "$dir" "$port" "model_$seed" -f "$dir/ops.sql" > "$dir/actual.txt"
     if diff -u "$dir/expected.txt" "$dir/actual.txt" > "$dir/diff.txt"; then
         echo "ok - seed $seed: $(wc -l < "$dir/expected.txt") operations, SQL store equals model"
     else
