@@ -284,6 +284,38 @@ GRANT EXECUTE ON FUNCTION cosid.acquire(text, text, uuid, bigint, int, int[]),
 -- User-facing functions.
 ---------------------------------------------------------------------------------------
 
+-- A namespace row and its slots (all free), for cosid_namespace_create and for the
+-- keeper's copy of a remote store's namespace.
+CREATE FUNCTION cosid._namespace_insert(p_name text, p_slot_bits int, p_sequence_bits int,
+                                        p_timestamp_bits int, p_epoch_ms bigint, p_unit text,
+                                        p_tolerance_ms bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
+    VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
+    INSERT INTO cosid.lease (namespace, slot)
+    SELECT p_name, s FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    -- Fresh statistics, so that an acquire reads the new slots through the index at once
+    -- instead of waiting for autovacuum (up to 65536 new rows).
+    ANALYZE cosid.lease;
+END $$;
+REVOKE ALL ON FUNCTION cosid._namespace_insert(text, int, int, int, bigint, text, bigint) FROM PUBLIC;
+
+-- How this database's definition of a namespace differs in layout from the store's (what
+-- cosid_parse() here would misread), or NULL when it matches or is not defined here.
+-- The text reaches the caller of cosid_next() in the DETAIL of a 42P17.
+CREATE FUNCTION cosid._layout_difference(p_name text, p_slot_bits int, p_sequence_bits int,
+                                         p_timestamp_bits int, p_epoch_ms bigint, p_unit text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT format('here %s/%s/%s bits, epoch %s ms, unit %s; in the lease store %s/%s/%s bits, epoch %s ms, unit %s',
+                  n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, n.unit,
+                  p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit)
+    FROM cosid.namespace n
+    WHERE n.name = p_name
+      AND (n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, n.unit)
+          IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit)
+$$;
+
 CREATE FUNCTION cosid_namespace_create(name text,
                                        slot_bits int DEFAULT 10,
                                        tolerance interval DEFAULT '1 second',
@@ -350,13 +382,7 @@ BEGIN
         END IF;
         RETURN;
     END IF;
-    INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
-    VALUES (name, slot_bits, sequence_bits, v_ts_bits, v_epoch_ms, v_unit, v_tol_ms);
-    INSERT INTO cosid.lease (namespace, slot)
-    SELECT name, s FROM generate_series(0, (1 << slot_bits) - 1) AS s;
-    -- Fresh statistics, so that an acquire reads the new slots through the index at once
-    -- instead of waiting for autovacuum (up to 65536 new rows).
-    ANALYZE cosid.lease;
+    PERFORM cosid._namespace_insert(name, slot_bits, sequence_bits, v_ts_bits, v_epoch_ms, v_unit, v_tol_ms);
 END $$;
 
 
@@ -368,23 +394,18 @@ CREATE FUNCTION cosid._namespace_sync(p_name text, p_slot_bits int, p_sequence_b
                                       p_tolerance_ms bigint)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
-    n cosid.namespace;
+    v_difference text;
 BEGIN
-    SELECT * INTO n FROM cosid.namespace WHERE name = p_name;
-    IF NOT FOUND THEN
-        INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
-        VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
-        INSERT INTO cosid.lease (namespace, slot)
-        SELECT p_name, s FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    IF NOT EXISTS (SELECT 1 FROM cosid.namespace WHERE name = p_name) THEN
+        PERFORM cosid._namespace_insert(p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms,
+                                        p_unit, p_tolerance_ms);
         RETURN 'copied';
     END IF;
-    IF (n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, n.unit)
-       IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit) THEN
+    v_difference := cosid._layout_difference(p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits,
+                                             p_epoch_ms, p_unit);
+    IF v_difference IS NOT NULL THEN
         -- The keeper hands this message to the caller of cosid_next(), who gets the why.
-        RAISE EXCEPTION 'here %/%/% bits, epoch % ms, unit %; in the lease store %/%/% bits, epoch % ms, unit %',
-                        n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, n.unit,
-                        p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit
-            USING ERRCODE = 'invalid_object_definition';
+        RAISE EXCEPTION '%', v_difference USING ERRCODE = 'invalid_object_definition';
     END IF;
     RETURN 'same';
 END $$;

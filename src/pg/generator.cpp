@@ -102,32 +102,38 @@ void check_namespace_exists(const char* ns) {
 
 // In a database other than the keeper's, this database's cosid.namespace is only what
 // cosid_parse() here reads: if it defines the namespace, its layout must be the one the
-// store hands out.  Writes a description of the difference, or an empty string.
+// store hands out (cosid._layout_difference, which the keeper's copy also uses).  Writes a
+// description of the difference, or an empty string.
 void local_layout_difference(const char* ns, const Layout& store, char* out, size_t len) {
     out[0] = '\0';
-    Oid types[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(ns)};
+    Oid types[6] = {TEXTOID, INT4OID, INT4OID, INT4OID, INT8OID, TEXTOID};
+    Datum values[6] = {CStringGetTextDatum(ns),
+                       Int32GetDatum(store.slot_bits),
+                       Int32GetDatum(store.sequence_bits),
+                       Int32GetDatum(store.timestamp_bits),
+                       Int64GetDatum(store.epoch_ms),
+                       CStringGetTextDatum(store.unit == Unit::Second ? "s" : "ms")};
     SPI_connect();
-    int rc = SPI_execute_with_args("SELECT timestamp_bits, slot_bits, sequence_bits, epoch_ms, unit "
-                                   "FROM cosid.namespace WHERE name = $1",
-                                   1, types, values, nullptr, true, 1);
+    int rc = SPI_execute_with_args("SELECT cosid._layout_difference($1, $2, $3, $4, $5, $6)", 6, types, values,
+                                   nullptr, true, 1);
     if (rc == SPI_OK_SELECT && SPI_processed > 0) {
-        HeapTuple t = SPI_tuptable->vals[0];
-        TupleDesc d = SPI_tuptable->tupdesc;
-        bool isnull;
-        int ts = DatumGetInt32(SPI_getbinval(t, d, 1, &isnull));
-        int sl = DatumGetInt32(SPI_getbinval(t, d, 2, &isnull));
-        int sq = DatumGetInt32(SPI_getbinval(t, d, 3, &isnull));
-        int64 ep = DatumGetInt64(SPI_getbinval(t, d, 4, &isnull));
-        char* unit = SPI_getvalue(t, d, 5);
-        const char* store_unit = store.unit == Unit::Second ? "s" : "ms";
-        if (ts != store.timestamp_bits || sl != store.slot_bits || sq != store.sequence_bits ||
-            ep != store.epoch_ms || unit == nullptr || strcmp(unit, store_unit) != 0)
-            snprintf(out, len, "here %d/%d/%d bits, epoch " INT64_FORMAT " ms, unit %s; in the lease store %d/%d/%d "
-                     "bits, epoch " INT64_FORMAT " ms, unit %s", ts, sl, sq, ep, unit ? unit : "?",
-                     store.timestamp_bits, store.slot_bits, store.sequence_bits, (int64)store.epoch_ms, store_unit);
+        char* difference = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        if (difference != nullptr) strlcpy(out, difference, len);
     }
     SPI_finish();
+}
+
+// A namespace defined here (`where`) with another layout than the store's is refused:
+// cosid_parse() here would misread the ids.  `difference` names both layouts.
+[[noreturn]] void report_layout_mismatch(const char* ns, const char* where, const char* difference,
+                                         const char* outcome, const char* remedy) {
+    ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+                    errmsg("cosid namespace \"%s\" %s has another layout than in the lease store", ns, where),
+                    errdetail("Layout (timestamp/slot/sequence bits) %s. cosid_parse() here would misread the store's "
+                              "ids, so %s.", difference, outcome),
+                    errhint("Remove the local definition as a superuser (DELETE FROM cosid.lease WHERE namespace = "
+                            "'%s'; DELETE FROM cosid.namespace WHERE name = '%s'); %s.", ns, ns, remedy)));
+    pg_unreachable();
 }
 
 int post_request_locked(const char* ns) {
@@ -220,13 +226,7 @@ void bind(const char* ns, Binding* b) {
                         errdetail("The lease store answered: %s", error),
                         errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
     if (error[0] != '\0' && error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-                        errmsg("cosid namespace \"%s\" on this instance has another layout than in the lease store", ns),
-                        errdetail("Layout (timestamp/slot/sequence bits) %s. cosid_parse() here would misread the "
-                                  "store's ids, so no slot was taken.", error),
-                        errhint("Remove the local definition as a superuser (DELETE FROM cosid.lease WHERE namespace = "
-                                "'%s'; DELETE FROM cosid.namespace WHERE name = '%s'); the keeper then copies the "
-                                "store's.", ns, ns)));
+        report_layout_mismatch(ns, "on this instance", error, "no slot was taken", "the keeper then copies the store's");
     if (error[0] != '\0')
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
@@ -283,15 +283,9 @@ Binding* binding_for(const char* ns) {
         local_layout_difference(ns, free_binding->gen.layout(), difference, sizeof(difference));
         if (difference[0] != '\0') {
             unbind(free_binding, false);
-            ereport(ERROR,
-                    (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
-                     errmsg("cosid namespace \"%s\" in database \"%s\" has another layout than in the lease store", ns,
-                            get_database_name(MyDatabaseId)),
-                     errdetail("Layout (timestamp/slot/sequence bits) %s. cosid_parse() here would misread the "
-                               "store's ids, so none was issued.", difference),
-                     errhint("Remove the local definition as a superuser (DELETE FROM cosid.lease WHERE namespace = "
-                             "'%s'; DELETE FROM cosid.namespace WHERE name = '%s') and create it with the store's "
-                             "values.", ns, ns)));
+            char where[NAMEDATALEN + 16];
+            snprintf(where, sizeof(where), "in database \"%s\"", get_database_name(MyDatabaseId));
+            report_layout_mismatch(ns, where, difference, "none was issued", "then create it with the store's values");
         }
     }
     return free_binding;
