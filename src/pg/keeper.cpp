@@ -212,8 +212,7 @@ void renew_entry(int i, int64 now) {
         pg_atomic_write_u32(&e->lost, 1);
         if (e->bound_pid == 0) free_entry_locked(e);
     } else {
-        int64 cap = Max(setting_ttl_ms / 6, 100);
-        e->backoff_ms = e->backoff_ms == 0 ? 100 : Min(e->backoff_ms * 2, cap);
+        e->backoff_ms = e->backoff_ms == 0 ? 100 : Min(e->backoff_ms * 2, store_bound_ms());
         e->next_renew_at = after + e->backoff_ms;
     }
     LWLockRelease(shared->lock);
@@ -325,7 +324,7 @@ void apply_store_timeouts() {
     static int applied_ttl_ms = -1;
     if (setting_ttl_ms == applied_ttl_ms) return;
     char timeout[32];
-    snprintf(timeout, sizeof(timeout), "%d", Max(setting_ttl_ms / 6, 100));
+    snprintf(timeout, sizeof(timeout), INT64_FORMAT, store_bound_ms());
     SetConfigOption("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
     if (applied_ttl_ms >= 0) {

@@ -96,8 +96,6 @@ int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast
 char remote_down_error[256];
 bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
 
-int64 store_bound_ms() { return Max(setting_ttl_ms / 6, 100); }
-
 // Waits until the store's socket is ready for `events` or `deadline` (ms) passes.
 bool wait_remote(int events, int64 deadline) {
     for (;;) {
@@ -117,8 +115,9 @@ bool wait_remote(int events, int64 deadline) {
 // Drops the connection after a timeout or a broken link, and fails the calls of the next
 // backoff period at once, so that one dead store costs one bound per pass, not one per slot.
 bool remote_failed(StoreError* err, const char* message) {
-    set_error(err, message, ERRCODE_CONNECTION_FAILURE);
-    strlcpy(remote_down_error, err->message, sizeof(remote_down_error));
+    // `message` may be err->message itself, or libpq's buffer that PQfinish frees: copy first.
+    strlcpy(remote_down_error, message, sizeof(remote_down_error));
+    set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
     remote_down_until = wall_ms() + store_bound_ms();
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
@@ -222,11 +221,7 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
         } else if (res != nullptr && !ok) {
             const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
             set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res));
-            if (PQstatus(remote) != CONNECTION_OK) {
-                char message[sizeof(err->message)];
-                strlcpy(message, err->message, sizeof(message));
-                remote_failed(err, message);
-            }
+            if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message);
         }
         PQclear(res);
     }
@@ -286,6 +281,8 @@ void read_release(const TextRow& r, StoreResult* out) {
 }  // namespace
 
 bool store_is_remote() { return setting_store_dsn != nullptr && setting_store_dsn[0] != '\0'; }
+
+int64 store_bound_ms() { return Max(setting_ttl_ms / 6, 100); }
 
 void store_disconnect() {
     if (remote != nullptr) PQfinish(remote);

@@ -24,6 +24,9 @@ struct StoreError {
 
 // True when cosid.store_dsn names a store on another server (shared by several instances).
 bool store_is_remote();
+// How long one store call may take: ttl/6 (at least 100 ms), the keeper's lock and statement
+// timeouts and the cap of its renewal backoff.
+int64 store_bound_ms();
 void store_disconnect();
 bool store_extension_ready(StoreError* err);
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
