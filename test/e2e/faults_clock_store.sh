@@ -5,7 +5,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_clock_store" 55451
 trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; sleep 0.3; }
 stat() { q -c "SELECT $1 FROM cosid_stats()"; }
 only_errors() {  # only_errors PHASE CODES...: every client error of the phase is one of CODES
     local bad
@@ -17,7 +16,7 @@ only_errors() {  # only_errors PHASE CODES...: every client error of the phase i
 under_setting() {
     set_conf "$1" "$2"
     PHASE=$3; start_clients "$4"; sleep "$5"; stop_clients
-    q -c "ALTER SYSTEM RESET $1" -c "SELECT pg_reload_conf()" >/dev/null
+    reset_conf "$1"
     echo "# $(oks_of "$3") inserts ok; errors: $(errors_of "$3")"
 }
 
@@ -47,7 +46,7 @@ echo "# 4d. store clock jumps forward (+3 s) and back (0): leases expire later/e
 PHASE=store_jump; start_clients 4; sleep 1
 set_conf cosid.store_clock_offset 3000; sleep 2
 set_conf cosid.store_clock_offset -2000; sleep 2
-q -c "ALTER SYSTEM RESET cosid.store_clock_offset" -c "SELECT pg_reload_conf()" >/dev/null; sleep 1
+reset_conf cosid.store_clock_offset; sleep 1
 stop_clients
 echo "# $(oks_of store_jump) inserts ok; errors: $(errors_of store_jump)"
 check "no window's ceiling ever went down" 0 "$(q -c "

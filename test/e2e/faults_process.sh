@@ -32,7 +32,7 @@ echo "# 1. kill -9 of a backend in the middle of inserting"
 # Leases of 10 s for this case, through a reload of cosid.ttl: they must outlive the crash
 # restart however slow it is (WAL replay on a busy machine), so that the new incarnation
 # surely meets them still live.
-q -c "ALTER SYSTEM SET cosid.ttl = '10s'" -c "SELECT pg_reload_conf()" >/dev/null
+set_conf cosid.ttl 10s
 PHASE=kill9; start_clients 6; sleep 2
 old_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
 check "a reload of cosid.ttl reaches the keeper and its store timeouts" 1 \
@@ -52,7 +52,7 @@ check_true "the old incarnation's leases, renewed under the new ttl, live more t
 t0=$(now_ms); kill -9 "$victim"
 rec=$(wait_service "$t0"); echo "# service back after ${rec} ms (crash restart of all backends; new keeper, new slots)"
 sleep 2; stop_clients
-q -c "ALTER SYSTEM RESET cosid.ttl" -c "SELECT pg_reload_conf()" >/dev/null
+reset_conf cosid.ttl
 new_inc=$(q -c "SELECT incarnation FROM cosid_stats()")
 check_true "crash restart is a new incarnation" "$([ "$old_inc" != "$new_inc" ] && echo t)"
 check_true "duplicate owner key counted: the old incarnation's live leases were seen" "$(q -c "SELECT duplicate_owner_keys > 0 FROM cosid_stats()")"

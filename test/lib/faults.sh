@@ -6,6 +6,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 now_ms() { date +%s%3N; }
 q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
+# set_conf NAME VALUE / reset_conf NAME: a setting of the fault server, reloaded.
+set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; sleep 0.3; }
+reset_conf() { q -c "ALTER SYSTEM RESET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
 
 # fault_server DIR PORT: ttl 2 s; namespace f with tolerance 300 ms; table t with a unique key.
 fault_server() {
