@@ -49,6 +49,46 @@ CREATE TABLE cosid.lease (
 -- without reading every slot of a namespace.
 CREATE INDEX lease_owner ON cosid.lease (namespace, (coalesce(owner_key, previous_owner_key)));
 
+-- Finding the leases of one incarnation (the keeper's look for orphans at start).
+CREATE INDEX lease_incarnation ON cosid.lease (incarnation) WHERE incarnation IS NOT NULL;
+
+-- The lease rules, checked on every change of a lease row, whoever makes it (the store's
+-- functions, an administrator's UPDATE, a bug): a slot's floor never moves back, a held
+-- lease's next_floor covers its ceiling, a new window starts at or above next_floor, a
+-- renewal never lowers a ceiling, and next_floor goes down only when a release hands back
+-- the unused end of a window (never below that window's floor).
+CREATE FUNCTION cosid._lease_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_problem text;
+BEGIN
+    v_problem := CASE
+        WHEN NEW.namespace <> OLD.namespace OR NEW.slot <> OLD.slot THEN 'a lease row never moves to another slot'
+        WHEN NEW.fence < OLD.fence THEN 'the fence went down'
+        WHEN NEW.floor < OLD.floor THEN 'the floor went down'
+        WHEN NEW.ceiling < NEW.floor OR NEW.next_floor < NEW.floor THEN 'ceiling or next_floor below the floor'
+        WHEN NEW.incarnation IS NOT NULL AND NEW.next_floor < NEW.ceiling THEN 'next_floor below the ceiling of a held lease'
+        WHEN NEW.fence = OLD.fence AND NEW.incarnation IS DISTINCT FROM OLD.incarnation
+            THEN 'the owner changed without a new fence'
+        WHEN NEW.fence = OLD.fence AND (NEW.floor <> OLD.floor OR NEW.ceiling < OLD.ceiling)
+            THEN 'a renewal moved the floor or lowered the ceiling'
+        WHEN NEW.fence > OLD.fence AND NEW.incarnation IS NOT NULL AND NEW.floor < OLD.next_floor
+            THEN 'a new window starts below next_floor'
+        WHEN NEW.next_floor < OLD.next_floor AND NOT (OLD.incarnation IS NOT NULL AND NEW.incarnation IS NULL)
+            THEN 'next_floor went down outside a release'
+    END;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'cosid lease rule broken on slot % of namespace "%": %', OLD.slot, OLD.namespace, v_problem
+            USING ERRCODE = 'integrity_constraint_violation',
+                  DETAIL = format('Before: fence %s, floor %s, ceiling %s, next_floor %s; after: fence %s, floor %s, ceiling %s, next_floor %s.',
+                                  OLD.fence, OLD.floor, OLD.ceiling, OLD.next_floor,
+                                  NEW.fence, NEW.floor, NEW.ceiling, NEW.next_floor),
+                  HINT = 'Lease rows change only through cosid.acquire, renew, release and revoke (or cosid_release()).';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER lease_guard BEFORE UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION cosid._lease_guard();
+
 -- pg_dump keeps the namespaces users created and their slots' windows; the 'default'
 -- namespace and its slots are made again by CREATE EXTENSION on restore.
 SELECT pg_catalog.pg_extension_config_dump('cosid.namespace', 'WHERE name <> ''default''');
@@ -57,13 +97,30 @@ SELECT pg_catalog.pg_extension_config_dump('cosid.lease', 'WHERE namespace <> ''
 REVOKE ALL ON cosid.namespace, cosid.lease FROM PUBLIC;
 GRANT SELECT ON cosid.namespace, cosid.lease TO PUBLIC;
 
--- The store's clock, in Unix ms.  cosid.store_clock_offset (superuser-only) shifts it, so
--- tests can move the store's clock.
+-- The store's clock, in Unix ms.  cosid.store_clock_offset shifts it so that tests can move
+-- the store's clock.  It is read in C, where the library defines it as superuser-only:
+-- current_setting() would also read a placeholder that any role could SET on a store
+-- server that does not preload cosid, and move the clock to take live leases early.
+CREATE FUNCTION cosid._store_clock_offset() RETURNS bigint
+AS 'MODULE_PATHNAME', 'cosid_store_clock_offset' LANGUAGE C VOLATILE PARALLEL SAFE;
+
 CREATE FUNCTION cosid.store_now() RETURNS bigint
 LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
-    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-         + coalesce(nullif(current_setting('cosid.store_clock_offset', true), ''), '0')::bigint
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + cosid._store_clock_offset()
 $$;
+
+-- Every store write must be durable before the keeper relies on it, whatever the server's
+-- or role's synchronous_commit.  The keeper joins this function into the statement of each
+-- acquire, renew and release, which raises a weaker level to "on" for that transaction
+-- only (a stronger remote_apply, where configured, is kept).  No SET clause and no SECURITY
+-- DEFINER: either would scope the change to this call instead of the transaction.
+CREATE FUNCTION cosid._durable() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local', 'remote_write') THEN
+        PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+    END IF;
+END $$;
 
 -- Layout check and id unpacking live in the C++ core; these work without preloading.
 CREATE FUNCTION cosid.layout_check(timestamp_bits int, slot_bits int, sequence_bits int,
@@ -100,8 +157,7 @@ END $$;
 ---------------------------------------------------------------------------------------
 
 CREATE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
-                              p_ttl_ms bigint, p_preferred int DEFAULT NULL,
-                              p_exclude int[] DEFAULT '{}')
+                              p_ttl_ms bigint, p_preferred int DEFAULT NULL)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
                next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -110,7 +166,6 @@ DECLARE
     v_ns   cosid.namespace := cosid._namespace_row(p_namespace);
     v_dup  boolean;
     v_cond text;
-    v_pref int := 0;
     v_after int;
     v_batch int;
     c      record;
@@ -129,51 +184,45 @@ BEGIN
                        AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
                        AND l.owner_key = p_owner_key
                        AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
-    -- Preference: (1) held by this owner (idempotent retry), (2) preferred, (3) sticky:
-    -- last owned by the same key, (4) lowest.  Only available slots are candidates.  Each
-    -- preference is read in slot order, 16 candidates at a time (an index scan, whatever
-    -- the number of slots), until a slot is won; a slot lost to a racing acquirer just
-    -- moves on to the next.  A slot that fits two preferences comes twice; the second try
-    -- matches no row.
+    -- Only available slots (free, or expired) are candidates, whoever asks: a live lease is
+    -- never handed out again, not even to its own incarnation, since the store cannot know
+    -- what that incarnation already issued in it.  (An acquire whose answer was lost leaves
+    -- an orphan lease; its owner releases it at its ceiling, or it expires.)
+    -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest; each
+    -- first among slots whose next window can start now (next_floor <= now: not one released
+    -- at a ceiling still ahead, where the holder would wait for its clock to pass the floor),
+    -- then (4) the lowest of any.  Each preference is read in slot order, 16 candidates at a
+    -- time (an index scan, whatever the number of slots), until a slot is won; a slot lost
+    -- to a racing acquirer just moves on to the next.  A slot that fits two preferences comes
+    -- twice; the second try matches no row.
     FOREACH v_cond IN ARRAY ARRAY[
-        'coalesce(l.owner_key, l.previous_owner_key) = $2 AND l.owner_key = $2 AND l.incarnation = $3',
-        'l.slot = $4 AND (l.incarnation IS NULL OR l.expires_at <= $6)',
-        'coalesce(l.owner_key, l.previous_owner_key) = $2 AND (l.incarnation IS NULL OR l.expires_at <= $6)',
-        '(l.incarnation IS NULL OR l.expires_at <= $6)']
+        'l.slot = $3 AND (l.incarnation IS NULL OR l.expires_at <= $4) AND l.next_floor <= $4',
+        'coalesce(l.owner_key, l.previous_owner_key) = $2 AND (l.incarnation IS NULL OR l.expires_at <= $4)'
+            || ' AND l.next_floor <= $4',
+        '(l.incarnation IS NULL OR l.expires_at <= $4) AND l.next_floor <= $4',
+        '(l.incarnation IS NULL OR l.expires_at <= $4)']
     LOOP
-        v_pref := v_pref + 1;
         v_after := -1;
         LOOP
             v_batch := 0;
-            FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $7'
-                             || ' AND NOT (l.slot = ANY ($5)) AND ' || v_cond || ' ORDER BY l.slot LIMIT 16'
-                     USING p_namespace, p_owner_key, p_incarnation, p_preferred, coalesce(p_exclude, '{}'),
-                           v_now, v_after
+            FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND '
+                             || v_cond || ' ORDER BY l.slot LIMIT 16'
+                     USING p_namespace, p_owner_key, p_preferred, v_now, v_after
             LOOP
                 v_batch := v_batch + 1;
                 v_after := c.slot;
-                IF v_pref = 1 THEN
-                    UPDATE cosid.lease l
-                       SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
-                           ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
-                           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor)
-                     WHERE l.namespace = p_namespace AND l.slot = c.slot
-                       AND l.incarnation = p_incarnation AND l.owner_key = p_owner_key
-                    RETURNING l.* INTO r;
-                ELSE
-                    UPDATE cosid.lease l
-                       SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
-                           owner_key   = p_owner_key,
-                           incarnation = p_incarnation,
-                           fence       = l.fence + 1,
-                           floor       = l.next_floor,
-                           expires_at  = v_now + p_ttl_ms,
-                           ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
-                           next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
-                     WHERE l.namespace = p_namespace AND l.slot = c.slot
-                       AND (l.incarnation IS NULL OR l.expires_at <= v_now)
-                    RETURNING l.* INTO r;
-                END IF;
+                UPDATE cosid.lease l
+                   SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                       owner_key   = p_owner_key,
+                       incarnation = p_incarnation,
+                       fence       = l.fence + 1,
+                       floor       = l.next_floor,
+                       expires_at  = v_now + p_ttl_ms,
+                       ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
+                       next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
+                 WHERE l.namespace = p_namespace AND l.slot = c.slot
+                   AND (l.incarnation IS NULL OR l.expires_at <= v_now)
+                RETURNING l.* INTO r;
                 IF FOUND THEN
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
                                         v_now, v_dup, NULL::bigint;
@@ -271,12 +320,12 @@ BEGIN
     END IF;
 END $$;
 
-REVOKE ALL ON FUNCTION cosid.acquire(text, text, uuid, bigint, int, int[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid.acquire(text, text, uuid, bigint, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cosid.renew(text, int, uuid, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cosid.release(text, int, uuid, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cosid.revoke(text, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
-GRANT EXECUTE ON FUNCTION cosid.acquire(text, text, uuid, bigint, int, int[]),
+GRANT EXECUTE ON FUNCTION cosid.acquire(text, text, uuid, bigint, int),
                           cosid.renew(text, int, uuid, bigint, bigint),
                           cosid.release(text, int, uuid, bigint, bigint) TO cosid_keeper;
 

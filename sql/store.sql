@@ -7,10 +7,9 @@ SELECT cosid_namespace_create('st', slot_bits => 2, tolerance => '1 second');
 SELECT slot, fence, floor, expires_at - store_now AS ttl, ceiling - expires_at AS tolerance,
        next_floor = ceiling AS next_floor_is_ceiling, duplicate_key, earliest_expiry
 FROM cosid.acquire('st', 'hostA', '00000000-0000-0000-0000-00000000000a', 10000);
--- same owner again: idempotent retry returns the slot it already holds
+-- same owner again: a live lease is never handed back, not even to its own incarnation (the
+-- store cannot know what it issued there): another slot.
 SELECT slot, fence FROM cosid.acquire('st', 'hostA', '00000000-0000-0000-0000-00000000000a', 10000);
--- ... unless the caller lists it as already known: then a new slot
-SELECT slot, fence FROM cosid.acquire('st', 'hostA', '00000000-0000-0000-0000-00000000000a', 10000, NULL, '{0}');
 -- same key, other incarnation: a live lease is never taken over; duplicate key reported
 SELECT slot, duplicate_key FROM cosid.acquire('st', 'hostA', '00000000-0000-0000-0000-0000000000a2', 10000);
 -- preferred slot
@@ -63,3 +62,22 @@ SELECT expect_error($$SELECT * FROM cosid.acquire('st', NULL, gen_random_uuid(),
 SELECT expect_error($$SELECT * FROM cosid.acquire('st', 'h', gen_random_uuid(), -5)$$);
 SELECT expect_error($$SELECT * FROM cosid.renew('st', 0, gen_random_uuid(), 1, 0)$$);
 SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS unchanged FROM cosid.lease l WHERE namespace = 'st';
+
+-- The lease rules hold whoever writes the table (cosid._lease_guard): each change below is
+-- refused with 23000 and changes nothing.  Slot 2 is held by hostA's second incarnation.
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before FROM cosid.lease l WHERE namespace = 'st' \gset
+SELECT expect_error($$UPDATE cosid.lease SET floor = floor - 1 WHERE namespace = 'st' AND slot = 2$$);
+SELECT expect_error($$UPDATE cosid.lease SET next_floor = floor WHERE namespace = 'st' AND slot = 2$$);
+SELECT expect_error($$UPDATE cosid.lease SET ceiling = ceiling - 1, next_floor = next_floor - 1 WHERE namespace = 'st' AND slot = 2$$);
+SELECT expect_error($$UPDATE cosid.lease SET fence = fence + 1, owner_key = 'x', incarnation = gen_random_uuid() WHERE namespace = 'st' AND slot = 2$$);
+SELECT expect_error($$UPDATE cosid.lease SET owner_key = 'x', incarnation = gen_random_uuid() WHERE namespace = 'st' AND slot = 2$$);
+SELECT expect_error($$UPDATE cosid.lease SET fence = fence - 1 WHERE namespace = 'st' AND slot = 2$$);
+SELECT error_detail($$UPDATE cosid.lease SET floor = -1 WHERE namespace = 'st' AND slot = 2$$) ~ '^Before: fence \d+, floor \d+, ceiling \d+, next_floor \d+; after: fence \d+, floor -1, ' AS detail_names_both;
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS unchanged FROM cosid.lease l WHERE namespace = 'st';
+-- An orderly release may hand back the unused end of a window: next_floor goes down to the
+-- last issued timestamp, never below the window's floor (clamped, see above).
+SELECT fence AS f0, floor AS fl0 FROM cosid.lease WHERE namespace = 'st' AND slot = 2 \gset
+SELECT next_floor = :fl0 AS released_down_to_floor FROM cosid.release('st', 2, '00000000-0000-0000-0000-0000000000a2', :f0, 0);
+-- Raising a free slot's next_floor is allowed; lowering it again is not (only a release may).
+UPDATE cosid.lease SET next_floor = next_floor + 5 WHERE namespace = 'st' AND slot = 2;
+SELECT expect_error($$UPDATE cosid.lease SET next_floor = next_floor - 1 WHERE namespace = 'st' AND slot = 2$$);

@@ -13,17 +13,20 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
                                      int64_t now) {
     std::vector<int32_t> order;
     auto push = [&](int32_t s) {
-        if (!contains(order, s) && !contains(req.exclude, s)) order.push_back(s);
+        if (!contains(order, s)) order.push_back(s);
     };
-    for (const auto& r : rows)
-        if (r.has_owner() && r.incarnation == req.incarnation && r.owner_key == req.key) push(r.slot);
+    // Slots whose next window can start now come first (next_floor <= now): a slot released
+    // at a ceiling still ahead would make its next holder wait for its clock to pass it.
+    auto usable = [&](const LeaseRow& r) { return is_available(r, now) && r.next_floor <= now; };
     if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
-        is_available(rows[static_cast<size_t>(*req.preferred)], now))
+        usable(rows[static_cast<size_t>(*req.preferred)]))
         push(*req.preferred);
     for (const auto& r : rows) {
         const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
-        if (is_available(r, now) && last == req.key) push(r.slot);
+        if (usable(r) && last == req.key) push(r.slot);
     }
+    for (const auto& r : rows)
+        if (usable(r)) push(r.slot);
     for (const auto& r : rows)
         if (is_available(r, now)) push(r.slot);
     return order;
@@ -49,11 +52,6 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
             out.duplicate_key = true;
     for (int32_t s : slot_preference(rows_, req, now)) {
         LeaseRow& r = rows_[static_cast<size_t>(s)];
-        if (r.has_owner() && r.incarnation == req.incarnation && r.owner_key == req.key) {
-            // Idempotent retry of an acquire whose answer was lost: behaves as a renewal.
-            out.lease = renew(s, req.incarnation, r.fence, req.ttl_ms, now);
-            return out;
-        }
         if (!available(r, now)) continue;  // the conditional update would match no row
         if (r.has_owner()) r.previous_owner_key = r.owner_key;
         r.owner_key = req.key;

@@ -2,6 +2,7 @@
 //
 // The SQL store (sql/cosid--1.0.sql) is the implementation PostgreSQL runs; this model is
 // what it is tested against (test/model), and what the generator properties are proven on.
+// The safety invariant these rules keep is stated in window_invariant.hpp.
 // All times are store-clock Unix milliseconds.
 #pragma once
 #include <cstdint>
@@ -34,7 +35,6 @@ struct AcquireRequest {
     std::string incarnation;
     int64_t ttl_ms = 30000;
     std::optional<int32_t> preferred;
-    std::vector<int32_t> exclude;  // slots the caller already knows it holds
 };
 
 struct AcquireResult {
@@ -43,9 +43,16 @@ struct AcquireResult {
     bool duplicate_key = false;           // a live lease has this key and another incarnation
 };
 
-// The order in which acquire tries slots: (1) a slot this (key, incarnation) already holds,
-// (2) the preferred slot if available, (3) available slots last owned by the same key,
-// (4) the lowest available slot.  "Available" is free or expired.
+// The order in which acquire tries slots: (1) the preferred slot if available, (2) available
+// slots last owned by the same key (sticky), (3) the lowest available slot, each among
+// slots whose next window can start now (next_floor <= now), then (4) the lowest available
+// slot of any.  "Available" is free or expired.
+//
+// A live lease is never a candidate, not even for its own (key, incarnation): handing it back
+// would hand back its old floor, below timestamps that incarnation may already have issued in
+// it (its failed release was forgotten, or it simply asked for a second slot).  So an acquire
+// whose answer was lost leaves an orphan lease of that incarnation.  The orphan expires by ttl,
+// or its owner releases it at its ceiling, which bounds anything it could have issued there.
 std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req,
                                      int64_t now);
 

@@ -20,6 +20,7 @@ PG_FUNCTION_INFO_V1(cosid_release_own);
 PG_FUNCTION_INFO_V1(cosid_release_slot);
 PG_FUNCTION_INFO_V1(cosid_layout_check);
 PG_FUNCTION_INFO_V1(cosid_unpack);
+PG_FUNCTION_INFO_V1(cosid_store_clock_offset);
 }
 
 namespace {
@@ -78,6 +79,7 @@ const char* entry_state_name(const PoolEntry& e) {
         case kWanted: return "wanted";
         case kAcquiring: return "acquiring";
         case kLeased:
+            if (e.releasing) return "releasing";
             if (pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&e.lost)) != 0) return "lost";
             if (e.release_requested) return "releasing";
             return e.bound_pid != 0 ? "bound" : "idle";
@@ -196,8 +198,7 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     }
     if (entry >= 0) {
         wake_keeper();
-        wait_for_releases(&entry, 1);
-        PG_RETURN_TEXT_P(cstring_to_text("released"));
+        PG_RETURN_TEXT_P(cstring_to_text(wait_for_releases(&entry, 1) ? "released" : "release pending"));
     }
 
     // Another owner's slot (or a stale one of ours): revoke it in the store; the next holder
@@ -258,3 +259,6 @@ extern "C" Datum cosid_unpack(PG_FUNCTION_ARGS) {
     bool nulls[3] = {false, false, false};
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
 }
+
+// The C variable, not current_setting(): see cosid._store_clock_offset in the SQL script.
+extern "C" Datum cosid_store_clock_offset(PG_FUNCTION_ARGS) { PG_RETURN_INT64(setting_store_clock_offset_ms); }

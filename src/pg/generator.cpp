@@ -70,7 +70,7 @@ void unbind(Binding* b, bool release) {
     if (e->bound_pid == MyProcPid) {
         if (last && *last > e->last_issued) e->last_issued = *last;
         e->bound_pid = 0;
-        e->idle_since = wall_ms();
+        e->idle_since = mono_ms();
         if (release) e->release_requested = true;
     }
     LWLockRelease(shared->lock);
@@ -144,13 +144,16 @@ int post_request_locked(const char* ns) {
         strlcpy(e->ns, ns, sizeof(e->ns));
         e->state = kWanted;
         e->requester_pid = MyProcPid;
-        e->request_seen_at = wall_ms();
+        e->request_seen_at = mono_ms();
         e->retry_at = 0;
         e->earliest_expiry = 0;
         e->error[0] = '\0';
         e->error_code = 0;
+        e->tries = 0;
+        e->last_error[0] = '\0';
         e->bound_pid = 0;
         e->release_requested = false;
+        e->releasing = false;
         pg_atomic_write_u32(&e->lost, 0);
         return i;
     }
@@ -192,6 +195,8 @@ void bind(const char* ns, Binding* b) {
     char error[256] = "";
     int error_code = 0;
     int64 earliest_expiry = 0;
+    int tries = 0;              // transient store errors the keeper retried for us
+    char last_error[256] = "";
     bool pool_full = false;
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
@@ -202,10 +207,14 @@ void bind(const char* ns, Binding* b) {
         } else {
             if (is_my_request_locked(request)) {
                 PoolEntry* e = &shared->pool[request];
-                e->request_seen_at = wall_ms();
+                e->request_seen_at = mono_ms();
                 strlcpy(error, e->error, sizeof(error));
                 error_code = e->error_code;
                 if (e->earliest_expiry != 0) earliest_expiry = e->earliest_expiry;
+                if (e->tries > 0) {
+                    tries = e->tries;
+                    strlcpy(last_error, e->last_error, sizeof(last_error));
+                }
             } else {
                 // First pass, or another backend bound the slot our request produced.
                 request = post_request_locked(ns);
@@ -243,6 +252,13 @@ void bind(const char* ns, Binding* b) {
                                   setting_database, timeout),
                         errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
                                 "database \"%s\".", setting_database)));
+    if (tries > 0)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid could not acquire a slot in namespace \"%s\" within %d ms", ns, timeout),
+                        errdetail("Tried %d time%s in %lld ms; the last answer of the lease store: %s", tries,
+                                  tries == 1 ? "" : "s", static_cast<long long>(elapsed_ms(start)), last_error),
+                        errhint("The store's errors were transient (locks, timeouts, connections); check what holds "
+                                "the lease table or the store's connection, or raise cosid.acquire_timeout.")));
     if (earliest_expiry != 0)
         ereport(ERROR, (errcode(COSID_EXHAUSTED), errmsg("cosid namespace \"%s\" is exhausted", ns),
                         errdetail("Every slot is held; the earliest lease expires at %s. Waited %d ms.",
@@ -404,20 +420,23 @@ int64 issue(Binding* b, const char* ns) {
 }
 }  // namespace
 
-void wait_for_releases(const int* entries, int n) {
+bool wait_for_releases(const int* entries, int n) {
     TimestampTz start = GetCurrentTimestamp();
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
         bool pending = false;
         LWLockAcquire(shared->lock, LW_SHARED);
         for (int i = 0; i < n; ++i)
-            if (shared->pool[entries[i]].state == kLeased && shared->pool[entries[i]].release_requested)
+            if (shared->pool[entries[i]].state == kLeased &&
+                (shared->pool[entries[i]].release_requested || shared->pool[entries[i]].releasing))
                 pending = true;
         LWLockRelease(shared->lock);
-        if (!pending || elapsed_ms(start) >= acquire_timeout_ms()) break;
+        if (!pending || elapsed_ms(start) >= acquire_timeout_ms()) {
+            ConditionVariableCancelSleep();
+            return !pending;
+        }
         ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
     }
-    ConditionVariableCancelSleep();
 }
 
 int close_generators(bool release) {

@@ -3,13 +3,21 @@
 // ask for, renews every lease every ttl/3 (with backoff on failure), releases idle pool
 // slots and, at shutdown, every unbound slot with its exact last timestamp.
 //
-// One loop, like pg_cron's: wait on the latch, then do whatever is due.  Entries are
-// copied out under the lock and the store is called without it.
+// One loop, like pg_cron's: wait on the latch, then do whatever is due, leases first and
+// requests after.  Entries are copied out under the lock and the store is called without
+// it.  Work is scheduled on CLOCK_MONOTONIC (mono_ms), so a wall-clock step never postpones
+// a renewal; the wall and store clocks appear only in the lease arithmetic.
+//
+// What the keeper never does: forget a lease the store may still hold for this instance.
+// A release the store did not confirm is retried with the same timestamp; a lease of this
+// incarnation the pool does not know (an acquire whose answer was lost, a keeper that died
+// mid-acquire) is released at its ceiling, which bounds anything issued in it.
 #include "keeper.hpp"
 
 #include "settings.hpp"
 #include "state.hpp"
 #include "store.hpp"
+#include "store_errors.hpp"
 
 namespace cosid::pg {
 
@@ -37,21 +45,76 @@ void free_entry_locked(PoolEntry* e) {
     e->requester_pid = 0;
 }
 
-// Builds '{a,b,...}': the slots of `ns` this instance already holds, so that the store's
-// idempotent-retry rule hands out a different slot.
-void held_slots(const char* ns, char* buf, size_t len) {
-    size_t used = strlcpy(buf, "{", len);
-    bool first = true;
+bool transient(int sqlerrcode) { return store_error_is_transient(unpack_sql_state(sqlerrcode)); }
+
+// Under the lock: the pool's invariant, at most one live entry per (ns, slot).  The store only
+// grants available slots, so a live entry of ours for the slot it just granted holds a lease
+// that already expired in the store and was taken over: its fence is stale.  It is marked
+// lost (its window ends where the new one starts, so nothing overlaps), and the new lease
+// becomes the one entry.
+void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
+    for (int j = 0; j < shared->npool; ++j) {
+        PoolEntry* o = &shared->pool[j];
+        if (j == except || o->state != kLeased || o->slot != slot || strcmp(o->ns, ns) != 0) continue;
+        if (pg_atomic_read_u32(&o->lost) != 0) continue;
+        pg_atomic_write_u32(&o->lost, 1);
+        count(shared->stats.leases_lost);
+        ereport(LOG, (errmsg("cosid: slot %d of namespace \"%s\" was granted again while the pool held it with fence "
+                             INT64_FORMAT "; the older entry is lost",
+                             slot, ns, o->fence),
+                      errdetail("Its lease had expired in the store; the new window starts at its ceiling.")));
+    }
+}
+
+// Orphans: leases the store holds for this incarnation that no pool entry knows.
+bool orphan_sweep_pending = true;  // at start, and after an acquire whose outcome is unknown
+int64 next_orphan_sweep_at = 0;
+
+bool pool_knows_lease(const char* ns, int32 slot, int64 fence) {
+    bool known = false;
     LWLockAcquire(shared->lock, LW_SHARED);
-    for (int i = 0; i < shared->npool; ++i) {
+    for (int i = 0; i < shared->npool && !known; ++i) {
         PoolEntry* e = &shared->pool[i];
-        if (e->state != kLeased || strcmp(e->ns, ns) != 0) continue;
-        if (used + 16 >= len) break;
-        used += snprintf(buf + used, len - used, first ? "%d" : ",%d", e->slot);
-        first = false;
+        known = e->state == kLeased && e->slot == slot && e->fence == fence && strcmp(e->ns, ns) == 0;
     }
     LWLockRelease(shared->lock);
-    strlcat(buf, "}", len);
+    return known;
+}
+
+// Releases every orphan at its ceiling.  The keeper is the only process that adds leases
+// to the pool, and it is busy here, so none can appear while it looks.
+void sweep_orphans() {
+    if (!orphan_sweep_pending || mono_ms() < next_orphan_sweep_at) return;
+    next_orphan_sweep_at = mono_ms() + 1000;
+    char after_ns[NAMEDATALEN] = "";
+    int32 after_slot = -1;
+    for (;;) {
+        StoreResult r;
+        StoreError err;
+        if (!store_next_own_lease(shared->incarnation, after_ns, after_slot, &r, &err)) return;  // next pass
+        if (!r.row) break;
+        strlcpy(after_ns, r.namespace_name, sizeof(after_ns));
+        after_slot = r.slot;
+        if (pool_knows_lease(r.namespace_name, r.slot, r.fence)) continue;
+        StoreResult rel;
+        if (!store_release(r.namespace_name, r.slot, shared->incarnation, r.fence, r.ceiling, &rel, &err)) return;
+        if (rel.found) {
+            count(shared->stats.releases);
+            ereport(LOG, (errmsg("cosid: released an orphan lease on slot %d of namespace \"%s\" at its ceiling",
+                                 r.slot, r.namespace_name),
+                          errdetail("The store held it for this incarnation, but no pool entry knew it (an answer "
+                                    "lost, or a keeper that stopped while acquiring); the next window on the slot "
+                                    "starts at its ceiling.")));
+        }
+    }
+    orphan_sweep_pending = false;
+}
+
+// An exhausted namespace is tried again when its earliest lease expires, but at least every
+// second (another instance may release a slot in order before that) and at most every 100 ms.
+int64 exhausted_retry_ms(const StoreResult& r) {
+    int64 until_expiry = r.earliest_expiry > 0 ? r.earliest_expiry - r.store_now : 1000;
+    return Min(Max(until_expiry, 100), 1000);
 }
 
 void serve_request(int i, int64 now) {
@@ -63,16 +126,15 @@ void serve_request(int i, int64 now) {
         return;
     }
     e->state = kAcquiring;
+    if (e->tries == 0) e->first_try_at = now;
     strlcpy(ns, e->ns, sizeof(ns));
     LWLockRelease(shared->lock);
 
-    char exclude[4096];
-    held_slots(ns, exclude, sizeof(exclude));
     StoreResult r;
     StoreError err;
     int64 before = clock_ms();
-    bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot,
-                            exclude, &r, &err);
+    bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
+                            &err);
     if (ok && !r.row) {  // cosid.acquire always answers with a row; anything else is an error
         ok = false;
         snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);
@@ -86,23 +148,42 @@ void serve_request(int i, int64 now) {
             ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", r.slot, ns, rel_err.message)));
         ok = false;
     }
+    // A failed call may still have committed (an answer lost on the way back, a commit whose
+    // confirmation timed out): whatever it took is found and released by the next sweep.
+    if (!ok) orphan_sweep_pending = true;
     int64 after = clock_ms();
+    int64 done = mono_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (!(ok && r.found) && e->requester_pid == 0) {
         // The requester stopped waiting while the store answered: nobody wants a retry.
         free_entry_locked(e);
+    } else if (!ok && transient(err.sqlerrcode)) {
+        // Tried again until the caller's cosid.acquire_timeout; the caller reports the last one.
+        e->tries++;
+        e->earliest_expiry = 0;
+        strlcpy(e->last_error, err.message, sizeof(e->last_error));
+        e->state = kWanted;
+        e->retry_at = done + Min(100L << Min(e->tries - 1, 10), store_bound_ms());
     } else if (!ok) {
         // The request fails: the waiting backend reports the store's error.
         snprintf(e->error, sizeof(e->error), "%s", err.message);
         e->error_code = err.sqlerrcode;
         e->state = kWanted;
-        e->retry_at = after + 1000;
+        e->retry_at = done + 1000;
     } else if (!r.found) {
-        e->earliest_expiry = r.earliest_expiry;
+        // Exhausted: every waiter of the namespace waits for the same next try, so that
+        // hundreds of them cost one acquire, not one each.
+        for (int j = 0; j < shared->npool; ++j) {
+            PoolEntry* w = &shared->pool[j];
+            if ((w->state != kWanted && j != i) || strcmp(w->ns, ns) != 0) continue;
+            w->earliest_expiry = r.earliest_expiry;
+            w->tries = 0;
+            w->retry_at = done + exhausted_retry_ms(r);
+        }
         e->state = kWanted;
-        e->retry_at = after + 100;  // exhausted: try again soon, the waiter has its own timeout
     } else {
+        retire_stale_entries_locked(i, ns, r.slot);
         e->state = kLeased;
         e->slot = r.slot;
         e->fence = r.fence;
@@ -118,12 +199,15 @@ void serve_request(int i, int64 now) {
         e->tolerance_ms = r.tolerance_ms;
         e->bound_pid = 0;
         e->last_issued = -1;
-        e->idle_since = wall_ms();
+        e->idle_since = done;
         e->release_requested = false;
-        e->next_renew_at = after + setting_ttl_ms / 3;
+        e->releasing = false;
+        e->next_renew_at = done + setting_ttl_ms / 3;
         e->backoff_ms = 0;
         e->error[0] = '\0';
         e->earliest_expiry = 0;
+        e->tries = 0;
+        e->last_error[0] = '\0';
     }
     LWLockRelease(shared->lock);
     if (ok) {
@@ -144,37 +228,59 @@ void serve_request(int i, int64 now) {
 }
 
 // Releases entry i to the store.  `force`: a backend may still be bound, so the exact last
-// timestamp is unknown and the ceiling is handed on instead.
+// timestamp is unknown and the ceiling is handed on instead.  The entry is freed only when
+// the store answered: the release was applied, or the lease is not ours any more.  A failed
+// release keeps the entry (lost: nobody binds or issues on it) and is tried again with the
+// same timestamp, so this instance never forgets what it issued on a slot it may still hold.
 void release_entry(int i, bool force) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    // An idle slot that a backend bound again since the keeper looked is in use: keep it.
-    if (e->state != kLeased || (!force && e->bound_pid != 0)) {
+    if (e->state != kLeased) {
         LWLockRelease(shared->lock);
         return;
     }
-    pg_atomic_write_u32(&e->lost, 1);  // no generator may bind or issue on it any more
+    if (!e->releasing) {
+        // An idle slot that a backend bound again since the keeper looked is in use: keep it.
+        if (!force && e->bound_pid != 0) {
+            LWLockRelease(shared->lock);
+            return;
+        }
+        pg_atomic_write_u32(&e->lost, 1);  // no generator may bind or issue on it any more
+        int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
+        e->release_last = (e->bound_pid != 0 || force) ? ceiling : (e->last_issued >= 0 ? e->last_issued : e->floor);
+        e->releasing = true;
+        e->backoff_ms = 0;
+    }
     strlcpy(ns, e->ns, sizeof(ns));
     int32 slot = e->slot;
     int64 fence = e->fence;
-    int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
-    int64 last = (e->bound_pid != 0 || force) ? ceiling : (e->last_issued >= 0 ? e->last_issued : e->floor);
-    bool still_bound = e->bound_pid != 0;
+    int64 last = e->release_last;
     LWLockRelease(shared->lock);
 
     StoreResult r;
     StoreError err;
     bool ok = store_release(ns, slot, shared->incarnation, fence, last, &r, &err);
-    if (!ok) ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", slot, ns, err.message)));
-    else if (r.found) count(shared->stats.releases);
+    if (ok && r.found) count(shared->stats.releases);
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    // A failed release leaves the lease to expire; it is lost to us either way.  A bound
-    // backend keeps the entry until it notices and unbinds.
-    if (!still_bound && e->bound_pid == 0) free_entry_locked(e);
-    else e->release_requested = false;
+    if (ok) {
+        // Done, or the lease was gone already (expired and taken): either way nothing of ours
+        // is left in the store.  A bound backend keeps the entry until it notices and unbinds.
+        e->releasing = false;
+        if (e->bound_pid == 0) free_entry_locked(e);
+        else e->release_requested = false;
+    } else {
+        e->backoff_ms = e->backoff_ms == 0 ? 100 : Min(e->backoff_ms * 2, store_bound_ms());
+        e->next_renew_at = mono_ms() + e->backoff_ms;
+    }
+    int64 retry_in = e->backoff_ms;
     LWLockRelease(shared->lock);
+    if (!ok)
+        ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", slot, ns, err.message),
+                      errdetail("The entry is kept with its last timestamp " INT64_FORMAT "; the release is tried "
+                                "again in " INT64_FORMAT " ms.",
+                                last, retry_in)));
     ConditionVariableBroadcast(&shared->cv);
 }
 
@@ -184,7 +290,7 @@ struct {
     int64 since = 0;
 } outage;
 
-void renew_entry(int i, int64 now) {
+void renew_entry(int i) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_SHARED);
@@ -199,13 +305,14 @@ void renew_entry(int i, int64 now) {
     int64 before = clock_ms();
     bool ok = store_renew(ns, slot, shared->incarnation, fence, setting_ttl_ms, &r, &err);
     int64 after = clock_ms();
+    int64 done = mono_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
         e->expires_at = r.expires_at;
         if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        e->next_renew_at = after + setting_ttl_ms / 3;
+        e->next_renew_at = done + setting_ttl_ms / 3;
         e->backoff_ms = 0;
     } else if (ok) {
         // Fence or incarnation changed: someone took the slot or it was revoked.
@@ -213,7 +320,7 @@ void renew_entry(int i, int64 now) {
         if (e->bound_pid == 0) free_entry_locked(e);
     } else {
         e->backoff_ms = e->backoff_ms == 0 ? 100 : Min(e->backoff_ms * 2, store_bound_ms());
-        e->next_renew_at = after + e->backoff_ms;
+        e->next_renew_at = done + e->backoff_ms;
     }
     LWLockRelease(shared->lock);
 
@@ -223,7 +330,7 @@ void renew_entry(int i, int64 now) {
         if (outage.failures > 0) {
             ereport(LOG, (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT
                                  " ms",
-                                 outage.failures, wall_ms() - outage.since)));
+                                 outage.failures, mono_ms() - outage.since)));
             outage.failures = 0;
         }
     } else if (ok) {
@@ -234,7 +341,7 @@ void renew_entry(int i, int64 now) {
         count(shared->stats.renewal_failures);
         // One entry per outage in the log, not one per slot and retry: the rest at DEBUG1.
         if (outage.failures++ == 0) {
-            outage.since = wall_ms();
+            outage.since = mono_ms();
             ereport(LOG, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", slot, ns, err.message),
                           errdetail("Renewals are retried with backoff; further failures are logged at DEBUG1 "
                                     "until one succeeds.")));
@@ -245,11 +352,14 @@ void renew_entry(int i, int64 now) {
     ConditionVariableBroadcast(&shared->cv);
 }
 
-// One pass over the pool; returns how long to sleep.
-long keeper_pass() {
-    int64 now = clock_ms();  // the keeper's clock: schedules renewals and retries
-    int64 wall = wall_ms();  // shared with backends: idle times and request liveness
+// One pass over the pool; returns how long to sleep.  Leases first (renewals, releases,
+// lost entries), then requests, for at most one store bound: hundreds of waiting backends
+// never hold up a renewal.  `serve_requests` is false while shutting down.
+long keeper_pass(bool serve_requests) {
+    int64 pass_start = mono_ms();
     long sleep_ms = 1000;
+    sweep_orphans();
+    bool requests_due = false;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         LWLockAcquire(shared->lock, LW_SHARED);
@@ -257,68 +367,116 @@ long keeper_pass() {
         bool lost = pg_atomic_read_u32(&e->lost) != 0;
         bool bound = e->bound_pid != 0;
         bool release = e->release_requested;
+        bool releasing = e->releasing;
         int64 idle_since = e->idle_since;
         int64 next_renew = e->next_renew_at;
         int64 retry_at = e->retry_at;
         int64 request_seen_at = e->request_seen_at;
         LWLockRelease(shared->lock);
+        int64 now = mono_ms();
 
-        if (state == kWanted && wall - request_seen_at > kAbandonedRequestMs) {
+        if (state == kWanted && now - request_seen_at > kAbandonedRequestMs) {
             // Its backend stopped waiting (cancelled, terminated): do not keep acquiring.
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
             if (e->state == kWanted && e->request_seen_at == request_seen_at) free_entry_locked(e);
             LWLockRelease(shared->lock);
         } else if (state == kWanted) {
-            if (retry_at <= now) serve_request(i, now);
+            if (retry_at <= now) requests_due = true;
             else sleep_ms = Min(sleep_ms, static_cast<long>(retry_at - now));
-        } else if (state == kLeased && lost) {
-            if (!bound) {
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                if (e->state == kLeased && e->bound_pid == 0) free_entry_locked(e);
-                LWLockRelease(shared->lock);
-            }
-        } else if (state == kLeased && (release || (!bound && wall - idle_since >= setting_pool_idle_ms))) {
-            release_entry(i, release && bound);
-        } else if (state == kLeased) {
+        } else if (state == kLeased && releasing) {
             if (next_renew <= now) {
-                renew_entry(i, now);
+                release_entry(i, false);
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-            if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - wall, 1)));
+        } else if (state == kLeased && lost) {
+            if (!bound) {
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                if (e->state == kLeased && e->bound_pid == 0 && !e->releasing) free_entry_locked(e);
+                LWLockRelease(shared->lock);
+            }
+        } else if (state == kLeased && (release || (!bound && now - idle_since >= setting_pool_idle_ms))) {
+            release_entry(i, release && bound);
+        } else if (state == kLeased) {
+            if (next_renew <= now) {
+                renew_entry(i);
+                next_renew = now + 100;
+            }
+            sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
+            if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 1)));
         }
     }
-    return Max(sleep_ms, 1L);
+    if (!serve_requests || !requests_due) return Max(sleep_ms, 1L);
+    for (int i = 0; i < shared->npool; ++i) {
+        if (mono_ms() - pass_start > store_bound_ms()) return 0;  // leases first again, then the rest
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool due = shared->pool[i].state == kWanted && shared->pool[i].retry_at <= mono_ms();
+        LWLockRelease(shared->lock);
+        if (due) serve_request(i, mono_ms());
+    }
+    return 0;  // a new pass computes the next wake-up
 }
 
-// At shutdown: give backends a moment to close their generators, then release every
-// slot that none is bound to, with its exact last timestamp.  Slots still bound are left to
-// expire (a server shutdown ends their backends too), or, when only the keeper was
-// stopped, to its successor, which finds them in shared memory and renews them.  The wait
-// is short so that such a successor starts quickly.
+// Start of a keeper: an entry left "acquiring" by a keeper that exited in the middle (its
+// answer never arrived) is asked again; what that acquire may have taken in the store is an
+// orphan, released by the first sweep.
+void recover_interrupted_requests() {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if (e->state != kAcquiring) continue;
+        e->state = kWanted;
+        e->retry_at = 0;
+        e->request_seen_at = mono_ms();  // its requester has 2 s to show it still waits
+    }
+    LWLockRelease(shared->lock);
+    orphan_sweep_pending = true;
+}
+
+// At shutdown, generators close first: wait (renewing meanwhile) until no live backend is
+// bound to a slot, since a server shutdown is ending them and each hands its exact last
+// timestamp to its entry as it exits; then release every unbound slot with that timestamp,
+// and try pending releases once more.  The wait is bounded: when only the keeper was stopped
+// its backends live on, and their slots are left to the successor, which finds them in
+// shared memory and renews them.
+constexpr int64 kShutdownWaitMs = 5000;
+
+bool live_backend_bound() {
+    int pids[64];
+    int n = 0;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    for (int i = 0; i < shared->npool && n < 64; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if (e->state == kLeased && e->bound_pid != 0 && !e->releasing && pg_atomic_read_u32(&e->lost) == 0)
+            pids[n++] = e->bound_pid;
+    }
+    LWLockRelease(shared->lock);
+    for (int i = 0; i < n; ++i)
+        if (BackendPidGetProc(pids[i]) != nullptr) return true;
+    return false;
+}
+
 void release_all_at_shutdown() {
-    for (int wait = 0; wait < 10; ++wait) {
-        bool any_bound = false;
-        LWLockAcquire(shared->lock, LW_SHARED);
-        for (int i = 0; i < shared->npool; ++i)
-            if (shared->pool[i].state == kLeased && shared->pool[i].bound_pid != 0 &&
-                pg_atomic_read_u32(&shared->pool[i].lost) == 0)
-                any_bound = true;
-        LWLockRelease(shared->lock);
-        if (!any_bound) break;
-        pg_usleep(50000L);
+    int64 until = mono_ms() + kShutdownWaitMs;
+    while (live_backend_bound() && mono_ms() < until) {
+        long sleep_ms = Min(keeper_pass(false), 20L);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Max(sleep_ms, 1L),
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
     }
     for (int i = 0; i < shared->npool; ++i) {
         LWLockAcquire(shared->lock, LW_SHARED);
-        bool releasable = shared->pool[i].state == kLeased && shared->pool[i].bound_pid == 0 &&
-                          pg_atomic_read_u32(&shared->pool[i].lost) == 0;
+        PoolEntry* e = &shared->pool[i];
+        bool releasable = e->state == kLeased &&
+                          (e->releasing || (e->bound_pid == 0 && pg_atomic_read_u32(&e->lost) == 0));
         LWLockRelease(shared->lock);
         if (releasable) release_entry(i, false);
     }
 }
 
 // A store that blocks (rows locked by someone, a hung server) must not stall the keeper:
-// every store call is bounded by ttl/6, then fails and backs off.  Re-applied when a reload
+// every store call is bounded by ttl/6, then fails and backs off (lock_timeout here; the
+// statement itself by a timer that run_spi arms, or by the remote server's settings).  Re-applied when a reload
 // changes cosid.ttl; a remote store connection is reopened to take the new bound.
 void apply_store_timeouts() {
     static int applied_ttl_ms = -1;
@@ -326,7 +484,6 @@ void apply_store_timeouts() {
     char timeout[32];
     snprintf(timeout, sizeof(timeout), INT64_FORMAT, store_bound_ms());
     SetConfigOption("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
     if (applied_ttl_ms >= 0) {
         store_disconnect();
         ereport(LOG, (errmsg("cosid keeper: cosid.ttl is now %d ms; store calls are bounded by %s ms",
@@ -382,6 +539,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     pgstat_report_appname("cosid keeper");
 
     apply_store_timeouts();
+    recover_interrupted_requests();
 
     tick_context = AllocSetContextCreate(TopMemoryContext, "cosid keeper", ALLOCSET_DEFAULT_SIZES);
 
@@ -410,7 +568,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
                 sleep_ms = 0;
             }
         } else {
-            sleep_ms = keeper_pass();
+            sleep_ms = keeper_pass(true);
         }
         MemoryContextSwitchTo(old);
         MemoryContextReset(tick_context);
@@ -418,6 +576,9 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, sleep_ms, PG_WAIT_EXTENSION);
             ResetLatch(MyLatch);
         }
+        // A cancel (pg_cancel_backend, or a store timeout's signal arriving late) outside a
+        // store call has nothing to cancel; an ERROR here would end the keeper.
+        QueryCancelPending = false;
         CHECK_FOR_INTERRUPTS();
     }
 

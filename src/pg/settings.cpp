@@ -97,3 +97,11 @@ int64 wall_ms() {
 }
 
 }  // namespace cosid::pg
+
+namespace cosid::pg {
+int64 mono_ms() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+}  // namespace cosid::pg

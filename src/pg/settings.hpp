@@ -21,6 +21,9 @@ int acquire_timeout_ms();
 // The wall clock in Unix ms: for bookkeeping shared between processes (idle times,
 // request liveness), which must not depend on any session's cosid.clock_offset.
 int64 wall_ms();
+// CLOCK_MONOTONIC in ms: what the keeper schedules on (renewals, retries, idle releases) and
+// what backends stamp idle and request times with; the same clock in every process.
+int64 mono_ms();
 // The generator's clock: the wall clock shifted by cosid.clock_offset.
 inline int64 clock_ms() { return wall_ms() + setting_clock_offset_ms; }
 // Unix milliseconds as a PostgreSQL timestamptz.

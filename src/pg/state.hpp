@@ -3,6 +3,13 @@
 // Lock discipline: every field of a PoolEntry is guarded by SharedState::lock, except
 // `ceiling` and `lost`, which the bound backend reads without the lock on every id and only
 // the keeper writes (ceiling only ever grows, and only after the store committed it).
+//
+// Times named *_at / *_since without "store" are CLOCK_MONOTONIC ms (mono_ms()): they
+// schedule work and must not move when the wall clock steps.  Lease times (floor,
+// ceiling, expires_at, earliest_expiry) are store-clock Unix ms.
+//
+// Invariant: at most one entry that is kLeased and not lost per (ns, slot).  The keeper
+// checks it whenever it adds a lease to the pool (keeper.cpp, adopt_lease_locked).
 #pragma once
 #include "pg.hpp"
 
@@ -31,18 +38,27 @@ struct PoolEntry {
     // use
     int bound_pid;        // 0: idle in the pool
     int64 last_issued;    // exact last timestamp issued on it by this instance, -1: none
-    int64 idle_since;     // ms, when bound_pid became 0
+    int64 idle_since;     // mono ms, when bound_pid became 0
     bool release_requested;
+    // A release the store has not confirmed yet: the entry stays (lost, so nobody binds or
+    // issues on it) and keeps the timestamp it hands on, until the store confirms the
+    // release or says the lease is gone.  Forgetting it would let this instance's next
+    // window on the slot start below ids it already issued.
+    bool releasing;
+    int64 release_last;   // the timestamp the release hands on (last issued, floor or ceiling)
     // keeper bookkeeping
-    int64 next_renew_at;  // ms
+    int64 next_renew_at;  // mono ms; also the next try of a pending release
     int64 backoff_ms;
     // requests
     int requester_pid;
-    int64 request_seen_at;  // ms: the requester was last seen waiting (it may have been cancelled)
-    int64 retry_at;        // ms: when the keeper tries an exhausted namespace again
+    int64 request_seen_at;  // mono ms: the requester was last seen waiting (it may have been cancelled)
+    int64 retry_at;        // mono ms: when the keeper tries this request again
     int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
-    char error[256];       // set by the keeper when the request cannot be served
+    char error[256];       // set by the keeper when the request cannot be served: fail now
     int error_code;        // the store's SQLSTATE for it
+    int tries;             // store answers that were transient errors, retried
+    int64 first_try_at;    // mono ms of the first try
+    char last_error[256];  // the last transient error, for the caller's message at its timeout
 };
 
 struct Stats {

@@ -39,6 +39,9 @@ void set_error(StoreError* err, const char* message, int sqlerrcode) {
 }
 
 // --- SPI: the store is this instance's cosid.database --------------------------------
+// statement_timeout is only armed by the backend's query loop, never for SPI in a worker:
+// the keeper arms the same timer itself around each store transaction, so that a slow
+// statement or a commit waiting for a synchronous standby ends within the bound.
 bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err) {
     MemoryContext caller = CurrentMemoryContext;
     volatile bool ok = false;
@@ -49,6 +52,7 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         values[i] = CStringGetTextDatum(args[i]);
     }
     SetCurrentStatementStartTimestamp();
+    enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(store_bound_ms()));
     StartTransactionCommand();
     PG_TRY();
     {
@@ -81,6 +85,22 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         AbortCurrentTransaction();
     }
     PG_END_TRY();
+    disable_timeout(STATEMENT_TIMEOUT, true);  // keep the indicator: read just below
+    // The timer fired but no error came: it interrupted the commit's wait for a synchronous
+    // standby, which ends that wait with a WARNING and a commit that is only local.  Not
+    // confirmed as configured, so not used.  The cancel it raised is spent here, so that it
+    // does not surface later in the keeper's loop.
+    if (get_timeout_indicator(STATEMENT_TIMEOUT, true)) {
+        QueryCancelPending = false;
+        if (ok) {
+            char msg[160];
+            snprintf(msg, sizeof(msg),
+                     "the store's commit was not confirmed within %d ms (a synchronous standby did not answer)",
+                     static_cast<int>(store_bound_ms()));
+            set_error(err, msg, ERRCODE_QUERY_CANCELED);
+            ok = false;
+        }
+    }
     MemoryContextSwitchTo(caller);
     pgstat_report_activity(STATE_IDLE, nullptr);
     return ok;
@@ -95,11 +115,23 @@ PGconn* remote = nullptr;
 int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
 char remote_down_error[256];
 bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
+// A WARNING from the store during a call: e.g. a commit whose wait for a synchronous standby
+// was cancelled (committed on the store only).  Such an answer is not relied on.
+bool remote_warned = false;
+char remote_warning[200];
+
+void on_remote_notice(void*, const PGresult* res) {
+    const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (severity == nullptr || strcmp(severity, "WARNING") != 0) return;
+    const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    if (!remote_warned) strlcpy(remote_warning, primary ? primary : "a warning", sizeof(remote_warning));
+    remote_warned = true;
+}
 
 // Waits until the store's socket is ready for `events` or `deadline` (ms) passes.
 bool wait_remote(int events, int64 deadline) {
     for (;;) {
-        int64 left = deadline - wall_ms();
+        int64 left = deadline - mono_ms();
         // No socket to wait on (WaitLatchOrSocket would raise an ERROR): a failed call.
         if (left <= 0 || PQsocket(remote) == PGINVALID_SOCKET) return false;
         int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
@@ -118,7 +150,7 @@ bool remote_failed(StoreError* err, const char* message) {
     // `message` may be err->message itself, or libpq's buffer that PQfinish frees: copy first.
     strlcpy(remote_down_error, message, sizeof(remote_down_error));
     set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
-    remote_down_until = wall_ms() + store_bound_ms();
+    remote_down_until = mono_ms() + store_bound_ms();
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
     return false;
@@ -136,7 +168,7 @@ bool connect_remote(StoreError* err) {
              (int)store_bound_ms());
     const char* keys[] = {"dbname", "options", "application_name", nullptr};
     const char* vals[] = {setting_store_dsn, options, "cosid keeper", nullptr};
-    int64 deadline = wall_ms() + Max(store_bound_ms(), 2000);
+    int64 deadline = mono_ms() + Max(store_bound_ms(), 2000);
     remote = PQconnectStartParams(keys, vals, 1 /* expand dbname: the DSN may be a conninfo or URI */);
     if (remote == nullptr) return remote_failed(err, "out of memory connecting to the lease store");
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
@@ -152,6 +184,7 @@ bool connect_remote(StoreError* err) {
     }
     if (PQstatus(remote) != CONNECTION_OK) return remote_failed(err, PQerrorMessage(remote));
     if (PQsetnonblocking(remote, 1) != 0) return remote_failed(err, PQerrorMessage(remote));
+    PQsetNoticeReceiver(remote, on_remote_notice, nullptr);
     return true;
 }
 
@@ -164,7 +197,7 @@ int sqlstate_of(const PGresult* res) {
 // Sends one statement and collects its first result, waiting at most twice the server's
 // own statement bound: the server's timeout answers first while it is alive.
 PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
-    int64 deadline = wall_ms() + 2 * store_bound_ms();
+    int64 deadline = mono_ms() + 2 * store_bound_ms();
     char msg[256];
     snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)(2 * store_bound_ms()));
     if (!PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0)) {
@@ -177,31 +210,43 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
             return nullptr;
         }
     }
-    PGresult* first = nullptr;
+    // The rows arrive at Execute, the commit's outcome only at Sync: an error after the
+    // rows (a serialization failure, a deferred trigger, a failover) means the transaction
+    // was rolled back, and the rows must not be used.  So every result is read, and the
+    // first error among them, if any, is the answer.
+    PGresult* answer = nullptr;
+    bool answer_failed = false;
     for (;;) {
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
-                PQclear(first);
+                PQclear(answer);
                 remote_failed(err, msg);
                 return nullptr;
             }
             if (!PQconsumeInput(remote)) {
-                PQclear(first);
+                PQclear(answer);
                 remote_failed(err, PQerrorMessage(remote));
                 return nullptr;
             }
         }
         PGresult* res = PQgetResult(remote);
         if (res == nullptr) break;
-        if (first == nullptr) first = res;
-        else PQclear(res);
+        ExecStatusType st = PQresultStatus(res);
+        bool failed = st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK;
+        if (answer == nullptr || (failed && !answer_failed)) {
+            PQclear(answer);
+            answer = res;
+            answer_failed = failed;
+        } else {
+            PQclear(res);
+        }
     }
-    if (first == nullptr) remote_failed(err, PQerrorMessage(remote));
-    return first;
+    if (answer == nullptr) remote_failed(err, PQerrorMessage(remote));
+    return answer;
 }
 
 bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err) {
-    if (remote == nullptr && wall_ms() < remote_down_until) {
+    if (remote == nullptr && mono_ms() < remote_down_until) {
         set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
         return false;
     }
@@ -209,9 +254,15 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
     pgstat_report_activity(STATE_RUNNING, sql);
     bool ok = false;
     if (connect_remote(err)) {
+        remote_warned = false;
         PGresult* res = exec_remote(sql, nargs, args, err);
         ok = res != nullptr && PQresultStatus(res) == PGRES_TUPLES_OK;
-        if (ok && PQntuples(res) > 0) {
+        if (ok && remote_warned) {
+            char msg[256];
+            snprintf(msg, sizeof(msg), "the lease store warned: %s; its answer is not relied on", remote_warning);
+            set_error(err, msg, ERRCODE_WARNING);
+            ok = false;
+        } else if (ok && PQntuples(res) > 0) {
             row->present = true;
             int ncols = Min(PQnfields(res), kMaxCols);
             for (int c = 0; c < ncols; ++c) {
@@ -231,7 +282,8 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
 }
 
 // Runs one statement in a transaction of its own and reads its first row, if any, with
-// `reader`.  Errors (a lock timeout, a lost connection, a missing table, ...) are
+// `reader`.  Every mutation joins cosid._durable(), which makes its commit synchronous
+// whatever the store's synchronous_commit (see the SQL script), locally and remotely alike.  Errors (a lock timeout, a lost connection, a missing table, ...) are
 // returned, so a failing store never takes the keeper down.
 bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out,
          StoreError* err) {
@@ -304,17 +356,18 @@ bool store_extension_ready(StoreError* err) {
 }
 
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
-                   const char* exclude_array, StoreResult* out, StoreError* err) {
+                   StoreResult* out, StoreError* err) {
     char ttl[32], pref[32];
     snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_ms);
     snprintf(pref, sizeof(pref), "%d", preferred);
-    const char* args[6] = {ns, owner_key, incarnation, ttl, pref, exclude_array};
+    const char* args[5] = {ns, owner_key, incarnation, ttl, pref};
     return run("SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "
                "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
                "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms "
-               "FROM cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1), $6::int[]) a "
+               "FROM cosid._durable() durable, "
+               "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
                "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
-               6, args, read_acquire, out, err);
+               5, args, read_acquire, out, err);
 }
 
 namespace {
@@ -341,7 +394,7 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
     LeaseArgs a;
     lease_args(&a, ns, slot, incarnation, fence, ttl_ms);
     return run("SELECT slot, fence, expires_at, floor, ceiling, next_floor, store_now "
-               "FROM cosid.renew($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
+               "FROM cosid._durable() durable, cosid.renew($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
                5, a.v, read_lease, out, err);
 }
 
@@ -350,8 +403,29 @@ bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fe
     LeaseArgs a;
     lease_args(&a, ns, slot, incarnation, fence, last_issued);
     return run("SELECT slot, fence, next_floor, store_now "
-               "FROM cosid.release($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
+               "FROM cosid._durable() durable, cosid.release($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
                5, a.v, read_release, out, err);
+}
+
+namespace {
+void read_own_lease(const TextRow& r, StoreResult* out) {
+    out->slot = get_int32(r, 1, -1);
+    out->fence = get_int64(r, 2, 0);
+    out->ceiling = get_int64(r, 3, 0);
+    strlcpy(out->namespace_name, r.null[3] ? "" : r.value[3], sizeof(out->namespace_name));
+    out->found = true;
+}
+}  // namespace
+
+bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 after_slot, StoreResult* out,
+                          StoreError* err) {
+    char slot[16];
+    snprintf(slot, sizeof(slot), "%d", after_slot);
+    const char* args[3] = {incarnation, after_ns, slot};
+    return run("SELECT slot, fence, ceiling, namespace FROM cosid.lease "
+               "WHERE incarnation = $1::uuid AND (namespace, slot) > ($2::text, $3::int) "
+               "ORDER BY namespace, slot LIMIT 1",
+               3, args, read_own_lease, out, err);
 }
 
 // Always on this instance (SPI), whatever the store: see cosid._namespace_sync.

@@ -15,6 +15,7 @@ struct StoreResult {
     // namespace layout (acquire only)
     int timestamp_bits, slot_bits, sequence_bits, unit_ms;
     int64 epoch_ms, tolerance_ms;
+    char namespace_name[NAMEDATALEN];  // store_next_own_lease only
 };
 
 struct StoreError {
@@ -29,12 +30,17 @@ bool store_is_remote();
 int64 store_bound_ms();
 void store_disconnect();
 bool store_extension_ready(StoreError* err);
+// Never returns a live lease, not even one of this incarnation (see cosid.acquire).
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
-                   const char* exclude_array, StoreResult* out, StoreError* err);
+                   StoreResult* out, StoreError* err);
 bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 ttl_ms, StoreResult* out,
                  StoreError* err);
 bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 last_issued,
                    StoreResult* out, StoreError* err);
+// The first lease the store has for this incarnation after (after_ns, after_slot) in
+// (namespace, slot) order: namespace_name, slot, fence and ceiling; row = false when none.
+bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 after_slot, StoreResult* out,
+                          StoreError* err);
 // With a remote store: copies the namespace's layout (as an acquire returned it) into this
 // instance's cosid.namespace, or fails with 42P17 when a local definition differs.
 bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err);

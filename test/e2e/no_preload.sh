@@ -15,6 +15,19 @@ for fn in "cosid_next()" "cosid_next('default')" "cosid_pool()" "cosid_stats()" 
 done
 check "cosid_parse works without preload" 1 "$(psql_at "$dir" "$port" postgres -At -c "SELECT (cosid_parse(4194304 + 4096)).slot")"
 check "store untouched" 0 "$(psql_at "$dir" "$port" postgres -At -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+
+# A store server that does not preload cosid (a shared store): cosid.store_clock_offset is
+# only a placeholder there until the library loads, which any role can SET.  A keeper role
+# must not move the store's clock with it to take a live lease early.
+psql_at "$dir" "$port" postgres -q -c "CREATE ROLE keeper_k LOGIN IN ROLE cosid_keeper" \
+    -c "SELECT slot FROM cosid.acquire('default', 'holder', gen_random_uuid(), 60000, 0)" >/dev/null
+out=$(psql_at "$dir" "$port" postgres -At -U keeper_k -c "SET cosid.store_clock_offset = 3600000" \
+    -c "SELECT 'shift ' || (cosid.store_now() - floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint > 60000)" \
+    -c "SELECT 'slot ' || slot FROM cosid.acquire('default', 'thief', gen_random_uuid(), 1000, 0)" 2>&1 || true)
+sed 's/^/#   /' <<<"$out"
+check "a keeper role's SET of the placeholder does not move the store's clock" 1 "$(grep -c '^shift false' <<<"$out")"
+check "... nor lets it take the live lease on slot 0" 0 "$(grep -c '^slot 0$' <<<"$out")"
+check "slot 0 is still the holder's" holder "$(psql_at "$dir" "$port" postgres -At -c "SELECT owner_key FROM cosid.lease WHERE namespace = 'default' AND slot = 0")"
 stop_server "$dir"
 
 # Preloaded, store in database 'postgres', extension not created there yet: a call from

@@ -22,11 +22,16 @@ int64_t T0 = 0;  // model time zero: near the real clock, so the store's offset 
 const int64_t TTL = 4500, TOL = 300;
 const int SLOT_BITS = 2;
 
+struct Lease {
+    int32_t slot;
+    int64_t fence;
+};
+
+// An owner may hold several leases: acquire never hands back a live one, not even to its own
+// incarnation, so acquiring while holding takes another slot.
 struct Owner {
     std::string key, inc;
-    bool holding = false;
-    int32_t slot = 0;
-    int64_t fence = 0;
+    std::vector<Lease> held;
 };
 
 std::string r100(int64_t v) { return std::to_string((v - T0 + 50) / 100 * 100 - ((v - T0 + 50) < 0 ? 100 : 0)); }
@@ -66,8 +71,9 @@ int main(int argc, char** argv) {
                      static_cast<long long>(now));
         Owner& o = owners[static_cast<size_t>(pick(5))];
         int op = pick(6);
+        size_t which = o.held.empty() ? 0 : static_cast<size_t>(pick(static_cast<int>(o.held.size())));
         if (op <= 1) {
-            AcquireRequest req{o.key, o.inc, TTL, std::nullopt, {}};
+            AcquireRequest req{o.key, o.inc, TTL, std::nullopt};
             if (pick(3) == 0) req.preferred = pick(1 << SLOT_BITS);
             std::string pref = req.preferred ? std::to_string(*req.preferred) : "NULL";
             auto r = model.acquire(req, now);
@@ -77,9 +83,7 @@ int main(int argc, char** argv) {
                        " fence=" + std::to_string(r.lease->fence) + " floor=" + r100(r.lease->floor) +
                        " ceiling=" + r100(r.lease->ceiling) + " exp=" + r100(r.lease->expires_at) +
                        " dup=" + (r.duplicate_key ? "t" : "f");
-                o.holding = true;
-                o.slot = r.lease->slot;
-                o.fence = r.lease->fence;
+                o.held.push_back({r.lease->slot, r.lease->fence});
             } else {
                 line = "acquire " + o.key + " exhausted earliest=" + r100(*r.earliest_expiry) +
                        " dup=" + (r.duplicate_key ? "t" : "f");
@@ -92,29 +96,31 @@ int main(int argc, char** argv) {
                          "cosid_r100(expires_at) END || ' dup=' || CASE WHEN duplicate_key THEN 't' ELSE 'f' END "
                          "FROM cosid.acquire('model', '%s', '%s', %lld, %s);\n",
                          o.key.c_str(), o.key.c_str(), o.inc.c_str(), static_cast<long long>(TTL), pref.c_str());
-        } else if (op == 2 && o.holding) {
-            auto r = model.renew(o.slot, o.inc, o.fence, TTL, now);
+        } else if (op == 2 && !o.held.empty()) {
+            const Lease l = o.held[which];
+            auto r = model.renew(l.slot, o.inc, l.fence, TTL, now);
             std::fprintf(exp, "renew %s %s\n", o.key.c_str(),
                          r ? ("ceiling=" + r100(r->ceiling) + " exp=" + r100(r->expires_at)).c_str() : "lost");
-            if (!r) o.holding = false;
+            if (!r) o.held.erase(o.held.begin() + static_cast<long>(which));
             std::fprintf(sql,
                          "INSERT INTO out(line) SELECT 'renew %s ' || coalesce((SELECT 'ceiling=' || "
                          "cosid_r100(ceiling) || ' exp=' || cosid_r100(expires_at) FROM cosid.renew('model', %d, '%s', "
                          "%lld, %lld)), 'lost');\n",
-                         o.key.c_str(), o.slot, o.inc.c_str(), static_cast<long long>(o.fence),
+                         o.key.c_str(), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
                          static_cast<long long>(TTL));
-        } else if (op == 3 && o.holding) {
-            const LeaseRow& row = model.row(o.slot);
+        } else if (op == 3 && !o.held.empty()) {
+            const Lease l = o.held[which];
+            const LeaseRow& row = model.row(l.slot);
             int64_t last = row.floor + int64_t{pick(40)} * 100;  // may be above ceiling: clamped
             if (row.floor < T0) last = now - 500;
-            auto r = model.release(o.slot, o.inc, o.fence, last);
+            auto r = model.release(l.slot, o.inc, l.fence, last);
             std::fprintf(exp, "release %s %s\n", o.key.c_str(),
                          r ? ("next_floor=" + r100(r->next_floor)).c_str() : "lost");
-            o.holding = false;
+            o.held.erase(o.held.begin() + static_cast<long>(which));
             std::fprintf(sql,
                          "INSERT INTO out(line) SELECT 'release %s ' || coalesce((SELECT 'next_floor=' || "
                          "cosid_r100(next_floor) FROM cosid.release('model', %d, '%s', %lld, %lld)), 'lost');\n",
-                         o.key.c_str(), o.slot, o.inc.c_str(), static_cast<long long>(o.fence),
+                         o.key.c_str(), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
                          static_cast<long long>(last));
         } else if (op == 4 && pick(3) == 0) {
             int slot = pick(1 << SLOT_BITS);

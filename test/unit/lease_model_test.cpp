@@ -49,6 +49,7 @@ TEST(LeaseRules, HeldSlotIsNotTakenExpiredIs) {
 TEST(LeaseRules, CeilingNeverBelowFloor) {
     LeaseTable t(1, TOL);
     auto a = t.acquire(req("a", "i1"), NOW);
+    t.acquire(req("x", "ix"), NOW);  // slot 1, live: slot 0 is the only available slot below
     // store clock jumps back an hour: the new holder's ceiling is at least its floor
     t.revoke(0);
     auto c = t.acquire(req("c", "i3"), NOW - 3600000);
@@ -103,9 +104,15 @@ TEST(LeaseRules, ReleaseClampsLastIssuedToWindow) {
     LeaseTable t(1, TOL);
     auto a = t.acquire(req("a", "i1"), NOW);
     auto rel = t.release(0, "i1", a.lease->fence, a.lease->ceiling + 99999);
+    ASSERT_TRUE(rel);
     EXPECT_EQ(rel->next_floor, a.lease->ceiling);
-    auto b = t.acquire(req("a", "i1"), NOW);
-    rel = t.release(0, "i1", b.lease->fence, 5);  // below floor: floor wins
+    // once that ceiling has passed, the same key gets slot 0 back, starting at the ceiling
+    auto b = t.acquire(req("a", "i1"), a.lease->ceiling);
+    ASSERT_TRUE(b.lease);
+    ASSERT_EQ(b.lease->slot, 0);
+    EXPECT_EQ(b.lease->floor, a.lease->ceiling);
+    rel = t.release(b.lease->slot, "i1", b.lease->fence, 5);  // below floor: floor wins
+    ASSERT_TRUE(rel);
     EXPECT_EQ(rel->next_floor, b.lease->floor);
 }
 
@@ -119,17 +126,52 @@ TEST(LeaseRules, RevokeUsesCeiling) {
     EXPECT_FALSE(t.renew(0, "i1", a.lease->fence, TTL, NOW + 1));
 }
 
-TEST(SlotChoice, IdempotentRetryReturnsHeldSlot) {
-    LeaseTable t(3, TOL);
+TEST(SlotChoice, RepeatedAcquireBySameIncarnationGetsAnotherSlot) {
+    LeaseTable t(2, TOL);
     t.acquire(req("x", "ix"), NOW);  // slot 0
     auto a = t.acquire(req("a", "i1"), NOW);  // slot 1
+    // A retry of an acquire (its answer lost, or a second slot wanted) never gets the live
+    // lease back with its old floor: it may already have issued there.
     auto again = t.acquire(req("a", "i1"), NOW + 100);
-    EXPECT_EQ(again.lease->slot, a.lease->slot);
-    EXPECT_EQ(again.lease->fence, a.lease->fence);
-    // a caller that lists the slot as already known gets another one
+    ASSERT_TRUE(again.lease);
+    EXPECT_EQ(again.lease->slot, 2);
+    EXPECT_FALSE(again.duplicate_key);  // same incarnation: not a duplicate owner
+    // not even when it is the preferred slot
     auto r = req("a", "i1");
-    r.exclude = {1};
-    EXPECT_EQ(t.acquire(r, NOW + 100).lease->slot, 2);
+    r.preferred = a.lease->slot;
+    EXPECT_EQ(t.acquire(r, NOW + 200).lease->slot, 3);
+    EXPECT_EQ(t.row(a.lease->slot).fence, a.lease->fence);
+    EXPECT_EQ(t.row(a.lease->slot).expires_at, a.lease->expires_at);
+    // every slot is held now, by this incarnation too: Exhausted
+    auto none = t.acquire(req("a", "i1"), NOW + 300);
+    EXPECT_FALSE(none.lease);
+    ASSERT_TRUE(none.earliest_expiry);
+    EXPECT_EQ(*none.earliest_expiry, NOW + TTL);
+}
+
+TEST(SlotChoice, LostAnswerOrphanReleasedAtItsCeiling) {
+    LeaseTable t(1, TOL);
+    auto seen = t.acquire(req("a", "i1"), NOW);         // slot 0: the owner got this answer
+    auto orphan = t.acquire(req("a", "i1"), NOW + 10);  // slot 1: applied, answer lost
+    ASSERT_EQ(orphan.lease->slot, 1);
+    // The owner finds a lease of its incarnation it does not know and hands it back at its
+    // ceiling: nothing it could have issued there lies above that.
+    const LeaseRow& row = t.row(1);
+    ASSERT_EQ(row.incarnation, "i1");
+    auto rel = t.release(row.slot, "i1", row.fence, row.ceiling);
+    ASSERT_TRUE(rel);
+    EXPECT_EQ(rel->next_floor, orphan.lease->ceiling);
+    auto next = t.acquire(req("b", "i2"), NOW + 20);
+    ASSERT_EQ(next.lease->slot, 1);
+    EXPECT_EQ(next.lease->floor, orphan.lease->ceiling);
+    // left alone instead, an orphan expires and the next holder also starts at its ceiling
+    t.release(seen.lease->slot, "i1", seen.lease->fence, NOW + 5);
+    auto orphan2 = t.acquire(req("a", "i1"), NOW + 30);  // slot 0 again, answer lost
+    ASSERT_EQ(orphan2.lease->slot, 0);
+    EXPECT_EQ(orphan2.lease->floor, NOW + 5);
+    auto later = t.acquire(req("c", "i3"), orphan2.lease->expires_at);
+    ASSERT_EQ(later.lease->slot, 0);
+    EXPECT_EQ(later.lease->floor, orphan2.lease->ceiling);
 }
 
 TEST(SlotChoice, PreferredThenStickyThenLowest) {
@@ -147,24 +189,70 @@ TEST(SlotChoice, PreferredThenStickyThenLowest) {
     t.release(d.lease->slot, "i4", d.lease->fence, NOW + 1);
     t.release(c.lease->slot, "i3", c.lease->fence, NOW + 1);
     EXPECT_EQ(t.acquire(req("d", "i5"), NOW + 2).lease->slot, 2);
-    // sticky also for an expired slot of the same key (a crashed earlier incarnation)
-    auto e = t.acquire(req("e", "i6"), NOW);  // slot 1
+    // sticky also for an expired slot of the same key (a crashed earlier incarnation), once
+    // its ceiling has passed; by then slot 0 (b's) is expired too and lower, but not sticky
+    auto e = t.acquire(req("e", "i6"), NOW + 2);  // slot 1, released at NOW + 1
     ASSERT_EQ(e.lease->slot, 1);
-    EXPECT_EQ(t.acquire(req("e", "i7"), NOW + TTL).lease->slot, 1);
+    ASSERT_LE(t.row(0).next_floor, e.lease->ceiling);
+    EXPECT_EQ(t.acquire(req("e", "i7"), e.lease->ceiling).lease->slot, 1);
 }
 
 TEST(SlotChoice, PreferenceListOrder) {
     LeaseTable t(2, TOL);
-    t.acquire(req("k", "old"), NOW);                // slot 0, will expire
-    auto mine = t.acquire(req("k", "me"), NOW + TTL);  // slot 0 expired? no: sticky picks 0
-    ASSERT_EQ(mine.lease->slot, 0);
+    auto old = t.acquire(req("k", "old"), NOW);            // slot 0, expired at NOW + TTL
+    auto mine = t.acquire(req("k", "me"), NOW + TTL / 2);  // slot 1, live at `at`
+    auto z = t.acquire(req("z", "iz"), NOW + TTL / 2);     // slot 2, live at `at`
+    ASSERT_EQ(mine.lease->slot, 1);
+    ASSERT_EQ(z.lease->slot, 2);
+    const int64_t at = old.lease->ceiling;  // slot 0's next window can start now
+    ASSERT_LT(at, mine.lease->expires_at);
     AcquireRequest r = req("k", "me");
     r.preferred = 3;
-    auto order = slot_preference(t.rows(), r, NOW + TTL);
-    ASSERT_GE(order.size(), 3u);
-    EXPECT_EQ(order[0], 0);  // held by me
-    EXPECT_EQ(order[1], 3);  // preferred
-    EXPECT_EQ(order[2], 1);  // lowest free
+    auto order = slot_preference(t.rows(), r, at);
+    // preferred, then sticky (expired, same key), then lowest; my own live slot 1 never
+    EXPECT_EQ(order, (std::vector<int32_t>{3, 0}));
+    r.preferred = std::nullopt;
+    t.revoke(2);
+    // slot 2's next window starts at its ceiling, still ahead: after every usable slot
+    EXPECT_EQ(slot_preference(t.rows(), r, at), (std::vector<int32_t>{0, 3, 2}));
+    // once that ceiling has passed (my slot 1 kept live), it is ordered by number again
+    ASSERT_TRUE(t.renew(mine.lease->slot, "me", mine.lease->fence, TTL, at));
+    EXPECT_EQ(slot_preference(t.rows(), r, z.lease->ceiling), (std::vector<int32_t>{0, 2, 3}));
+}
+
+TEST(SlotChoice, SlotWithFloorAheadComesLast) {
+    LeaseTable t(2, TOL);
+    auto a = t.acquire(req("a", "i1"), NOW);        // slot 0
+    auto x = t.acquire(req("x", "ix"), NOW - 2 * TTL);  // slot 1, expired (and past its ceiling) at NOW
+    ASSERT_EQ(a.lease->slot, 0);
+    ASSERT_EQ(x.lease->slot, 1);
+    ASSERT_LE(x.lease->ceiling, NOW);
+    // slot 0 handed back at its ceiling: free, but its next window cannot start before that
+    auto rel = t.release(0, "i1", a.lease->fence, a.lease->ceiling);
+    ASSERT_TRUE(rel);
+    ASSERT_EQ(rel->next_floor, a.lease->ceiling);
+    ASSERT_GT(rel->next_floor, NOW + 10);
+    // slot 0 is the lowest, the preferred and the sticky slot of "a", and still comes last
+    AcquireRequest r = req("a", "i2");
+    r.preferred = 0;
+    EXPECT_EQ(slot_preference(t.rows(), r, NOW + 10), (std::vector<int32_t>{1, 2, 3, 0}));
+    // (the moment that floor is reached it is first again)
+    EXPECT_EQ(slot_preference(t.rows(), r, a.lease->ceiling), (std::vector<int32_t>{0, 1, 2, 3}));
+    auto got = t.acquire(r, NOW + 10);
+    ASSERT_TRUE(got.lease);
+    EXPECT_EQ(got.lease->slot, 1);
+    EXPECT_EQ(t.row(0).incarnation, "");
+    // with slots 2 and 3 held too, slot 0 is the only available slot: it is granted, starting
+    // at its next_floor
+    EXPECT_EQ(t.acquire(req("b", "i3"), NOW + 10).lease->slot, 2);
+    EXPECT_EQ(t.acquire(req("c", "i4"), NOW + 10).lease->slot, 3);
+    EXPECT_EQ(slot_preference(t.rows(), req("d", "i5"), NOW + 20), (std::vector<int32_t>{0}));
+    auto last = t.acquire(req("d", "i5"), NOW + 20);
+    ASSERT_TRUE(last.lease);
+    EXPECT_EQ(last.lease->slot, 0);
+    EXPECT_EQ(last.lease->floor, a.lease->ceiling);
+    EXPECT_EQ(last.lease->fence, rel->fence + 1);
+    EXPECT_GE(last.lease->ceiling, last.lease->floor);
 }
 
 TEST(DuplicateOwnerKey, LiveLeaseWithSameKeyIsNeverTakenOver) {

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# The edges of the lease keeper found in review (issue 8), against a real server whose store
+# is local; each case names the item it reproduces.  Each one issued ids twice, or outside
+# a window the store committed, or silently weakened a lease, before its fix.  The remote
+# store's cases are in remote_store_edges.sh, the store's own SQL rules in sql/store.sql.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
+DIR="${1:-/tmp/cosid-e2e}/lease_edges"; PORT=55452
+start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 240"
+stopped=""
+trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
+      stop_server "$DIR" immediate' EXIT
+q -c "CREATE EXTENSION cosid" -c "CREATE TABLE ids (who text, id bigint)" -c "GRANT ALL ON ids TO PUBLIC" >/dev/null
+stat() { q -c "SELECT $1 FROM cosid_stats()"; }
+keeper_pid() { q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'"; }
+run_bg() {  # run_bg OUT SQL...: a session in the background, one -c per statement
+    local out="$1"; shift
+    local args=(); for s in "$@"; do args+=(-c "$s"); done
+    as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate "${args[@]}" > "$out" 2>&1 &
+}
+bound_in() { q -c "SELECT count(*) >= ${2:-1} FROM cosid_pool() WHERE namespace = '$1' AND bound_pid IS NOT NULL"; }
+
+echo "# item 2: a release that fails keeps its entry and last timestamp; no window starts below it"
+# A issues 5 ids within one second (unit s), then ends while a locker holds the lease rows,
+# so the keeper's release (pool_idle_timeout 0) runs into its lock timeout.  B then asks for
+# a slot with its clock put back into A's second.
+q -c "SELECT cosid_namespace_create('sec', slot_bits => 2, unit => 's')" >/dev/null
+set_conf cosid.ttl 6s
+set_conf cosid.pool_idle_timeout 0
+run_bg "$DIR/a.out" "INSERT INTO ids SELECT 'A', cosid_next('sec') FROM generate_series(1, 5)" "SELECT pg_sleep(1.5)"
+check_true "A is bound to a slot of 'sec'" "$(wait_until 10 bound_in sec)"
+run_bg "$DIR/locker.out" "BEGIN" "SELECT count(*) FROM (SELECT 1 FROM cosid.lease WHERE namespace = 'sec' FOR UPDATE) l" \
+    "SELECT pg_sleep(3)" "COMMIT"
+locker=$!
+wait "$locker"
+sleep 0.2
+run_bg "$DIR/b.out" "SET cosid.acquire_timeout = '2s'" \
+    "SELECT set_config('cosid.clock_offset', ((SELECT extract(epoch FROM min((cosid_parse(id, 'sec')).ts)) * 1000
+        FROM ids WHERE who = 'A') + 200 - floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint::text, false)" \
+    "INSERT INTO ids SELECT 'B', cosid_next('sec') FROM generate_series(1, 5)"
+wait $!
+sed 's/^/#   B: /' "$DIR/b.out"
+check_true "the keeper's release ran into the locked rows and failed" \
+    "$(grep -q 'release of slot [0-9]* in "sec" failed' "$DIR/server.log" && echo t)"
+check "no id of B equals an id of A" 0 "$(q -c "SELECT count(*) FROM ids a JOIN ids b ON a.id = b.id AND a.who = 'A' AND b.who = 'B'")"
+check "B issued nothing on A's slot at or below A's last timestamp" 0 "$(q -c "
+    WITH p AS (SELECT who, (cosid_parse(id, 'sec')).* FROM ids WHERE who IN ('A', 'B'))
+    SELECT count(*) FROM p b WHERE b.who = 'B' AND EXISTS (
+        SELECT 1 FROM p a WHERE a.who = 'A' AND a.slot = b.slot AND a.ts >= b.ts)")"
+check_true "the release was retried: A's slot is released with next_floor >= A's last timestamp" "$(wait_until 10 q -c "
+    SELECT bool_and(l.next_floor >= extract(epoch FROM a.ts) * 1000 OR l.fence > 1)
+    FROM (SELECT (cosid_parse(id, 'sec')).* FROM ids WHERE who = 'A' ORDER BY id DESC LIMIT 1) a
+    JOIN cosid.lease l ON l.namespace = 'sec' AND l.slot = a.slot")"
+reset_conf cosid.pool_idle_timeout
+reset_conf cosid.ttl
+
+echo "# item 4: the keeper's store transactions commit synchronously with synchronous_commit = off"
+set_conf synchronous_commit off
+q -c "SELECT cosid_namespace_create('dur', slot_bits => 2)" >/dev/null
+# With the WAL writer and background writer stopped, nothing but a synchronous commit
+# flushes WAL: the flush position moves only if the keeper's acquire waited for it.
+stopped=$(q -c "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE backend_type IN ('walwriter', 'background writer')")
+kill -STOP $stopped
+f0=$(q -c "SELECT pg_current_wal_flush_lsn()")
+check "cosid_next() with a new namespace (the keeper acquires)" t "$(q -c "SELECT cosid_next('dur') > 0")"
+check_true "the acquire was flushed to disk before the id was issued" \
+    "$(q -c "SELECT pg_current_wal_flush_lsn() > '$f0' AND EXISTS (SELECT 1 FROM cosid.lease WHERE namespace = 'dur' AND fence > 0)")"
+inc=$(stat incarnation)
+# The crash takes what was not flushed; the acquire must survive it.
+kill -9 $stopped; stopped=""
+check_true "the server is back after the crash" "$(wait_until 60 q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")"
+check "the acquire survived the crash" "$inc" "$(q -c "SELECT incarnation FROM cosid.lease WHERE namespace = 'dur' AND fence > 0")"
+reset_conf synchronous_commit
+
+echo "# item 5: renewals are scheduled on a monotonic clock; the keeper's clock stepping back changes nothing"
+q -c "SELECT cosid_namespace_create('mono', slot_bits => 2)" >/dev/null
+check "an idle pool slot of 'mono'" t "$(q -c "SELECT cosid_next('mono') > 0")"
+lease0=$(q -c "SELECT slot || ':' || fence FROM cosid.lease WHERE namespace = 'mono' AND incarnation IS NOT NULL")
+ren0=$(stat renewals); lost0=$(stat leases_lost)
+set_conf cosid.clock_offset -10000
+sleep 5   # longer than ttl + tolerance: a lease not renewed meanwhile has expired
+check_true "renewals went on while the keeper's clock was 10 s back" "$(q -c "SELECT renewals >= $ren0 + 3 FROM cosid_stats()")"
+check "no lease lost" "$lost0" "$(stat leases_lost)"
+check "the lease of 'mono' is still held, same slot and fence, not expired" "$lease0 true" "$(q -c "
+    SELECT slot || ':' || fence || ' ' || (expires_at > cosid.store_now()) FROM cosid.lease
+    WHERE namespace = 'mono' AND incarnation IS NOT NULL")"
+reset_conf cosid.clock_offset
+
+echo "# item 6: a slow store statement, or a commit waiting for a synchronous standby, is bounded"
+q -c "CREATE TABLE slow_store (x int)" \
+  -c "CREATE FUNCTION slow_lease() RETURNS trigger LANGUAGE plpgsql AS
+      \$\$ BEGIN IF EXISTS (SELECT 1 FROM public.slow_store) THEN PERFORM pg_sleep(8); END IF; RETURN NEW; END \$\$" \
+  -c "CREATE TRIGGER slow_lease BEFORE UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION slow_lease()" >/dev/null
+fail0=$(stat renewal_failures)
+q -c "INSERT INTO slow_store VALUES (1)"
+check_true "a renewal stuck in a slow statement fails within the bound (ttl/6) and is counted" \
+    "$(wait_until 3 q -c "SELECT renewal_failures > $fail0 FROM cosid_stats()")"
+q -c "DELETE FROM slow_store"
+check_true "renewals succeed again" "$(wait_until 5 q -c "SELECT renewals > $(stat renewals) FROM cosid_stats()")"
+q -c "DROP TRIGGER slow_lease ON cosid.lease" >/dev/null
+fail0=$(stat renewal_failures)
+set_conf synchronous_standby_names nobody
+check_true "a commit waiting for a synchronous standby that never answers fails within the bound" \
+    "$(wait_until 3 q -c "SELECT renewal_failures > $fail0 FROM cosid_stats()")"
+reset_conf synchronous_standby_names
+check_true "renewals succeed again" "$(wait_until 5 q -c "SELECT renewals > $(stat renewals) FROM cosid_stats()")"
+check "no lease lost meanwhile" "$lost0" "$(stat leases_lost)"
+
+echo "# item 7: a transient store error on acquire is retried within cosid.acquire_timeout"
+q -c "SELECT cosid_namespace_create('retry', slot_bits => 2)" -c "SELECT cosid_namespace_create('retry2', slot_bits => 2)" >/dev/null
+run_bg "$DIR/lock.out" "BEGIN" "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" "SELECT pg_sleep(1.5)" "COMMIT"
+check_true "the lease table is locked" "$(wait_until 5 q -c "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'cosid.lease'::regclass AND mode = 'ExclusiveLock' AND granted")"
+out=$(q -v VERBOSITY=sqlstate -c "SET cosid.acquire_timeout = '8s'" -c "SELECT cosid_next('retry') > 0" 2>&1 || true)
+check "cosid_next() waits out a lock timeout of the store and gets its slot" t "$out"
+wait
+run_bg "$DIR/lock.out" "BEGIN" "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" "SELECT pg_sleep(4)" "COMMIT"
+check_true "the lease table is locked again" "$(wait_until 5 q -c "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'cosid.lease'::regclass AND mode = 'ExclusiveLock' AND granted")"
+out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next('retry2') > 0" 2>&1 || true)
+grep -E 'ERROR|DETAIL' <<<"$out" | sed 's/^/#   /'
+check "past cosid.acquire_timeout: ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
+check "the error says what was tried" 1 "$(grep -cE 'DETAIL:  Tried [0-9]+ times? in [0-9]+ ms; the last answer of the lease store: .*timeout' <<<"$out")"
+wait
+
+echo "# item 8: a lease of this incarnation that the pool does not know (an answer lost) is released at its ceiling"
+read -r key inc < <(q -F ' ' -c "SELECT owner_key, incarnation FROM cosid_stats()")
+q -c "SELECT cosid_namespace_create('orph', slot_bits => 2)" >/dev/null
+read -r oslot oceiling < <(q -F ' ' -c "SELECT slot, ceiling FROM cosid.acquire('orph', '$key', '$inc', 60000)")
+kill -TERM "$(keeper_pid)"
+check_true "the restarted keeper releases the orphan with next_floor = its ceiling" "$(wait_until 10 q -c "
+    SELECT incarnation IS NULL AND next_floor = $oceiling FROM cosid.lease WHERE namespace = 'orph' AND slot = $oslot")"
+check_true "a new window on that slot starts at that ceiling" "$(q -c "
+    SELECT cosid_next('orph') > 0 AND (SELECT floor >= $oceiling FROM cosid.lease WHERE namespace = 'orph' AND slot = $oslot
+                                       AND incarnation IS NOT NULL) IS NOT FALSE")"
+
+echo "# item 9: 200 backends waiting on an exhausted 4-slot namespace; the held leases keep renewing"
+q -c "SELECT cosid_namespace_create('four', slot_bits => 2)" >/dev/null
+for i in 1 2 3 4; do
+    run_bg "$DIR/holder.$i.out" "SELECT 'first ' || (cosid_parse(cosid_next('four'), 'four')).slot" "SELECT pg_sleep(7)" \
+        "SELECT 'again ' || (cosid_parse(cosid_next('four'), 'four')).slot"
+done
+check_true "4 holders bound" "$(wait_until 10 bound_in four 4)"
+lost0=$(stat leases_lost); tx0=$(stat store_transactions); ren0=$(stat renewals)
+printf "SET cosid.acquire_timeout = '4s';\nSELECT cosid_next('four');\n" > "$DIR/waiter.sql"; chmod a+r "$DIR/waiter.sql"
+as_pg pgbench -n -h "$DIR" -p "$PORT" -c 200 -j 2 -t 1 -f "$DIR/waiter.sql" postgres > "$DIR/waiters.log" 2>&1 || true
+tx1=$(stat store_transactions)
+wait
+echo "# store transactions while 200 backends waited: $((tx1 - tx0)); renewals: $(( $(stat renewals) - ren0 ))"
+check "every waiter got ZC003 (exhausted)" 200 "$(grep -c 'ZC003\|is exhausted' "$DIR/waiters.log" || true)"
+check_true "the keeper did not run an acquire per waiter: under 100 store transactions" "$([ $((tx1 - tx0)) -lt 100 ] && echo t)"
+check "no lease lost" "$lost0" "$(stat leases_lost)"
+check "each holder issues again on its own slot afterwards" 4 "$(for i in 1 2 3 4; do
+    f=$(grep '^first ' "$DIR/holder.$i.out" | cut -d' ' -f2); a=$(grep '^again ' "$DIR/holder.$i.out" | cut -d' ' -f2)
+    [ -n "$f" ] && [ "$f" = "$a" ] && echo same; done | wc -l)"
+
+echo "# item 11: fast shutdown waits for a bound backend that is slow to exit, then releases its slot exactly"
+q -c "SELECT cosid_namespace_create('shut', slot_bits => 2)" >/dev/null
+run_bg "$DIR/x.out" "INSERT INTO ids SELECT 'X', cosid_next('shut') FROM generate_series(1, 3)" "SELECT pg_sleep(60)"
+check_true "X is bound" "$(wait_until 10 bound_in shut)"
+xpid=$(q -c "SELECT bound_pid FROM cosid_pool() WHERE namespace = 'shut'")
+kill -STOP "$xpid"; stopped=$xpid
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 &
+stopper=$!
+sleep 1.5   # X stays frozen past the keeper's first look at the bound slots
+kill -CONT "$xpid"; stopped=""
+wait "$stopper" || true
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+check "X's slot was released with next_floor = X's exact last timestamp" t "$(q -c "
+    SELECT l.incarnation IS NULL AND l.next_floor = (extract(epoch FROM x.ts) * 1000)::bigint
+    FROM (SELECT (cosid_parse(id, 'shut')).* FROM ids WHERE who = 'X' ORDER BY id DESC LIMIT 1) x
+    JOIN cosid.lease l ON l.namespace = 'shut' AND l.slot = x.slot")"
+exit $FAIL
