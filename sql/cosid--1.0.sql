@@ -88,6 +88,8 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER lease_guard BEFORE UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION cosid._lease_guard();
+-- Also under session_replication_role = replica (logical replication's apply, some restores).
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER lease_guard;
 
 -- pg_dump keeps the namespaces users created and their slots' windows; the 'default'
 -- namespace and its slots are made again by CREATE EXTENSION on restore.
@@ -184,10 +186,12 @@ BEGIN
                        AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
                        AND l.owner_key = p_owner_key
                        AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
-    -- Only available slots (free, or expired) are candidates, whoever asks: a live lease is
-    -- never handed out again, not even to its own incarnation, since the store cannot know
-    -- what that incarnation already issued in it.  (An acquire whose answer was lost leaves
-    -- an orphan lease; its owner releases it at its ceiling, or it expires.)
+    -- Only available slots are candidates: free, or expired under another incarnation.  A
+    -- lease is never handed to its own incarnation again, live or expired: the store cannot
+    -- know what that incarnation issued in it, and the owner renews it (a renewal succeeds
+    -- after expiry while nobody took over) or releases it instead.  (An acquire whose answer
+    -- was lost leaves an orphan lease; its owner releases it at its ceiling, or it expires
+    -- and another instance may take it.)
     -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest; each
     -- first among slots whose next window can start now (next_floor <= now: not one released
     -- at a ceiling still ahead, where the holder would wait for its clock to pass the floor),
@@ -196,18 +200,19 @@ BEGIN
     -- to a racing acquirer just moves on to the next.  A slot that fits two preferences comes
     -- twice; the second try matches no row.
     FOREACH v_cond IN ARRAY ARRAY[
-        'l.slot = $3 AND (l.incarnation IS NULL OR l.expires_at <= $4) AND l.next_floor <= $4',
-        'coalesce(l.owner_key, l.previous_owner_key) = $2 AND (l.incarnation IS NULL OR l.expires_at <= $4)'
+        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))'
             || ' AND l.next_floor <= $4',
-        '(l.incarnation IS NULL OR l.expires_at <= $4) AND l.next_floor <= $4',
-        '(l.incarnation IS NULL OR l.expires_at <= $4)']
+        'coalesce(l.owner_key, l.previous_owner_key) = $2'
+            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6)) AND l.next_floor <= $4',
+        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6)) AND l.next_floor <= $4',
+        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))']
     LOOP
         v_after := -1;
         LOOP
             v_batch := 0;
             FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND '
                              || v_cond || ' ORDER BY l.slot LIMIT 16'
-                     USING p_namespace, p_owner_key, p_preferred, v_now, v_after
+                     USING p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation
             LOOP
                 v_batch := v_batch + 1;
                 v_after := c.slot;
@@ -221,7 +226,7 @@ BEGIN
                        ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
                        next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
                  WHERE l.namespace = p_namespace AND l.slot = c.slot
-                   AND (l.incarnation IS NULL OR l.expires_at <= v_now)
+                   AND (l.incarnation IS NULL OR (l.expires_at <= v_now AND l.incarnation <> p_incarnation))
                 RETURNING l.* INTO r;
                 IF FOUND THEN
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,

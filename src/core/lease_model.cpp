@@ -5,7 +5,12 @@
 namespace cosid {
 
 namespace {
-bool is_available(const LeaseRow& r, int64_t now) { return !r.has_owner() || r.expires_at <= now; }
+// Free, or expired under another incarnation.  An incarnation never takes over its own
+// lease, not even an expired one: it renews it (a renewal succeeds after expiry while nobody
+// took over) or releases it, and its pool never holds two windows of one slot.
+bool is_available(const LeaseRow& r, const std::string& incarnation, int64_t now) {
+    return !r.has_owner() || (r.expires_at <= now && r.incarnation != incarnation);
+}
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
 
@@ -17,7 +22,8 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
     };
     // Slots whose next window can start now come first (next_floor <= now): a slot released
     // at a ceiling still ahead would make its next holder wait for its clock to pass it.
-    auto usable = [&](const LeaseRow& r) { return is_available(r, now) && r.next_floor <= now; };
+    auto available = [&](const LeaseRow& r) { return is_available(r, req.incarnation, now); };
+    auto usable = [&](const LeaseRow& r) { return available(r) && r.next_floor <= now; };
     if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
         usable(rows[static_cast<size_t>(*req.preferred)]))
         push(*req.preferred);
@@ -28,7 +34,7 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
     for (const auto& r : rows)
         if (usable(r)) push(r.slot);
     for (const auto& r : rows)
-        if (is_available(r, now)) push(r.slot);
+        if (available(r)) push(r.slot);
     return order;
 }
 
@@ -37,7 +43,6 @@ LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms) : tolerance_(toleran
     for (size_t i = 0; i < rows_.size(); ++i) rows_[i].slot = static_cast<int32_t>(i);
 }
 
-bool LeaseTable::available(const LeaseRow& r, int64_t now) const { return is_available(r, now); }
 
 SlotState LeaseTable::state(int32_t slot, int64_t now) const {
     const LeaseRow& r = row(slot);
@@ -52,7 +57,7 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
             out.duplicate_key = true;
     for (int32_t s : slot_preference(rows_, req, now)) {
         LeaseRow& r = rows_[static_cast<size_t>(s)];
-        if (!available(r, now)) continue;  // the conditional update would match no row
+        if (!is_available(r, req.incarnation, now)) continue;  // the conditional update would match no row
         if (r.has_owner()) r.previous_owner_key = r.owner_key;
         r.owner_key = req.key;
         r.incarnation = req.incarnation;

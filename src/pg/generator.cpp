@@ -34,7 +34,8 @@ uint64 default_binding_generation = 0;  // ... as of this assignment of the sett
 uint64 unflushed_ids = 0;
 bool exit_hook_registered = false;
 
-int64 elapsed_ms(TimestampTz since) { return (GetCurrentTimestamp() - since) / 1000; }
+// Waits are measured on the monotonic clock: a wall-clock step neither ends nor stretches them.
+int64 elapsed_ms(int64 since_mono_ms) { return mono_ms() - since_mono_ms; }
 
 char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz(ms))); }
 
@@ -189,7 +190,7 @@ void bind(const char* ns, Binding* b) {
                         errhint("Generate ids on the primary, where the rows are written.")));
     // Where this database holds the store, ask it; elsewhere the keeper's store answers.
     if (!store_is_remote() && in_store_database()) check_namespace_exists(ns);
-    TimestampTz start = GetCurrentTimestamp();
+    int64 start = mono_ms();
     int timeout = acquire_timeout_ms();
     int request = -1;
     char error[256] = "";
@@ -271,6 +272,22 @@ void bind(const char* ns, Binding* b) {
                     errhint("Check the server log; the store may be locked or unreachable.")));
 }
 
+// local_layout_difference for a binding just made: until the check passed, the binding must
+// not stay active, since an error here (a cancel, a statement timeout) would leave it to the
+// next call unchecked.
+void local_layout_difference_or_unbind(const char* ns, Binding* b, char* out, size_t len) {
+    PG_TRY();
+    {
+        local_layout_difference(ns, b->gen.layout(), out, len);
+    }
+    PG_CATCH();
+    {
+        unbind(b, false);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+}
+
 Binding* binding_for(const char* ns) {
     for (auto& b : bindings)
         if (b.active && strcmp(b.ns, ns) == 0) return &b;
@@ -296,7 +313,7 @@ Binding* binding_for(const char* ns) {
     // the keeper (remote); elsewhere this database's own definition is checked here.
     if (!in_store_database()) {
         char difference[256];
-        local_layout_difference(ns, free_binding->gen.layout(), difference, sizeof(difference));
+        local_layout_difference_or_unbind(ns, free_binding, difference, sizeof(difference));
         if (difference[0] != '\0') {
             unbind(free_binding, false);
             char where[NAMEDATALEN + 16];
@@ -361,7 +378,7 @@ int64 next_id_default() {
 namespace {
 int64 issue(Binding* b, const char* ns) {
     PoolEntry* e = &shared->pool[b->entry];
-    TimestampTz wait_start = 0;
+    int64 wait_start = 0;
     bool counted_wait = false;
     for (;;) {
         if (pg_atomic_read_u32(&e->lost) != 0) slot_lost(b);
@@ -385,7 +402,7 @@ int64 issue(Binding* b, const char* ns) {
                             errmsg("cosid clock is outside namespace \"%s\"'s timestamp range", ns),
                             errdetail("The clock reads %lld ms; the layout covers its epoch plus %d timestamp bits.",
                                       static_cast<long long>(clock_ms()), b->gen.layout().timestamp_bits)));
-        if (wait_start == 0) wait_start = GetCurrentTimestamp();
+        if (wait_start == 0) wait_start = mono_ms();
         int timeout = acquire_timeout_ms();
         if (r.status == NextStatus::PastCeiling) {
             if (!counted_wait) {
@@ -421,7 +438,7 @@ int64 issue(Binding* b, const char* ns) {
 }  // namespace
 
 bool wait_for_releases(const int* entries, int n) {
-    TimestampTz start = GetCurrentTimestamp();
+    int64 start = mono_ms();
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
         bool pending = false;

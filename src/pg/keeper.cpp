@@ -69,6 +69,9 @@ void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
 // Orphans: leases the store holds for this incarnation that no pool entry knows.
 bool orphan_sweep_pending = true;  // at start, and after an acquire whose outcome is unknown
 int64 next_orphan_sweep_at = 0;
+// Where the sweep goes on: it reads one lease per round trip, within each pass's budget.
+char sweep_after_ns[NAMEDATALEN] = "";
+int32 sweep_after_slot = -1;
 
 bool pool_knows_lease(const char* ns, int32 slot, int64 fence) {
     bool known = false;
@@ -81,23 +84,29 @@ bool pool_knows_lease(const char* ns, int32 slot, int64 fence) {
     return known;
 }
 
-// Releases every orphan at its ceiling.  The keeper is the only process that adds leases
-// to the pool, and it is busy here, so none can appear while it looks.
-void sweep_orphans() {
+// Releases every orphan at its ceiling, going on where the last pass stopped, until
+// `deadline` (mono ms).  The keeper is the only process that adds leases to the pool, and
+// it is busy here, so none can appear while it looks.
+void sweep_orphans(int64 deadline) {
     if (!orphan_sweep_pending || mono_ms() < next_orphan_sweep_at) return;
-    next_orphan_sweep_at = mono_ms() + 1000;
-    char after_ns[NAMEDATALEN] = "";
-    int32 after_slot = -1;
     for (;;) {
+        if (mono_ms() >= deadline) return;  // the next pass goes on from here
         StoreResult r;
         StoreError err;
-        if (!store_next_own_lease(shared->incarnation, after_ns, after_slot, &r, &err)) return;  // next pass
+        if (!store_next_own_lease(shared->incarnation, sweep_after_ns, sweep_after_slot, &r, &err)) {
+            next_orphan_sweep_at = mono_ms() + 1000;  // the store fails: not before a second
+            return;
+        }
         if (!r.row) break;
-        strlcpy(after_ns, r.namespace_name, sizeof(after_ns));
-        after_slot = r.slot;
+        strlcpy(sweep_after_ns, r.namespace_name, sizeof(sweep_after_ns));
+        sweep_after_slot = r.slot;
         if (pool_knows_lease(r.namespace_name, r.slot, r.fence)) continue;
         StoreResult rel;
-        if (!store_release(r.namespace_name, r.slot, shared->incarnation, r.fence, r.ceiling, &rel, &err)) return;
+        if (!store_release(r.namespace_name, r.slot, shared->incarnation, r.fence, r.ceiling, &rel, &err)) {
+            sweep_after_slot = r.slot - 1;  // this one again, not before a second
+            next_orphan_sweep_at = mono_ms() + 1000;
+            return;
+        }
         if (rel.found) {
             count(shared->stats.releases);
             ereport(LOG, (errmsg("cosid: released an orphan lease on slot %d of namespace \"%s\" at its ceiling",
@@ -108,6 +117,15 @@ void sweep_orphans() {
         }
     }
     orphan_sweep_pending = false;
+    sweep_after_ns[0] = '\0';
+    sweep_after_slot = -1;
+}
+
+// A new reason to sweep starts the sweep over from the first lease.
+void request_orphan_sweep() {
+    orphan_sweep_pending = true;
+    sweep_after_ns[0] = '\0';
+    sweep_after_slot = -1;
 }
 
 // An exhausted namespace is tried again when its earliest lease expires, but at least every
@@ -126,7 +144,6 @@ void serve_request(int i, int64 now) {
         return;
     }
     e->state = kAcquiring;
-    if (e->tries == 0) e->first_try_at = now;
     strlcpy(ns, e->ns, sizeof(ns));
     LWLockRelease(shared->lock);
 
@@ -144,13 +161,16 @@ void serve_request(int i, int64 now) {
         // Nothing was issued in the new window: hand it back at once, and tell the caller.
         StoreResult rel;
         StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) {
             ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", r.slot, ns, rel_err.message)));
+            request_orphan_sweep();  // the sweep hands it back at its ceiling
+        }
         ok = false;
     }
     // A failed call may still have committed (an answer lost on the way back, a commit whose
-    // confirmation timed out): whatever it took is found and released by the next sweep.
-    if (!ok) orphan_sweep_pending = true;
+    // confirmation timed out): whatever it took is found and released by the sweep.  An
+    // error answer means a rollback: nothing to look for.
+    if (!ok && err.outcome_unknown) request_orphan_sweep();
     int64 after = clock_ms();
     int64 done = mono_ms();
 
@@ -355,10 +375,11 @@ void renew_entry(int i) {
 // One pass over the pool; returns how long to sleep.  Leases first (renewals, releases,
 // lost entries), then requests, for at most one store bound: hundreds of waiting backends
 // never hold up a renewal.  `serve_requests` is false while shutting down.
+int request_cursor = 0;  // requests are served round-robin across passes
+
 long keeper_pass(bool serve_requests) {
     int64 pass_start = mono_ms();
     long sleep_ms = 1000;
-    sweep_orphans();
     bool requests_due = false;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
@@ -406,9 +427,16 @@ long keeper_pass(bool serve_requests) {
             if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 1)));
         }
     }
-    if (!serve_requests || !requests_due) return Max(sleep_ms, 1L);
-    for (int i = 0; i < shared->npool; ++i) {
-        if (mono_ms() - pass_start > store_bound_ms()) return 0;  // leases first again, then the rest
+    // Then orphans and requests, for at most one store bound in all.
+    sweep_orphans(pass_start + store_bound_ms());
+    if (orphan_sweep_pending && mono_ms() >= next_orphan_sweep_at) sleep_ms = 0;  // not done yet
+    if (!serve_requests || !requests_due) return Max(sleep_ms, 0L);
+    for (int n = 0; n < shared->npool; ++n) {
+        // Leases first again, then the rest, from where this pass stopped: a namespace whose
+        // acquires keep failing cannot starve requests at later entries.
+        if (mono_ms() - pass_start > store_bound_ms()) return 0;
+        int i = request_cursor;
+        request_cursor = (request_cursor + 1) % shared->npool;
         LWLockAcquire(shared->lock, LW_SHARED);
         bool due = shared->pool[i].state == kWanted && shared->pool[i].retry_at <= mono_ms();
         LWLockRelease(shared->lock);
@@ -430,7 +458,7 @@ void recover_interrupted_requests() {
         e->request_seen_at = mono_ms();  // its requester has 2 s to show it still waits
     }
     LWLockRelease(shared->lock);
-    orphan_sweep_pending = true;
+    request_orphan_sweep();
 }
 
 // At shutdown, generators close first: wait (renewing meanwhile) until no live backend is
@@ -510,9 +538,9 @@ void back_off_after_failed_starts() {
                   errhint("Create database \"%s\" and run CREATE EXTENSION cosid there, or set cosid.database to "
                           "the database that holds the lease store and restart the server.",
                           setting_database)));
-    int64 until = wall_ms() + wait_ms;
-    while (!ShutdownRequestPending && wall_ms() < until) {
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - wall_ms(),
+    int64 until = mono_ms() + wait_ms;
+    while (!ShutdownRequestPending && mono_ms() < until) {
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - mono_ms(),
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
     }
@@ -529,6 +557,7 @@ void back_off_after_failed_starts() {
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGINT, SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
     BackgroundWorkerUnblockSignals();
     back_off_after_failed_starts();
     BackgroundWorkerInitializeConnection(setting_database, nullptr, 0);

@@ -9,7 +9,7 @@
 // ceiling, expires_at, earliest_expiry) are store-clock Unix ms.
 //
 // Invariant: at most one entry that is kLeased and not lost per (ns, slot).  The keeper
-// checks it whenever it adds a lease to the pool (keeper.cpp, adopt_lease_locked).
+// checks it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
 #pragma once
 #include "pg.hpp"
 
@@ -57,7 +57,6 @@ struct PoolEntry {
     char error[256];       // set by the keeper when the request cannot be served: fail now
     int error_code;        // the store's SQLSTATE for it
     int tries;             // store answers that were transient errors, retried
-    int64 first_try_at;    // mono ms of the first try
     char last_error[256];  // the last transient error, for the caller's message at its timeout
 };
 

@@ -33,9 +33,30 @@ int64 get_int64(const TextRow& r, int col, int64 dflt) {
 int32 get_int32(const TextRow& r, int col, int32 dflt) { return static_cast<int32>(get_int64(r, col, dflt)); }
 bool get_bool(const TextRow& r, int col) { return !r.null[col - 1] && r.value[col - 1][0] == 't'; }
 
-void set_error(StoreError* err, const char* message, int sqlerrcode) {
+void set_error(StoreError* err, const char* message, int sqlerrcode, bool outcome_unknown = false) {
     strlcpy(err->message, message ? message : "unknown error", sizeof(err->message));
     err->sqlerrcode = sqlerrcode;
+    err->outcome_unknown = outcome_unknown;
+}
+
+// The keeper takes a cancel (the statement and lock timers' SIGINT, or pg_cancel_backend)
+// only while it waits on the store: there it ends the call.  Anywhere else nothing is
+// running to cancel, and a pending cancel would turn the next CHECK_FOR_INTERRUPTS (an
+// ereport(LOG) has one) into an ERROR, which ends a worker.
+void begin_store_call() { pqsignal(SIGINT, StatementCancelHandler); }
+void end_store_call() {
+    pqsignal(SIGINT, SIG_IGN);
+    QueryCancelPending = false;
+}
+
+// A plain WARNING (SQLSTATE 01000) during a local store call: the one a commit sends when its
+// wait for a synchronous standby was cancelled, its change committed here only.  (Only seen
+// when WARNINGs reach the server log, log_min_messages' default.)
+bool spi_warned = false;
+emit_log_hook_type prev_emit_log_hook = nullptr;
+void note_warning(ErrorData* edata) {
+    if (edata->elevel == WARNING && edata->sqlerrcode == ERRCODE_WARNING) spi_warned = true;
+    if (prev_emit_log_hook) prev_emit_log_hook(edata);
 }
 
 // --- SPI: the store is this instance's cosid.database --------------------------------
@@ -52,6 +73,10 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         values[i] = CStringGetTextDatum(args[i]);
     }
     SetCurrentStatementStartTimestamp();
+    begin_store_call();
+    spi_warned = false;
+    prev_emit_log_hook = emit_log_hook;
+    emit_log_hook = note_warning;
     enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(store_bound_ms()));
     StartTransactionCommand();
     PG_TRY();
@@ -86,21 +111,20 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     }
     PG_END_TRY();
     disable_timeout(STATEMENT_TIMEOUT, true);  // keep the indicator: read just below
+    emit_log_hook = prev_emit_log_hook;
     // The timer fired but no error came: it interrupted the commit's wait for a synchronous
     // standby, which ends that wait with a WARNING and a commit that is only local.  Not
-    // confirmed as configured, so not used.  The cancel it raised is spent here, so that it
-    // does not surface later in the keeper's loop.
-    if (get_timeout_indicator(STATEMENT_TIMEOUT, true)) {
-        QueryCancelPending = false;
-        if (ok) {
-            char msg[160];
-            snprintf(msg, sizeof(msg),
-                     "the store's commit was not confirmed within %d ms (a synchronous standby did not answer)",
-                     static_cast<int>(store_bound_ms()));
-            set_error(err, msg, ERRCODE_QUERY_CANCELED);
-            ok = false;
-        }
+    // confirmed as configured, so not used (nor is any commit that warned so).
+    bool timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
+    if (ok && (timed_out || spi_warned)) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "the store's commit was not confirmed %s (a synchronous standby did not answer)",
+                 timed_out ? "within the store bound" : "as configured");
+        set_error(err, msg, ERRCODE_QUERY_CANCELED, true);
+        ok = false;
     }
+    end_store_call();
     MemoryContextSwitchTo(caller);
     pgstat_report_activity(STATE_IDLE, nullptr);
     return ok;
@@ -115,14 +139,19 @@ PGconn* remote = nullptr;
 int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
 char remote_down_error[256];
 bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
-// A WARNING from the store during a call: e.g. a commit whose wait for a synchronous standby
-// was cancelled (committed on the store only).  Such an answer is not relied on.
+// A plain WARNING (SQLSTATE 01000) from the store during a call: the one a commit sends when
+// its wait for a synchronous standby was cancelled (by the store's statement_timeout): the
+// change is committed on the store only.  Such an answer is not relied on.  Warnings with a
+// code of their own (a placeholder setting removed as the library loads, ...) say nothing
+// about the commit and pass.
 bool remote_warned = false;
 char remote_warning[200];
 
 void on_remote_notice(void*, const PGresult* res) {
     const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    const char* sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     if (severity == nullptr || strcmp(severity, "WARNING") != 0) return;
+    if (sqlstate != nullptr && strcmp(sqlstate, "01000") != 0) return;
     const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
     if (!remote_warned) strlcpy(remote_warning, primary ? primary : "a warning", sizeof(remote_warning));
     remote_warned = true;
@@ -146,10 +175,10 @@ bool wait_remote(int events, int64 deadline) {
 
 // Drops the connection after a timeout or a broken link, and fails the calls of the next
 // backoff period at once, so that one dead store costs one bound per pass, not one per slot.
-bool remote_failed(StoreError* err, const char* message) {
+bool remote_failed(StoreError* err, const char* message, bool sent = false) {
     // `message` may be err->message itself, or libpq's buffer that PQfinish frees: copy first.
     strlcpy(remote_down_error, message, sizeof(remote_down_error));
-    set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
+    set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE, sent);  // sent: it may have run
     remote_down_until = mono_ms() + store_bound_ms();
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
@@ -206,7 +235,7 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
     }
     for (int f; (f = PQflush(remote)) != 0;) {
         if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
-            remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg);
+            remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
             return nullptr;
         }
     }
@@ -220,12 +249,12 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
                 PQclear(answer);
-                remote_failed(err, msg);
+                remote_failed(err, msg, true);
                 return nullptr;
             }
             if (!PQconsumeInput(remote)) {
                 PQclear(answer);
-                remote_failed(err, PQerrorMessage(remote));
+                remote_failed(err, PQerrorMessage(remote), true);
                 return nullptr;
             }
         }
@@ -241,7 +270,7 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
             PQclear(res);
         }
     }
-    if (answer == nullptr) remote_failed(err, PQerrorMessage(remote));
+    if (answer == nullptr) remote_failed(err, PQerrorMessage(remote), true);
     return answer;
 }
 
@@ -251,6 +280,7 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
         return false;
     }
     latch_seen = false;
+    begin_store_call();
     pgstat_report_activity(STATE_RUNNING, sql);
     bool ok = false;
     if (connect_remote(err)) {
@@ -260,7 +290,7 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
         if (ok && remote_warned) {
             char msg[256];
             snprintf(msg, sizeof(msg), "the lease store warned: %s; its answer is not relied on", remote_warning);
-            set_error(err, msg, ERRCODE_WARNING);
+            set_error(err, msg, ERRCODE_WARNING, true);
             ok = false;
         } else if (ok && PQntuples(res) > 0) {
             row->present = true;
@@ -271,11 +301,14 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
             }
         } else if (res != nullptr && !ok) {
             const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-            set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res));
-            if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message);
+            // No SQLSTATE: libpq's own error (the connection broke), not the server's answer.
+            bool answered = PQresultErrorField(res, PG_DIAG_SQLSTATE) != nullptr;
+            set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res), !answered);
+            if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message, !answered);
         }
         PQclear(res);
     }
+    end_store_call();
     pgstat_report_activity(STATE_IDLE, nullptr);
     if (latch_seen) SetLatch(MyLatch);
     return ok;
@@ -290,6 +323,7 @@ bool run(const char* sql, int nargs, const char* const* args, RowReader reader, 
     TextRow row;
     memset(&row, 0, sizeof(row));
     memset(out, 0, sizeof(*out));
+    err->outcome_unknown = false;
     bool ok = store_is_remote() ? run_libpq(sql, nargs, args, &row, err) : run_spi(sql, nargs, args, &row, err);
     if (ok && row.present && reader != nullptr) reader(row, out);
     out->row = row.present;

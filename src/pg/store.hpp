@@ -21,6 +21,10 @@ struct StoreResult {
 struct StoreError {
     char message[256];
     int sqlerrcode;
+    // The call may have committed although it failed: the answer was lost on the way back,
+    // or the commit was not confirmed as configured (a cancelled wait for a synchronous
+    // standby).  An ERROR answer means the transaction was rolled back: false then.
+    bool outcome_unknown;
 };
 
 // True when cosid.store_dsn names a store on another server (shared by several instances).

@@ -2,7 +2,8 @@
 # The remote store's edges found in review (issue 8): instance A keeps its leases in store S
 # (cosid.store_dsn).  (3) a store whose commits fail after the rows were sent: A must not
 # use a renewal or acquire that was rolled back, so no id lies past the ceiling S committed;
-# a release that fails at commit is kept and tried again.  (4) S runs synchronous_commit =
+# a release that fails at commit is kept and tried again; a commit whose wait for a
+# synchronous standby was cancelled is not relied on either.  (4) S runs synchronous_commit =
 # off: A's lease changes on S are flushed before A relies on them, and survive S's crash.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
@@ -61,6 +62,14 @@ check_true "once S commits again, the pending releases go through" "$(wait_until
 load after 2
 check "zero duplicate ids" 0 "$(qa -c "SELECT count(*) - count(DISTINCT id) FROM t")"
 check_true "A issues again once S commits" "$(qa -c "SELECT count(*) > 0 FROM t WHERE phase = 'after'")"
+
+echo "# item 6, remote: a commit on S waiting for a synchronous standby that never answers is not relied on"
+qs -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
+fail0=$(astat renewal_failures)
+check_true "A counts renewals whose commit S could not confirm as failures" \
+    "$(wait_until 5 qa -c "SELECT renewal_failures > $fail0 FROM cosid_stats()")"
+qs -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+check_true "renewals succeed again" "$(wait_until 5 qa -c "SELECT renewals > $(astat renewals) FROM cosid_stats()")"
 
 echo "# item 4: S runs synchronous_commit = off; A's lease changes on S are flushed all the same"
 qs -c "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" -c "SELECT cosid_namespace_create('r2', slot_bits => 2)" >/dev/null
