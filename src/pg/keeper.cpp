@@ -152,6 +152,14 @@ void serve_request(int i, int64 now) {
     int64 before = clock_ms();
     bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
                             &err);
+    if (ok && r.found && setting_test_keeper_exit[0] != '\0' && strcmp(setting_test_keeper_exit, ns) == 0 &&
+        !shared->test_keeper_exited) {
+        // Tests only: the acquire committed, and the keeper dies before it records the answer,
+        // as on an ERROR there.  The entry stays "acquiring" and the lease is an orphan.
+        shared->test_keeper_exited = true;
+        ereport(FATAL, (errmsg("cosid keeper exits after an acquire in \"%s\" (cosid.test_keeper_exit_after_acquire)",
+                               ns)));
+    }
     if (ok && !r.row) {  // cosid.acquire always answers with a row; anything else is an error
         ok = false;
         snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);

@@ -14,6 +14,7 @@ int setting_acquire_timeout_ms = -1;
 int setting_pool_idle_ms = 60000;
 int setting_clock_offset_ms = 0;
 int setting_store_clock_offset_ms = 0;
+char* setting_test_keeper_exit = nullptr;
 uint64 namespace_setting_generation = 0;
 
 bool valid_namespace_name(const char* name) {
@@ -85,6 +86,11 @@ void define_settings() {
     DefineCustomIntVariable("cosid.store_clock_offset", "Test only: shifts the store's clock by this many ms.",
                             nullptr, &setting_store_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr,
                             nullptr, nullptr);
+    DefineCustomStringVariable("cosid.test_keeper_exit_after_acquire",
+                               "Test only: the keeper exits once, right after an acquire in this namespace "
+                               "commits and before it records the answer.",
+                               nullptr, &setting_test_keeper_exit, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, nullptr,
+                               nullptr, nullptr);
     MarkGUCPrefixReserved("cosid");
 }
 

@@ -14,6 +14,7 @@ extern int setting_acquire_timeout_ms;  // cosid.acquire_timeout (-1 = ttl)
 extern int setting_pool_idle_ms;      // cosid.pool_idle_timeout
 extern int setting_clock_offset_ms;   // cosid.clock_offset (superuser; tests)
 extern int setting_store_clock_offset_ms;  // cosid.store_clock_offset (superuser; tests; read by SQL)
+extern char* setting_test_keeper_exit;    // cosid.test_keeper_exit_after_acquire (superuser; tests)
 extern uint64 namespace_setting_generation;  // bumped whenever cosid.namespace is assigned
 
 void define_settings();

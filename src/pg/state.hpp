@@ -76,6 +76,7 @@ struct SharedState {
     bool keeper_ready;     // the keeper found the extension in its database
     bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
     int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
+    bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
     Stats stats;
     int npool;

@@ -131,6 +131,18 @@ check_true "a new window on that slot starts at that ceiling" "$(q -c "
     SELECT cosid_next('orph') > 0 AND (SELECT floor >= $oceiling FROM cosid.lease WHERE namespace = 'orph' AND slot = $oslot
                                        AND incarnation IS NOT NULL) IS NOT FALSE")"
 
+echo "# item 8: the keeper exits right after an acquire commits, before it records the answer (test setting)"
+q -c "SELECT cosid_namespace_create('dies', slot_bits => 2)" >/dev/null
+set_conf cosid.test_keeper_exit_after_acquire dies
+out=$(q -v VERBOSITY=sqlstate -c "SET cosid.acquire_timeout = '15s'" -c "SELECT (cosid_parse(cosid_next('dies'), 'dies')).slot" 2>&1 || true)
+reset_conf cosid.test_keeper_exit_after_acquire
+check_true "the keeper exited after the acquire committed" \
+    "$(grep -q 'cosid keeper exits after an acquire in "dies"' "$DIR/server.log" && echo t)"
+check "the entry left acquiring is asked again: the caller gets an id, on slot 1 (slot 0 is the orphan)" 1 "$out"
+check_true "the orphan on slot 0 is released at its ceiling" "$(wait_until 10 q -c "
+    SELECT incarnation IS NULL AND next_floor = ceiling AND fence = 2 FROM cosid.lease WHERE namespace = 'dies' AND slot = 0")"
+check "no entry is left acquiring" 0 "$(q -c "SELECT count(*) FROM cosid_pool() WHERE state = 'acquiring'")"
+
 echo "# item 9: 200 backends waiting on an exhausted 4-slot namespace; the held leases keep renewing"
 q -c "SELECT cosid_namespace_create('four', slot_bits => 2)" >/dev/null
 for i in 1 2 3 4; do
