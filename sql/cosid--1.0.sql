@@ -50,7 +50,7 @@ CREATE TABLE cosid.lease (
 CREATE INDEX lease_owner ON cosid.lease (namespace, (coalesce(owner_key, previous_owner_key)));
 
 -- Finding the leases of one incarnation (the keeper's look for orphans at start).
-CREATE INDEX lease_incarnation ON cosid.lease (incarnation) WHERE incarnation IS NOT NULL;
+CREATE INDEX lease_incarnation ON cosid.lease (incarnation, namespace, slot) WHERE incarnation IS NOT NULL;
 
 -- The lease rules, checked on every change of a lease row, whoever makes it (the store's
 -- functions, an administrator's UPDATE, a bug): a slot's floor never moves back, a held
@@ -168,6 +168,7 @@ DECLARE
     v_ns   cosid.namespace := cosid._namespace_row(p_namespace);
     v_dup  boolean;
     v_cond text;
+    v_pref int := 0;
     v_after int;
     v_batch int;
     c      record;
@@ -186,18 +187,21 @@ BEGIN
                        AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
                        AND l.owner_key = p_owner_key
                        AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
-    -- Only available slots are candidates: free, or expired under another incarnation.  A
-    -- lease is never handed to its own incarnation again, live or expired: the store cannot
-    -- know what that incarnation issued in it, and the owner renews it (a renewal succeeds
-    -- after expiry while nobody took over) or releases it instead.  (An acquire whose answer
-    -- was lost leaves an orphan lease; its owner releases it at its ceiling, or it expires
-    -- and another instance may take it.)
+    -- Only available slots are candidates: free, or expired.  A live lease is never handed
+    -- out again, not even to its own incarnation, since the store cannot know what that
+    -- incarnation issued in it.  Nor is an expired lease of the asking incarnation, except
+    -- as the very last resort: its owner renews it (a renewal succeeds after expiry while
+    -- nobody took over) or releases it, and taking it over would only cut its window short.
+    -- As a last resort it is safe (the new window starts at its next_floor, its ceiling),
+    -- and it keeps an orphan the owner never learnt of (an acquire whose answer was lost)
+    -- from being lost to it for good.
     -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest; each
     -- first among slots whose next window can start now (next_floor <= now: not one released
     -- at a ceiling still ahead, where the holder would wait for its clock to pass the floor),
-    -- then (4) the lowest of any.  Each preference is read in slot order, 16 candidates at a
-    -- time (an index scan, whatever the number of slots), until a slot is won; a slot lost
-    -- to a racing acquirer just moves on to the next.  A slot that fits two preferences comes
+    -- then (4) the lowest of any, then (5) an expired lease of the asking incarnation.  Each
+    -- preference is read in slot order, 16 candidates at a time (an index scan, whatever the
+    -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
+    -- to the next.  A slot that fits two preferences comes
     -- twice; the second try matches no row.
     FOREACH v_cond IN ARRAY ARRAY[
         'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))'
@@ -205,8 +209,10 @@ BEGIN
         'coalesce(l.owner_key, l.previous_owner_key) = $2'
             || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6)) AND l.next_floor <= $4',
         '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6)) AND l.next_floor <= $4',
-        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))']
+        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
+        'l.incarnation = $6 AND l.expires_at <= $4']
     LOOP
+        v_pref := v_pref + 1;
         v_after := -1;
         LOOP
             v_batch := 0;
@@ -226,7 +232,8 @@ BEGIN
                        ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
                        next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
                  WHERE l.namespace = p_namespace AND l.slot = c.slot
-                   AND (l.incarnation IS NULL OR (l.expires_at <= v_now AND l.incarnation <> p_incarnation))
+                   AND (l.incarnation IS NULL
+                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 5)))
                 RETURNING l.* INTO r;
                 IF FOUND THEN
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,

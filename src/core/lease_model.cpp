@@ -5,11 +5,14 @@
 namespace cosid {
 
 namespace {
-// Free, or expired under another incarnation.  An incarnation never takes over its own
-// lease, not even an expired one: it renews it (a renewal succeeds after expiry while nobody
-// took over) or releases it, and its pool never holds two windows of one slot.
+// Free, or expired under another incarnation.  An incarnation takes over its own expired
+// lease only as the very last resort (see slot_preference): it renews it or releases it
+// instead, and its pool never holds two windows of one slot.
 bool is_available(const LeaseRow& r, const std::string& incarnation, int64_t now) {
     return !r.has_owner() || (r.expires_at <= now && r.incarnation != incarnation);
+}
+bool is_own_expired(const LeaseRow& r, const std::string& incarnation, int64_t now) {
+    return r.has_owner() && r.expires_at <= now && r.incarnation == incarnation;
 }
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
@@ -35,6 +38,10 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
         if (usable(r)) push(r.slot);
     for (const auto& r : rows)
         if (available(r)) push(r.slot);
+    // Last resort: an orphan the owner never learnt of (its acquire's answer was lost) must not
+    // stay lost to it; the new window starts at its next_floor (its ceiling), so it is safe.
+    for (const auto& r : rows)
+        if (is_own_expired(r, req.incarnation, now)) push(r.slot);
     return order;
 }
 
@@ -57,7 +64,8 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
             out.duplicate_key = true;
     for (int32_t s : slot_preference(rows_, req, now)) {
         LeaseRow& r = rows_[static_cast<size_t>(s)];
-        if (!is_available(r, req.incarnation, now)) continue;  // the conditional update would match no row
+        if (!is_available(r, req.incarnation, now) && !is_own_expired(r, req.incarnation, now))
+            continue;  // the conditional update would match no row
         if (r.has_owner()) r.previous_owner_key = r.owner_key;
         r.owner_key = req.key;
         r.incarnation = req.incarnation;

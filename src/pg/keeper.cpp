@@ -461,6 +461,10 @@ void recover_interrupted_requests() {
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kAcquiring) continue;
+        if (e->requester_pid == 0) {  // its requester already left: nobody wants it
+            free_entry_locked(e);
+            continue;
+        }
         e->state = kWanted;
         e->retry_at = 0;
         e->request_seen_at = mono_ms();  // its requester has 2 s to show it still waits

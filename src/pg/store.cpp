@@ -43,20 +43,23 @@ void set_error(StoreError* err, const char* message, int sqlerrcode, bool outcom
 // only while it waits on the store: there it ends the call.  Anywhere else nothing is
 // running to cancel, and a pending cancel would turn the next CHECK_FOR_INTERRUPTS (an
 // ereport(LOG) has one) into an ERROR, which ends a worker.
-void begin_store_call() { pqsignal(SIGINT, StatementCancelHandler); }
+//
+// A cancel that arrived during a local call which still succeeded was swallowed by the
+// commit's wait for a synchronous standby (that wait ends on a cancel with a WARNING, its
+// change committed here only): the call counts as failed, with an unknown outcome.  Seen
+// through the signal itself, so it holds whatever log_min_messages says.
+volatile sig_atomic_t store_cancel_seen = 0;
+void store_cancel_handler(SIGNAL_ARGS) {
+    store_cancel_seen = 1;
+    StatementCancelHandler(postgres_signal_arg);
+}
+void begin_store_call() {
+    store_cancel_seen = 0;
+    pqsignal(SIGINT, store_cancel_handler);
+}
 void end_store_call() {
     pqsignal(SIGINT, SIG_IGN);
     QueryCancelPending = false;
-}
-
-// A plain WARNING (SQLSTATE 01000) during a local store call: the one a commit sends when its
-// wait for a synchronous standby was cancelled, its change committed here only.  (Only seen
-// when WARNINGs reach the server log, log_min_messages' default.)
-bool spi_warned = false;
-emit_log_hook_type prev_emit_log_hook = nullptr;
-void note_warning(ErrorData* edata) {
-    if (edata->elevel == WARNING && edata->sqlerrcode == ERRCODE_WARNING) spi_warned = true;
-    if (prev_emit_log_hook) prev_emit_log_hook(edata);
 }
 
 // --- SPI: the store is this instance's cosid.database --------------------------------
@@ -74,9 +77,6 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     }
     SetCurrentStatementStartTimestamp();
     begin_store_call();
-    spi_warned = false;
-    prev_emit_log_hook = emit_log_hook;
-    emit_log_hook = note_warning;
     enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(store_bound_ms()));
     StartTransactionCommand();
     PG_TRY();
@@ -111,16 +111,14 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     }
     PG_END_TRY();
     disable_timeout(STATEMENT_TIMEOUT, true);  // keep the indicator: read just below
-    emit_log_hook = prev_emit_log_hook;
-    // The timer fired but no error came: it interrupted the commit's wait for a synchronous
-    // standby, which ends that wait with a WARNING and a commit that is only local.  Not
-    // confirmed as configured, so not used (nor is any commit that warned so).
+    // A cancel (the timer's, or anyone's) that produced no error interrupted the commit's wait
+    // for a synchronous standby: a commit that is only local, not confirmed as configured.
     bool timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
-    if (ok && (timed_out || spi_warned)) {
+    if (ok && (timed_out || store_cancel_seen)) {
         char msg[160];
         snprintf(msg, sizeof(msg),
                  "the store's commit was not confirmed %s (a synchronous standby did not answer)",
-                 timed_out ? "within the store bound" : "as configured");
+                 timed_out ? "within the store bound" : "before a cancel");
         set_error(err, msg, ERRCODE_QUERY_CANCELED, true);
         ok = false;
     }
@@ -139,19 +137,20 @@ PGconn* remote = nullptr;
 int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
 char remote_down_error[256];
 bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
-// A plain WARNING (SQLSTATE 01000) from the store during a call: the one a commit sends when
-// its wait for a synchronous standby was cancelled (by the store's statement_timeout): the
-// change is committed on the store only.  Such an answer is not relied on.  Warnings with a
-// code of their own (a placeholder setting removed as the library loads, ...) say nothing
-// about the commit and pass.
+// The WARNING a store's commit sends when its wait for a synchronous standby was cancelled
+// (by an administrator, or a shutdown): the change is committed on the store only, and
+// such an answer is not relied on.  Recognised by the routine that raises it (the field is
+// not translated); other warnings (a wraparound notice, a placeholder setting removed as
+// the library loads, ...) say nothing about the commit and pass.  The keeper's session asks
+// for warnings (client_min_messages) whatever its role's settings say.
 bool remote_warned = false;
 char remote_warning[200];
 
 void on_remote_notice(void*, const PGresult* res) {
     const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
-    const char* sqlstate = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char* routine = PQresultErrorField(res, PG_DIAG_SOURCE_FUNCTION);
     if (severity == nullptr || strcmp(severity, "WARNING") != 0) return;
-    if (sqlstate != nullptr && strcmp(sqlstate, "01000") != 0) return;
+    if (routine == nullptr || strcmp(routine, "SyncRepWaitForLSN") != 0) return;
     const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
     if (!remote_warned) strlcpy(remote_warning, primary ? primary : "a warning", sizeof(remote_warning));
     remote_warned = true;
@@ -192,9 +191,9 @@ bool connect_remote(StoreError* err) {
     // The server bounds lock waits and statements itself (a clean error, the connection
     // stays); connecting is bounded here, as libpq's connect_timeout is not used by
     // PQconnectPoll.
-    char options[128];
-    snprintf(options, sizeof(options), "-c statement_timeout=%d -c lock_timeout=%d", (int)store_bound_ms(),
-             (int)store_bound_ms());
+    char options[192];
+    snprintf(options, sizeof(options), "-c statement_timeout=%d -c lock_timeout=%d -c client_min_messages=warning",
+             (int)store_bound_ms(), (int)store_bound_ms());
     const char* keys[] = {"dbname", "options", "application_name", nullptr};
     const char* vals[] = {setting_store_dsn, options, "cosid keeper", nullptr};
     int64 deadline = mono_ms() + Max(store_bound_ms(), 2000);

@@ -276,3 +276,23 @@ TEST(SlotChoice, PreferenceListsOnlyAvailableSlots) {
     auto order = slot_preference(t.rows(), r, NOW);
     EXPECT_EQ(order, (std::vector<int32_t>{1, 2, 3}));
 }
+
+// An orphan (an acquire whose answer its owner never saw) expires; the owner gets it back
+// only when no other slot is available, and then with a window from its ceiling on.
+TEST(SlotChoice, OwnExpiredOrphanIsTheLastResort) {
+    LeaseTable t(1, TOL);
+    auto orphan = t.acquire(req("a", "i1"), NOW);  // slot 0: the answer is lost
+    ASSERT_TRUE(orphan.lease);
+    auto later = NOW + TTL + TOL + 1;  // the orphan expired; slot 1 is free
+    auto a = t.acquire(req("a", "i1"), later);
+    ASSERT_TRUE(a.lease);
+    EXPECT_EQ(a.lease->slot, 1);  // another available slot comes first
+    EXPECT_EQ(slot_preference(t.rows(), req("a", "i1"), later), (std::vector<int32_t>{0}));
+    auto back = t.acquire(req("a", "i1"), later);  // only the orphan is left
+    ASSERT_TRUE(back.lease);
+    EXPECT_EQ(back.lease->slot, 0);
+    EXPECT_EQ(back.lease->fence, orphan.lease->fence + 1);
+    EXPECT_EQ(back.lease->floor, orphan.lease->ceiling);
+    // never while it is live
+    EXPECT_FALSE(t.acquire(req("a", "i1"), later).lease);
+}
