@@ -124,6 +124,84 @@ BEGIN
     END IF;
 END $$;
 
+-- The WAL timeline the store writes on: a promoted standby, or a server recovered to a point
+-- in time, writes on a new one.  pg_walfile_name() names the timeline of the WAL being
+-- inserted, at once after a promotion (pg_control_checkpoint() would lag until a checkpoint).
+CREATE FUNCTION cosid._timeline() RETURNS int
+LANGUAGE sql VOLATILE AS $$
+    SELECT ('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::int
+$$;
+
+-- The store's own state, one row: the timeline it last wrote on, and what it does when it
+-- finds itself on another one.
+CREATE TABLE cosid.store_state (
+    singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    timeline        int NOT NULL,
+    -- On a new timeline the tail of the old one may be lost (an asynchronous standby
+    -- promoted, a point-in-time recovery), and with it the last acquires and renewals: their
+    -- holders may still issue up to ceilings this store does not know.  So every slot is
+    -- freed and its next_floor raised above anything they could reach.  Off only where the
+    -- store replicates synchronously (no committed change is ever lost).
+    raise_floors_on_new_timeline boolean NOT NULL DEFAULT true,
+    max_ttl_ms      bigint NOT NULL DEFAULT 0,   -- the longest lease ever asked for
+    failovers       int NOT NULL DEFAULT 0,      -- new timelines seen
+    last_failover_at timestamptz
+);
+INSERT INTO cosid.store_state (timeline) VALUES (cosid._timeline());
+REVOKE ALL ON cosid.store_state FROM PUBLIC;
+GRANT SELECT ON cosid.store_state TO PUBLIC;
+
+-- Called first by every store mutation.  On the timeline the store last wrote on it only
+-- keeps max_ttl_ms; on another one, in one transaction, it frees every lease (fence + 1, so
+-- its holder's next renewal finds it lost) and raises every slot's next_floor to at least
+-- now + max ttl + 2 x tolerance of this server's clock.  An old holder's ceiling is at most
+-- its grant's store time + ttl + tolerance, and that store time is at most this now +
+-- tolerance when the two store servers' clocks are within the tolerance of each other: no
+-- new window can then start below a timestamp an old holder might still issue, whatever
+-- the holders' own clocks say.  One caller raises; the others wait on the row and find it
+-- done.
+CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_tli  int := cosid._timeline();
+    s      cosid.store_state;
+    v_now  bigint;
+    v_rows bigint := 0;
+BEGIN
+    SELECT * INTO s FROM cosid.store_state;
+    IF s.timeline = v_tli THEN
+        IF p_ttl_ms > s.max_ttl_ms THEN
+            UPDATE cosid.store_state SET max_ttl_ms = greatest(max_ttl_ms, p_ttl_ms);
+        END IF;
+        RETURN;
+    END IF;
+    SELECT * INTO s FROM cosid.store_state FOR UPDATE;
+    IF s.timeline = v_tli THEN
+        RETURN;
+    END IF;
+    v_now := cosid.store_now();
+    IF s.raise_floors_on_new_timeline THEN
+        UPDATE cosid.lease l
+           SET next_floor = greatest(l.next_floor, l.ceiling,
+                                     v_now + greatest(s.max_ttl_ms, coalesce(p_ttl_ms, 0)) + 2 * n.tolerance_ms),
+               previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+               owner_key = NULL, incarnation = NULL,
+               fence = l.fence + CASE WHEN l.incarnation IS NULL THEN 0 ELSE 1 END
+          FROM cosid.namespace n
+         WHERE n.name = l.namespace;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+    END IF;
+    UPDATE cosid.store_state
+       SET timeline = v_tli, failovers = failovers + 1, last_failover_at = clock_timestamp(),
+           max_ttl_ms = greatest(max_ttl_ms, coalesce(p_ttl_ms, 0));
+    RAISE LOG 'cosid store: now writing on timeline % (last write on %): %', v_tli, s.timeline,
+        CASE WHEN s.raise_floors_on_new_timeline
+             THEN format('%s slots freed, their next_floor raised to at least now + %s ms + 2 x tolerance',
+                         v_rows, greatest(s.max_ttl_ms, coalesce(p_ttl_ms, 0)))
+             ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
+END $$;
+REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
+
 -- Layout check and id unpacking live in the C++ core; these work without preloading.
 CREATE FUNCTION cosid.layout_check(timestamp_bits int, slot_bits int, sequence_bits int,
                                    epoch_ms bigint, unit text)
@@ -182,6 +260,8 @@ BEGIN
         RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms);
+    v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     v_dup := EXISTS (SELECT 1 FROM cosid.lease l
                      WHERE l.namespace = p_namespace
                        AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
@@ -268,6 +348,8 @@ BEGIN
         RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms);
+    v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
            ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
@@ -294,6 +376,7 @@ BEGIN
             USING ERRCODE = 'null_value_not_allowed',
                   HINT = 'Pass the floor when nothing was issued.';
     END IF;
+    PERFORM cosid._follow_timeline(NULL);
     UPDATE cosid.lease l
        SET next_floor = greatest(l.floor, least(p_last_issued, l.ceiling)),
            previous_owner_key = l.owner_key,
@@ -320,6 +403,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('Slots of this namespace are 0 to %s.', (1 << v_ns.slot_bits) - 1);
     END IF;
+    PERFORM cosid._follow_timeline(NULL);
     UPDATE cosid.lease l
        SET next_floor = greatest(l.next_floor, l.ceiling),
            previous_owner_key = l.owner_key,
@@ -477,6 +561,27 @@ GRANT EXECUTE ON FUNCTION cosid_namespace_create(text, int, interval, timestampt
 
 SELECT cosid_namespace_create('default');
 
+-- The store's failover behaviour.  raise_floors_on_new_timeline (default on) may be turned off
+-- only where the store replicates synchronously to every standby that can be promoted: then
+-- no committed lease change is lost in a failover, and new acquires need not wait.  With it
+-- on, the first acquires after a failover wait up to ttl + 2 x tolerance for their clock to
+-- pass the raised floors.  NULL leaves a value as it is; returns the state.
+CREATE FUNCTION cosid_store_settings(raise_floors_on_new_timeline boolean DEFAULT NULL)
+RETURNS cosid.store_state
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    r cosid.store_state;
+BEGIN
+    UPDATE cosid.store_state s
+       SET raise_floors_on_new_timeline = coalesce(cosid_store_settings.raise_floors_on_new_timeline,
+                                                   s.raise_floors_on_new_timeline)
+    RETURNING s.* INTO r;
+    RETURN r;
+END $$;
+REVOKE ALL ON FUNCTION cosid_store_settings(boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_store_settings(boolean) TO cosid_admin;
+COMMENT ON FUNCTION cosid_store_settings(boolean) IS 'the lease store''s failover behaviour (superuser or cosid_admin)';
+
 CREATE FUNCTION cosid_leases(namespace text DEFAULT NULL)
 RETURNS TABLE (namespace text, slot int, owner_key text, incarnation uuid, fence bigint,
                expires_at timestamptz, floor bigint, ceiling bigint, next_floor bigint,
@@ -527,7 +632,7 @@ CREATE FUNCTION cosid_stats(OUT acquires bigint, OUT renewals bigint, OUT renewa
                             OUT leases_lost bigint, OUT duplicate_owner_keys bigint,
                             OUT clock_skew_events bigint, OUT waits_at_ceiling bigint,
                             OUT ids_issued bigint, OUT releases bigint, OUT store_transactions bigint,
-                            OUT owner_key text, OUT incarnation uuid)
+                            OUT owner_key text, OUT incarnation uuid, OUT store_failovers bigint)
 AS 'MODULE_PATHNAME', 'cosid_stats' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION cosid_release() RETURNS int

@@ -146,14 +146,15 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     pg_atomic_uint64* counters[] = {&s->acquires, &s->renewals, &s->renewal_failures, &s->leases_lost,
                                     &s->duplicate_owner_keys, &s->clock_skew_events, &s->waits_at_ceiling,
                                     &s->ids_issued, &s->releases, &s->store_transactions};
-    Datum v[12];
-    bool nulls[12] = {false};
+    Datum v[13];
+    bool nulls[13] = {false};
     int c = 0;
     for (pg_atomic_uint64* counter : counters) v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(counter)));
     v[c++] = CStringGetTextDatum(shared->owner_key);
     pg_uuid_t* uuid = static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t)));
     memcpy(uuid, &shared->incarnation_uuid, sizeof(pg_uuid_t));
     v[c++] = UUIDPGetDatum(uuid);
+    v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->store_failovers)));
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
 }
 

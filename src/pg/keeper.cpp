@@ -383,6 +383,29 @@ void renew_entry(int i) {
 // One pass over the pool; returns how long to sleep.  Leases first (renewals, releases,
 // lost entries), then requests, for at most one store bound: hundreds of waiting backends
 // never hold up a renewal.  `serve_requests` is false while shutting down.
+// A store that was promoted or recovered to a point in time writes on a new timeline and
+// counts it (cosid._follow_timeline); the keeper looks every ttl/3 and reports it.  The
+// leases themselves need nothing here: the store freed them, so their renewals find them lost.
+int64 next_state_check_at = 0;
+
+void check_store_failovers() {
+    if (mono_ms() < next_state_check_at) return;
+    next_state_check_at = mono_ms() + Max(setting_ttl_ms / 3, 100);
+    StoreResult r;
+    StoreError err;
+    if (!store_read_state(&r, &err) || !r.row) return;
+    int64 failovers = r.fence;
+    int64 seen = shared->store_failovers_seen;
+    shared->store_failovers_seen = failovers;  // only the keeper writes it
+    if (seen < 0 || failovers <= seen) return;
+    count(shared->stats.store_failovers, static_cast<uint64>(failovers - seen));
+    ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a point "
+                         "in time",
+                         r.slot),
+                  errdetail("Leases held before are lost to their holders (ZC001 once); new windows start above the "
+                            "floors the store raised, unless cosid_store_settings() says not to raise them.")));
+}
+
 int request_cursor = 0;  // requests are served round-robin across passes
 
 long keeper_pass(bool serve_requests) {
@@ -435,7 +458,8 @@ long keeper_pass(bool serve_requests) {
             if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 1)));
         }
     }
-    // Then orphans and requests, for at most one store bound in all.
+    // Then the store's failovers, orphans and requests, for at most one store bound in all.
+    check_store_failovers();
     sweep_orphans(pass_start + store_bound_ms());
     if (orphan_sweep_pending && mono_ms() >= next_orphan_sweep_at) sleep_ms = 0;  // not done yet
     if (!serve_requests || !requests_due) return Max(sleep_ms, 0L);

@@ -61,8 +61,9 @@ static void startup_shmem() {
         Stats* st = &shared->stats;
         for (pg_atomic_uint64* c : {&st->acquires, &st->renewals, &st->renewal_failures, &st->leases_lost,
                                     &st->duplicate_owner_keys, &st->clock_skew_events, &st->waits_at_ceiling,
-                                    &st->ids_issued, &st->releases, &st->store_transactions})
+                                    &st->ids_issued, &st->releases, &st->store_transactions, &st->store_failovers})
             pg_atomic_init_u64(c, 0);
+        shared->store_failovers_seen = -1;
         shared->npool = pool_size();
         for (int i = 0; i < shared->npool; ++i) {
             pg_atomic_init_u64(&shared->pool[i].ceiling, 0);

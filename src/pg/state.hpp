@@ -62,7 +62,8 @@ struct PoolEntry {
 
 struct Stats {
     pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
-        clock_skew_events, waits_at_ceiling, ids_issued, releases, store_transactions;
+        clock_skew_events, waits_at_ceiling, ids_issued, releases, store_transactions,
+        store_failovers;  // new timelines of the store seen by this instance's keeper
 };
 
 struct SharedState {
@@ -76,6 +77,7 @@ struct SharedState {
     bool keeper_ready;     // the keeper found the extension in its database
     bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
     int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
+    int64 store_failovers_seen;  // the store's failover count when the keeper last looked; -1: never
     bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
     Stats stats;

@@ -461,6 +461,18 @@ bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 a
                3, args, read_own_lease, out, err);
 }
 
+namespace {
+void read_state(const TextRow& r, StoreResult* out) {
+    out->fence = get_int64(r, 1, 0);
+    out->slot = get_int32(r, 2, 0);
+    out->found = true;
+}
+}  // namespace
+
+bool store_read_state(StoreResult* out, StoreError* err) {
+    return run("SELECT failovers, timeline FROM cosid.store_state", 0, nullptr, read_state, out, err);
+}
+
 // Always on this instance (SPI), whatever the store: see cosid._namespace_sync.
 bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err) {
     char ts[16], slot[16], seq[16], epoch[32], tol[32];

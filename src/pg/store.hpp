@@ -45,6 +45,8 @@ bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fe
 // (namespace, slot) order: namespace_name, slot, fence and ceiling; row = false when none.
 bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 after_slot, StoreResult* out,
                           StoreError* err);
+// The store's failover count (in `fence`) and timeline (in `slot`), from cosid.store_state.
+bool store_read_state(StoreResult* out, StoreError* err);
 // With a remote store: copies the namespace's layout (as an acquire returned it) into this
 // instance's cosid.namespace, or fails with 42P17 when a local definition differs.
 bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err);

@@ -1,0 +1,44 @@
+-- A store on a new WAL timeline (a promoted standby, a point-in-time recovery) may have lost
+-- the last lease changes of the old one.  The first mutation that finds the store on
+-- another timeline frees every lease and raises every slot's next_floor above anything an
+-- old holder could still issue.  Here the recorded timeline is set by hand, as a restore
+-- would leave it.  Runs last: the raise frees every lease of the store, the keeper's too.
+SELECT cosid_namespace_create('fo', slot_bits => 2, tolerance => '1 second');
+SELECT slot AS s0, fence AS f0, ceiling AS c0
+FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
+SELECT slot AS s1, fence AS f1 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
+SELECT failovers AS failovers0 FROM cosid.store_state \gset
+SELECT max_ttl_ms >= 20000 AS longest_ttl_kept FROM cosid.store_state;
+UPDATE cosid.store_state SET timeline = 0;
+-- the old holder's renewal is the first call on the "new" timeline: its lease is gone
+SELECT count(*) AS renewed FROM cosid.renew('fo', :s0, '00000000-0000-0000-0000-0000000000f0', :f0, 20000);
+SELECT failovers = :failovers0 + 1 AS counted, timeline = cosid._timeline() AS follows FROM cosid.store_state;
+SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS held,
+       bool_and(next_floor >= cosid.store_now() + 20000 + 2 * 1000 - 5000) AS raised,
+       bool_and(next_floor >= ceiling) AS above_ceilings
+FROM cosid.lease WHERE namespace = 'fo';
+SELECT fence = :f1 + 1 AS fence_moved FROM cosid.lease WHERE namespace = 'fo' AND slot = :s1;
+-- a new window starts at the raised floor, well above the old ceiling
+SELECT floor > :c0 AS above_old_ceiling, floor - cosid.store_now() > 15000 AS waits_for_the_clock
+FROM cosid.acquire('fo', 'new', '00000000-0000-0000-0000-0000000000f1', 20000);
+-- a second call on the same timeline raises nothing more
+SELECT next_floor AS nf FROM cosid.lease WHERE namespace = 'fo' AND slot = 3 \gset
+SELECT count(*) AS renewed FROM cosid.renew('fo', 3, '00000000-0000-0000-0000-0000000000f1', 99, 20000);
+SELECT next_floor = :nf AS unchanged FROM cosid.lease WHERE namespace = 'fo' AND slot = 3;
+
+-- With synchronous replication the raise may be turned off: a new timeline is then only
+-- counted.  Only superusers and cosid_admin may change it.
+SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => false);
+UPDATE cosid.store_state SET timeline = 0;
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before FROM cosid.lease l WHERE namespace = 'fo' \gset
+SELECT count(*) AS renewed FROM cosid.renew('fo', 3, '00000000-0000-0000-0000-0000000000f1', 99, 20000);
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS floors_left_alone FROM cosid.lease l WHERE namespace = 'fo';
+SELECT failovers = :failovers0 + 2 AS counted FROM cosid.store_state;
+SELECT raise_floors_on_new_timeline FROM cosid_store_settings();
+SELECT raise_floors_on_new_timeline FROM cosid_store_settings(true);
+CREATE ROLE fo_app;
+SET ROLE fo_app;
+SELECT expect_error($$SELECT cosid_store_settings(false)$$);
+SELECT expect_error($$UPDATE cosid.store_state SET timeline = 0$$);
+RESET ROLE;
+DROP ROLE fo_app;

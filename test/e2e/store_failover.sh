@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The store on a primary with a streaming standby, failed over (issue 9).  Instances A and B
+# keep their leases in it through a multi-host DSN (target_session_attrs=read-write) and
+# insert all along; the store's primary is killed (kill -9) and its standby promoted.
+#   drill sync:  synchronous replication: the promoted store has every lease change (the
+#                floor raise is off: synchronous replication alone must be enough).
+#   drill async: the standby stopped receiving WAL seconds before the primary died, so the
+#                promoted store lost the last acquires and renewals.  The store notices the
+#                new timeline and raises every slot's next_floor above anything an old
+#                holder could still issue.  Run once more with that raise switched off, to
+#                show that the drill catches the hazard.
+# Each drill ends with: zero duplicate ids across A and B, and (where the store kept every
+# window) every id inside a window sampled from the store that was primary at the time.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+base="${1:-/tmp/cosid-e2e}/store_failover"
+P="$base/p"; SB="$base/sb"; A="$base/a"; B="$base/b"
+PP=55456; PSB=55457; PA=55458; PB=55459
+stopped=""
+trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true
+      for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done' EXIT
+now_ms() { date +%s%3N; }
+qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+qb() { psql_at "$B" "$PB" postgres -At "$@"; }
+DSN="host=$P,$SB port=$PP,$PSB dbname=postgres user=postgres target_session_attrs=read-write"
+qstore() { as_pg psql -X -q -At -d "$DSN connect_timeout=2" "$@"; }
+
+# store_pair MODE: a fresh primary P with a standby SB (replication slot, -R), MODE sync or async.
+store_pair() {
+    for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done
+    start_server "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'"
+    psql_at "$P" "$PP" postgres -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
+        -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '300 ms')" >/dev/null
+    rm -rf "$SB"; mkdir -p "$SB"; chown "$PG_USER" "$SB"
+    as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream -S sb -c fast >/dev/null
+    sed -i -e "s/^port = .*/port = $PSB/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$SB'|" \
+        "$SB/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w start >/dev/null
+    check_true "[$1] the standby streams from the primary" "$(wait_until 20 psql_at "$P" "$PP" postgres -At -c "
+        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+    if [ "$1" = sync ]; then  # only now: before, every commit on P would wait for a standby not there yet
+        psql_at "$P" "$PP" postgres -q -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+        check_true "[sync] the standby is synchronous" "$(wait_until 10 psql_at "$P" "$PP" postgres -At -c "
+            SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'sync'")"
+    fi
+    for s in A B; do
+        d=${!s}; p=$([ $s = A ] && echo $PA || echo $PB)
+        start_server "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '3s'" "cosid.namespace = 'ha'" \
+            "cosid.acquire_timeout = '10s'"
+        psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+            -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" -c "CREATE TABLE other (id bigint)" \
+            -c "CREATE TABLE win (slot int, fence bigint, floor bigint, ceiling bigint, owner_key text)" >/dev/null
+    done
+    echo "INSERT INTO t(v) SELECT g FROM generate_series(1, 20) g;" > "$base/ins.sql"; chmod a+r "$base/ins.sql"
+    rm -f "$base/windows.tsv" "$base/stop"
+}
+
+# Samples the windows of the store that is primary now, every 100 ms, until $base/stop.
+sample_windows() {
+    (
+        trap - EXIT; set +e
+        while [ ! -e "$base/stop" ]; do
+            qstore -c "COPY (SELECT slot, fence, floor, ceiling, owner_key FROM cosid.lease
+                             WHERE namespace = 'ha' AND incarnation IS NOT NULL) TO STDOUT" >> "$base/windows.tsv" 2>/dev/null
+            sleep 0.1
+        done
+    ) &
+}
+LOADS=()
+load() {  # load DIR PORT SECONDS: 2 clients, one of them reconnecting for every transaction
+    as_pg pgbench -n -h "$1" -p "$2" -c 1 -T "$3" -f "$base/ins.sql" postgres > "$1/p.$3.log" 2>&1 &
+    LOADS+=($!)
+    as_pg pgbench -n -C -h "$1" -p "$2" -c 1 -T "$3" -f "$base/ins.sql" postgres > "$1/c.$3.log" 2>&1 &
+    LOADS+=($!)
+}
+wait_loads() { wait "${LOADS[@]}" 2>/dev/null || true; LOADS=(); }
+
+# final MODE [expect_hazard]: the checks over everything both instances inserted.
+final() {
+    qb -c "COPY t(id) TO STDOUT" | qa -c "TRUNCATE other" -c "COPY other FROM STDIN"
+    local rows dups below
+    rows=$(qa -c "SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM other)")
+    dups=$(qa -c "SELECT count(*) FROM t JOIN other USING (id)")
+    # ids of one instance on a slot at or below the last timestamp the other issued there
+    # before it: windows that overlapped
+    below=$(qa -c "
+        WITH a AS (SELECT (cosid_parse(id, 'ha')).* FROM t), b AS (SELECT (cosid_parse(id, 'ha')).* FROM other),
+             a_last AS (SELECT slot, min(ts) AS first, max(ts) AS last FROM a GROUP BY 1),
+             b_last AS (SELECT slot, min(ts) AS first, max(ts) AS last FROM b GROUP BY 1)
+        SELECT count(*) FROM a_last x JOIN b_last y USING (slot)
+        WHERE x.first <= y.last AND y.first <= x.last")
+    echo "# [$1] rows: $rows; duplicate ids: $dups; slots whose A and B id ranges overlap: $below"
+    # every id inside a window sampled from the store that was primary at the time
+    qstore -c "COPY (SELECT slot, fence, floor, ceiling, owner_key FROM cosid.lease
+                     WHERE namespace = 'ha' AND incarnation IS NOT NULL) TO STDOUT" >> "$base/windows.tsv" 2>/dev/null || true
+    qa -c "TRUNCATE win" -c "COPY win FROM STDIN" < "$base/windows.tsv"
+    outside=$(qa -c "
+        WITH w AS (SELECT slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3),
+             p AS (SELECT (cosid_parse(id, 'ha')).* FROM t UNION ALL SELECT (cosid_parse(id, 'ha')).* FROM other)
+        SELECT count(*) FROM p WHERE NOT EXISTS (
+            SELECT 1 FROM w WHERE w.slot = p.slot
+              AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor
+              AND (extract(epoch FROM p.ts) * 1000)::bigint <= w.ceiling)")
+    echo "# [$1] ids outside every sampled window: $outside"
+    if [ "${2:-}" = expect_hazard ]; then
+        check_true "[$1] without the raise, the drill finds overlapping windows (the hazard)" \
+            "$([ "$dups" -gt 0 ] || [ "$below" -gt 0 ] && echo t)"
+    else
+        check "[$1] zero duplicate ids across A and B" 0 "$dups"
+        check "[$1] no slot where A's and B's ids interleave in time" 0 "$below"
+        check "[$1] every id inside a window the store (primary at the time) granted to its slot" 0 "$outside"
+    fi
+}
+
+# drill MODE on|off: load, fail the store over (floor raise on or off), load again, check.
+drill() {
+    local mode="$1" raise="$2"
+    echo "# drill $mode (floor raise $raise)"
+    store_pair "$mode"
+    [ "$raise" = off ] && psql_at "$P" "$PP" postgres -q -c "SELECT cosid_store_settings(raise_floors_on_new_timeline => false)" >/dev/null
+    sample_windows
+    load "$A" "$PA" 4; sleep 2
+    if [ "$mode" = async ]; then
+        # The standby stops receiving: the primary's WAL sender is frozen while A goes on
+        # acquiring and renewing for a few seconds; what it did not send dies with it.
+        stopped=$(psql_at "$P" "$PP" postgres -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender'")
+        kill -STOP $stopped
+        sleep 2.5
+    fi
+    wait_loads
+    # A's keeper is slow to notice (frozen across the failover): A's backends go on issuing
+    # inside the windows the old primary gave them, as a real keeper's would for up to a ttl.
+    akeeper=$(qa -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+    kill -STOP "$akeeper"; stopped="$stopped $akeeper"
+    t_kill=$(now_ms)
+    pm=$(head -1 "$P/data/postmaster.pid")
+    kill -9 $pm $(pgrep -P "$pm")   # the store's primary dies, all of it at once
+    stopped="$akeeper"
+    as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -w promote >/dev/null
+    echo "# [$mode] store failed over $(( $(now_ms) - t_kill )) ms after the primary died"
+    # B starts after the promotion; A goes on.
+    load "$B" "$PB" 6; load "$A" "$PA" 6
+    first=""
+    for _ in $(seq 1 150); do
+        [ "$(qb -c "SELECT count(*) > 0 FROM t")" = t ] && { first=$(now_ms); break; }
+        sleep 0.1
+    done
+    echo "# [$mode] first id on B $(( ${first:-$t_kill} - t_kill )) ms after the primary died"
+    kill -CONT "$akeeper"; stopped=""
+    wait_loads
+    touch "$base/stop"; wait
+    echo "# [$mode] client errors: $(cat "$A"/[pc].*.log "$B"/[pc].*.log | grep -ohE 'ERROR:  [^:]*' | sort | uniq -c | tr '\n' ' ')"
+    echo "# [$mode] A's keeper: $(qa -c "SELECT 'failovers ' || store_failovers || ', leases lost ' || leases_lost FROM cosid_stats()")"
+    final "$mode" "$([ "$mode" = async ] && [ "$raise" = off ] && echo expect_hazard)"
+}
+
+drill sync off    # synchronous replication alone keeps every committed change
+drill async on
+drill async off   # the hazard, to show that the drill catches it
+exit $FAIL
