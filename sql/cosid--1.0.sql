@@ -136,6 +136,9 @@ $$;
 -- finds itself on another one.
 CREATE TABLE cosid.store_state (
     singleton       boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    -- the cluster and the WAL timeline the store last wrote on: another cluster (a restore
+    -- elsewhere, a logical copy) counts as a new timeline too
+    system_identifier bigint NOT NULL,
     timeline        int NOT NULL,
     -- On a new timeline the tail of the old one may be lost (an asynchronous standby
     -- promoted, a point-in-time recovery), and with it the last acquires and renewals: their
@@ -143,18 +146,23 @@ CREATE TABLE cosid.store_state (
     -- freed and its next_floor raised above anything they could reach.  Off only where the
     -- store replicates synchronously (no committed change is ever lost).
     raise_floors_on_new_timeline boolean NOT NULL DEFAULT true,
-    max_ttl_ms      bigint NOT NULL DEFAULT 0,   -- the longest lease ever asked for
+    -- The longest lease the store grants (acquire and renew refuse a longer ttl): the raise
+    -- covers it.  A recorded "longest ttl asked for" would be lost in the same tail as the
+    -- grant that needed it, so it is a limit set beforehand, on the store.
+    max_ttl_ms      bigint NOT NULL DEFAULT 60000 CHECK (max_ttl_ms BETWEEN 300 AND 86400000),
     failovers       int NOT NULL DEFAULT 0,      -- new timelines seen
-    last_failover_at timestamptz
+    last_failover_at timestamptz,
+    raised_at_ms    bigint NOT NULL DEFAULT 0    -- store now of the last raise: new slots start above it too
 );
-INSERT INTO cosid.store_state (timeline) VALUES (cosid._timeline());
+INSERT INTO cosid.store_state (system_identifier, timeline)
+SELECT system_identifier, cosid._timeline() FROM pg_catalog.pg_control_system();
 REVOKE ALL ON cosid.store_state FROM PUBLIC;
 GRANT SELECT ON cosid.store_state TO PUBLIC;
 
 -- Called first by every store mutation.  On the timeline the store last wrote on it only
--- keeps max_ttl_ms; on another one, in one transaction, it frees every lease (fence + 1, so
--- its holder's next renewal finds it lost) and raises every slot's next_floor to at least
--- now + max ttl + 2 x tolerance of this server's clock.  An old holder's ceiling is at most
+-- refuses a ttl above max_ttl_ms; on another one (or another cluster), in one transaction,
+-- it frees every lease (fence + 1, so its holder's next renewal finds it lost) and raises
+-- every slot's next_floor to at least now + max_ttl_ms + 2 x tolerance of this server's clock.  An old holder's ceiling is at most
 -- its grant's store time + ttl + tolerance, and that store time is at most this now +
 -- tolerance when the two store servers' clocks are within the tolerance of each other: no
 -- new window can then start below a timestamp an old holder might still issue, whatever
@@ -167,23 +175,26 @@ DECLARE
     s      cosid.store_state;
     v_now  bigint;
     v_rows bigint := 0;
+    v_sys  bigint := (SELECT system_identifier FROM pg_catalog.pg_control_system());
 BEGIN
     SELECT * INTO s FROM cosid.store_state;
-    IF s.timeline = v_tli THEN
+    IF s.timeline = v_tli AND s.system_identifier = v_sys THEN
         IF p_ttl_ms > s.max_ttl_ms THEN
-            UPDATE cosid.store_state SET max_ttl_ms = greatest(max_ttl_ms, p_ttl_ms);
+            RAISE EXCEPTION 'cosid lease ttl % ms is longer than the lease store allows (% ms)', p_ttl_ms, s.max_ttl_ms
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = 'After a failover the store raises every floor by its longest lease; it grants none longer.',
+                      HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
         END IF;
         RETURN;
     END IF;
     SELECT * INTO s FROM cosid.store_state FOR UPDATE;
-    IF s.timeline = v_tli THEN
+    IF s.timeline = v_tli AND s.system_identifier = v_sys THEN
         RETURN;
     END IF;
     v_now := cosid.store_now();
     IF s.raise_floors_on_new_timeline THEN
         UPDATE cosid.lease l
-           SET next_floor = greatest(l.next_floor, l.ceiling,
-                                     v_now + greatest(s.max_ttl_ms, coalesce(p_ttl_ms, 0)) + 2 * n.tolerance_ms),
+           SET next_floor = greatest(l.next_floor, l.ceiling, v_now + s.max_ttl_ms + 2 * n.tolerance_ms),
                previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                owner_key = NULL, incarnation = NULL,
                fence = l.fence + CASE WHEN l.incarnation IS NULL THEN 0 ELSE 1 END
@@ -192,12 +203,13 @@ BEGIN
         GET DIAGNOSTICS v_rows = ROW_COUNT;
     END IF;
     UPDATE cosid.store_state
-       SET timeline = v_tli, failovers = failovers + 1, last_failover_at = clock_timestamp(),
-           max_ttl_ms = greatest(max_ttl_ms, coalesce(p_ttl_ms, 0));
+       SET system_identifier = v_sys, timeline = v_tli, failovers = failovers + 1,
+           last_failover_at = clock_timestamp(),
+           raised_at_ms = CASE WHEN s.raise_floors_on_new_timeline THEN v_now ELSE raised_at_ms END;
     RAISE LOG 'cosid store: now writing on timeline % (last write on %): %', v_tli, s.timeline,
         CASE WHEN s.raise_floors_on_new_timeline
              THEN format('%s slots freed, their next_floor raised to at least now + %s ms + 2 x tolerance',
-                         v_rows, greatest(s.max_ttl_ms, coalesce(p_ttl_ms, 0)))
+                         v_rows, s.max_ttl_ms)
              ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
 END $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
@@ -435,11 +447,18 @@ CREATE FUNCTION cosid._namespace_insert(p_name text, p_slot_bits int, p_sequence
                                         p_timestamp_bits int, p_epoch_ms bigint, p_unit text,
                                         p_tolerance_ms bigint)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_floor bigint;
 BEGIN
+    -- A namespace made again after a raise (its first making lost in the old timeline's
+    -- tail) may have holders from that tail: its slots start above the raise too.
+    PERFORM cosid._follow_timeline(NULL);
+    SELECT CASE WHEN raised_at_ms > 0 THEN raised_at_ms + max_ttl_ms + 2 * p_tolerance_ms ELSE 0 END
+      INTO v_floor FROM cosid.store_state;
     INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
     VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
-    INSERT INTO cosid.lease (namespace, slot)
-    SELECT p_name, s FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor)
+    SELECT p_name, s, v_floor, v_floor, v_floor FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
     -- Fresh statistics, so that an acquire reads the new slots through the index at once
     -- instead of waiting for autovacuum (up to 65536 new rows).
     ANALYZE cosid.lease;
@@ -566,21 +585,39 @@ SELECT cosid_namespace_create('default');
 -- no committed lease change is lost in a failover, and new acquires need not wait.  With it
 -- on, the first acquires after a failover wait up to ttl + 2 x tolerance for their clock to
 -- pass the raised floors.  NULL leaves a value as it is; returns the state.
-CREATE FUNCTION cosid_store_settings(raise_floors_on_new_timeline boolean DEFAULT NULL)
+CREATE FUNCTION cosid_store_settings(raise_floors_on_new_timeline boolean DEFAULT NULL,
+                                     max_ttl interval DEFAULT NULL)
 RETURNS cosid.store_state
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     r cosid.store_state;
+    v_ms bigint := floor(extract(epoch FROM max_ttl) * 1000)::bigint;
 BEGIN
+    IF v_ms IS NOT NULL AND (v_ms < 300 OR v_ms > 86400000) THEN
+        RAISE EXCEPTION 'cosid max_ttl must be between 300 ms and 24 hours, got %', max_ttl
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     UPDATE cosid.store_state s
        SET raise_floors_on_new_timeline = coalesce(cosid_store_settings.raise_floors_on_new_timeline,
-                                                   s.raise_floors_on_new_timeline)
+                                                   s.raise_floors_on_new_timeline),
+           max_ttl_ms = coalesce(v_ms, s.max_ttl_ms)
     RETURNING s.* INTO r;
     RETURN r;
 END $$;
-REVOKE ALL ON FUNCTION cosid_store_settings(boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cosid_store_settings(boolean) TO cosid_admin;
-COMMENT ON FUNCTION cosid_store_settings(boolean) IS 'the lease store''s failover behaviour (superuser or cosid_admin)';
+REVOKE ALL ON FUNCTION cosid_store_settings(boolean, interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_store_settings(boolean, interval) TO cosid_admin;
+COMMENT ON FUNCTION cosid_store_settings(boolean, interval) IS 'the lease store''s failover behaviour and longest lease (superuser or cosid_admin)';
+
+-- Follows a new timeline now, without a statement timeout: for a store whose raise takes
+-- longer than the keepers' store bound (many slots, a short ttl).  Returns failovers seen.
+CREATE FUNCTION cosid_store_follow_timeline() RETURNS int
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM cosid._follow_timeline(NULL);
+    RETURN (SELECT failovers FROM cosid.store_state);
+END $$;
+REVOKE ALL ON FUNCTION cosid_store_follow_timeline() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_store_follow_timeline() TO cosid_admin;
 
 CREATE FUNCTION cosid_leases(namespace text DEFAULT NULL)
 RETURNS TABLE (namespace text, slot int, owner_key text, incarnation uuid, fence bigint,

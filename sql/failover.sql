@@ -8,18 +8,20 @@ SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
 SELECT slot AS s1, fence AS f1 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
 SELECT failovers AS failovers0 FROM cosid.store_state \gset
-SELECT max_ttl_ms >= 20000 AS longest_ttl_kept FROM cosid.store_state;
+-- the store grants no lease longer than its limit (60 s unless set): the raise covers it
+SELECT max_ttl_ms FROM cosid.store_state;
+SELECT expect_error($$SELECT * FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 60001)$$);
 UPDATE cosid.store_state SET timeline = 0;
 -- the old holder's renewal is the first call on the "new" timeline: its lease is gone
 SELECT count(*) AS renewed FROM cosid.renew('fo', :s0, '00000000-0000-0000-0000-0000000000f0', :f0, 20000);
 SELECT failovers = :failovers0 + 1 AS counted, timeline = cosid._timeline() AS follows FROM cosid.store_state;
 SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS held,
-       bool_and(next_floor >= cosid.store_now() + 20000 + 2 * 1000 - 5000) AS raised,
+       bool_and(next_floor >= cosid.store_now() + 60000 + 2 * 1000 - 5000) AS raised,
        bool_and(next_floor >= ceiling) AS above_ceilings
 FROM cosid.lease WHERE namespace = 'fo';
 SELECT fence = :f1 + 1 AS fence_moved FROM cosid.lease WHERE namespace = 'fo' AND slot = :s1;
 -- a new window starts at the raised floor, well above the old ceiling
-SELECT floor > :c0 AS above_old_ceiling, floor - cosid.store_now() > 15000 AS waits_for_the_clock
+SELECT floor > :c0 AS above_old_ceiling, floor - cosid.store_now() > 55000 AS waits_for_the_clock
 FROM cosid.acquire('fo', 'new', '00000000-0000-0000-0000-0000000000f1', 20000);
 -- a second call on the same timeline raises nothing more
 SELECT next_floor AS nf FROM cosid.lease WHERE namespace = 'fo' AND slot = 3 \gset
@@ -36,6 +38,18 @@ SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS floors_left_al
 SELECT failovers = :failovers0 + 2 AS counted FROM cosid.store_state;
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings();
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(true);
+-- a namespace made after a raise starts above it too
+SELECT count(*) AS slots_above_the_raise FROM cosid.lease l, cosid.store_state s
+WHERE l.namespace = 'fo2' AND l.next_floor >= s.raised_at_ms + s.max_ttl_ms;
+SELECT cosid_namespace_create('fo2', slot_bits => 1);
+SELECT count(*) AS slots_above_the_raise FROM cosid.lease l, cosid.store_state s
+WHERE l.namespace = 'fo2' AND l.next_floor >= s.raised_at_ms + s.max_ttl_ms + 2000;
+SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '2 minutes');
+SELECT expect_error($$SELECT cosid_store_settings(max_ttl => '1 ms')$$);
+SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '1 minute');
+-- another cluster (a restore elsewhere) counts as a new timeline too
+UPDATE cosid.store_state SET system_identifier = 1;
+SELECT cosid_store_follow_timeline() = :failovers0 + 3 AS followed_by_hand;
 CREATE ROLE fo_app;
 SET ROLE fo_app;
 SELECT expect_error($$SELECT cosid_store_settings(false)$$);

@@ -397,6 +397,13 @@ void check_store_failovers() {
     int64 failovers = r.fence;
     int64 seen = shared->store_failovers_seen;
     shared->store_failovers_seen = failovers;  // only the keeper writes it
+    if (seen >= 0 && failovers < seen)
+        ereport(LOG, (errmsg("cosid: the lease store's failover count went back from " INT64_FORMAT " to " INT64_FORMAT,
+                             seen, failovers),
+                      errdetail("This keeper now talks to a store with an older history: an old primary that came "
+                                "back, or a restore. Its windows may be stale."),
+                      errhint("Fence or rewind the old primary; after a restore run UPDATE cosid.store_state SET "
+                              "timeline = 0 on the store so that its next call raises the floors.")));
     if (seen < 0 || failovers <= seen) return;
     count(shared->stats.store_failovers, static_cast<uint64>(failovers - seen));
     ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a point "
