@@ -197,7 +197,9 @@ BEGIN
            SET next_floor = greatest(l.next_floor, l.ceiling, v_now + s.max_ttl_ms + 2 * n.tolerance_ms),
                previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                owner_key = NULL, incarnation = NULL,
-               fence = l.fence + CASE WHEN l.incarnation IS NULL THEN 0 ELSE 1 END
+               -- far above any fence the lost tail can have used: a renewal or release from
+               -- it never matches a lease granted on this timeline
+               fence = l.fence + 4294967296
           FROM cosid.namespace n
          WHERE n.name = l.namespace;
         GET DIAGNOSTICS v_rows = ROW_COUNT;

@@ -19,7 +19,7 @@ SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS held,
        bool_and(next_floor >= cosid.store_now() + 60000 + 2 * 1000 - 5000) AS raised,
        bool_and(next_floor >= ceiling) AS above_ceilings
 FROM cosid.lease WHERE namespace = 'fo';
-SELECT fence = :f1 + 1 AS fence_moved FROM cosid.lease WHERE namespace = 'fo' AND slot = :s1;
+SELECT fence > :f1 + 1000000 AS fence_moved_far FROM cosid.lease WHERE namespace = 'fo' AND slot = :s1;
 -- a new window starts at the raised floor, well above the old ceiling
 SELECT floor > :c0 AS above_old_ceiling, floor - cosid.store_now() > 55000 AS waits_for_the_clock
 FROM cosid.acquire('fo', 'new', '00000000-0000-0000-0000-0000000000f1', 20000);

@@ -120,15 +120,17 @@ drill() {
     store_pair "$mode"
     [ "$raise" = off ] && psql_at "$P" "$PP" postgres -q -c "SELECT cosid_store_settings(raise_floors_on_new_timeline => false)" >/dev/null
     sample_windows
-    load "$A" "$PA" 4; sleep 2
+    load "$A" "$PA" 12; sleep 2   # A inserts through the failover
     if [ "$mode" = async ]; then
         # The standby stops receiving: the primary's WAL sender is frozen while A goes on
-        # acquiring and renewing for a few seconds; what it did not send dies with it.
+        # acquiring and renewing on the primary, longer than ttl + tolerance, so that on the
+        # standby A's leases look expired when B asks; what was not sent dies with the primary.
         stopped=$(psql_at "$P" "$PP" postgres -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender'")
         kill -STOP $stopped
-        sleep 2.5
+        sleep 4
+    else
+        sleep 1
     fi
-    wait_loads
     # A's keeper is slow to notice (frozen across the failover): A's backends go on issuing
     # inside the windows the old primary gave them, as a real keeper's would for up to a ttl.
     akeeper=$(qa -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
@@ -140,7 +142,7 @@ drill() {
     as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -w promote >/dev/null
     echo "# [$mode] store failed over $(( $(now_ms) - t_kill )) ms after the primary died"
     # B starts after the promotion; A goes on.
-    load "$B" "$PB" 6; load "$A" "$PA" 6
+    load "$B" "$PB" 6
     first=""
     for _ in $(seq 1 150); do
         [ "$(qb -c "SELECT count(*) > 0 FROM t")" = t ] && { first=$(now_ms); break; }
