@@ -135,6 +135,11 @@ drill() {
     # inside the windows the old primary gave them, as a real keeper's would for up to a ttl.
     akeeper=$(qa -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
     kill -STOP "$akeeper"; stopped="$stopped $akeeper"
+    # The primary's last windows, sampled once more now that no keeper can renew there (the
+    # sampler's 100 ms may have missed the last renewal, and A issues up to its end).
+    sleep 0.3
+    psql_at "$P" "$PP" postgres -At -c "COPY (SELECT slot, fence, floor, ceiling, owner_key FROM cosid.lease
+        WHERE namespace = 'ha' AND incarnation IS NOT NULL) TO STDOUT" >> "$base/windows.tsv"
     t_kill=$(now_ms)
     pm=$(head -1 "$P/data/postmaster.pid")
     kill -9 $pm $(pgrep -P "$pm")   # the store's primary dies, all of it at once
