@@ -32,6 +32,7 @@ cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COS
 chown -R "$PG_USER" "$work"
 
 log "pg_regress and isolation specs"
+started=$SECONDS
 if ! as_pg make -C "$work" -s installcheck 2>&1 | tee "$work/installcheck.log"; then
     for f in "$work"/test/out/regression.diffs "$work"/test/out_isolation/regression.diffs; do
         [ -f "$f" ] && cat "$f"
@@ -40,6 +41,7 @@ if ! as_pg make -C "$work" -s installcheck 2>&1 | tee "$work/installcheck.log"; 
     exit 1
 fi
 total_passed=$((total_passed + $(grep -cE '\.\.\. ok' "$work/installcheck.log")))
+echo "# pg_regress and isolation took $((SECONDS - started)) s"
 
 status=0
 passed=0
@@ -47,7 +49,9 @@ failed=0
 for t in "$COSID_ROOT"/test/e2e/*.sh; do
     [ -e "$t" ] || continue
     log "end-to-end: $(basename "$t")"
+    started=$SECONDS
     if bash "$t" "$work/e2e"; then passed=$((passed + 1)); else failed=$((failed + 1)); status=1; fi
+    echo "# $(basename "$t") took $((SECONDS - started)) s"
 done
 echo
 echo "e2e: $passed passed, $failed failed"
