@@ -150,8 +150,8 @@ stop_clients
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
 echo "# server back after $(( $(now_ms) - t0 )) ms"
 check "slots of the old incarnation released with next_floor = last issued timestamp" 0 "$(q -c "
-    WITH last AS (SELECT (cosid_parse(id, 'f')).slot, max((extract(epoch FROM (cosid_parse(id, 'f')).ts) * 1000)::bigint) AS ts
-                  FROM t GROUP BY 1)
+    WITH last AS (SELECT p.slot, max((extract(epoch FROM p.ts) * 1000)::bigint) AS ts
+                  FROM t, cosid_parse(t.id, 'f') p GROUP BY 1)
     SELECT count(*) FROM cosid.lease l JOIN last USING (slot)
     WHERE l.namespace = 'f' AND l.incarnation IS NULL AND l.previous_owner_key <> 'thief' AND l.next_floor < last.ts")"
 echo "# released in order: $(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'f' AND incarnation IS NULL AND fence > 0")"

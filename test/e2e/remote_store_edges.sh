@@ -48,7 +48,7 @@ check_true "renewals refused at commit count as failures" "$(qa -c "SELECT renew
 check "no id of A past the ceiling S committed for its slot" 0 "$(qa -c "
     WITH c AS (SELECT split_part(x, ':', 1)::int AS slot, split_part(x, ':', 2)::bigint AS ceiling
                FROM unnest(string_to_array('$committed', ' ')) x),
-         p AS (SELECT (cosid_parse(id, 'r')).* FROM t)
+         p AS (SELECT p.* FROM t, cosid_parse(t.id, 'r') p)
     SELECT count(*) FROM p JOIN c USING (slot) WHERE (extract(epoch FROM p.ts) * 1000)::bigint > c.ceiling")"
 echo "# ids while commits failed: $(qa -c "SELECT count(*) FROM t WHERE phase = 'failing'"); client errors: $(grep -ohE 'ERROR:  [^:]*' "$A/failing.log" | sort | uniq -c | tr '\n' ' ')"
 # A release refused at commit is kept and tried again: A's idle slots, released on demand.

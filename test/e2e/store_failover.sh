@@ -85,7 +85,7 @@ final() {
     # ids of one instance on a slot at or below the last timestamp the other issued there
     # before it: windows that overlapped
     below=$(qa -c "
-        WITH a AS (SELECT (cosid_parse(id, 'ha')).* FROM t), b AS (SELECT (cosid_parse(id, 'ha')).* FROM other),
+        WITH a AS (SELECT p.* FROM t, cosid_parse(t.id, 'ha') p), b AS (SELECT p.* FROM other, cosid_parse(other.id, 'ha') p),
              a_last AS (SELECT slot, min(ts) AS first, max(ts) AS last FROM a GROUP BY 1),
              b_last AS (SELECT slot, min(ts) AS first, max(ts) AS last FROM b GROUP BY 1)
         SELECT count(*) FROM a_last x JOIN b_last y USING (slot)
@@ -97,7 +97,7 @@ final() {
     qa -c "TRUNCATE win" -c "COPY win FROM STDIN" < "$base/windows.tsv"
     outside=$(qa -c "
         WITH w AS (SELECT slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3),
-             p AS (SELECT (cosid_parse(id, 'ha')).* FROM t UNION ALL SELECT (cosid_parse(id, 'ha')).* FROM other)
+             p AS (SELECT p.* FROM t, cosid_parse(t.id, 'ha') p UNION ALL SELECT p.* FROM other, cosid_parse(other.id, 'ha') p)
         SELECT count(*) FROM p WHERE NOT EXISTS (
             SELECT 1 FROM w WHERE w.slot = p.slot
               AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor

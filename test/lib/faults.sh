@@ -74,7 +74,7 @@ final_checks() {
     check "every id inside a window the store handed to its slot" 0 "$(q -c "
         WITH w AS (SELECT slot, fence, incarnation, min(floor) AS floor, max(ceiling) AS ceiling
                    FROM observed WHERE namespace = 'f' AND owner_key <> 'thief' GROUP BY 1, 2, 3),
-             p AS (SELECT (cosid_parse(id, 'f')).* FROM t)
+             p AS (SELECT p.* FROM t, cosid_parse(t.id, 'f') p)
         SELECT count(*) FROM p WHERE NOT EXISTS (
             SELECT 1 FROM w WHERE w.slot = p.slot
               AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor
