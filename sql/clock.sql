@@ -32,10 +32,11 @@ SELECT count(*) AS taken FROM generate_series(1, 4) g,
 SELECT expect_error($$SELECT cosid_next('small')$$);
 SELECT error_detail($$SELECT cosid_next('small')$$) LIKE 'Every slot is held; the earliest lease expires at %' AS names_earliest_expiry;
 -- The keeper may be inside its last try for the caller when the caller gives up; it frees
--- the request when that try returns (well under the 2 s after which abandoned requests
--- are dropped anyway, so this wait cannot hide a request left behind).
+-- the request when that try returns (a try is bounded by ttl/6 = 500 ms; waiting up to
+-- 1.9 s, under the 2 s after which abandoned requests are dropped anyway, still cannot
+-- hide a request left behind, and leaves room for a loaded machine).
 DO $$ BEGIN
-    FOR i IN 1..20 LOOP
+    FOR i IN 1..38 LOOP
         EXIT WHEN NOT EXISTS (SELECT 1 FROM cosid_pool() WHERE namespace = 'small');
         PERFORM pg_sleep(0.05);
     END LOOP;
