@@ -33,13 +33,27 @@ build_and_install() {
     make -C "$COSID_ROOT" -s install >/dev/null
 }
 
+# fresh_cluster DATADIR: a new cluster, copied from one initdb made once per machine (initdb
+# takes seconds; the suite starts dozens of servers).  Each copy is a separate cluster, with
+# the same system identifier (the tests that need another one run initdb themselves).
+INITDB_TEMPLATE="/tmp/cosid-initdb-template-$(basename "$(dirname "$PG_BIN")")"
+fresh_cluster() {
+    if [ ! -f "$INITDB_TEMPLATE/PG_VERSION" ]; then
+        local tmp="$INITDB_TEMPLATE.$$"
+        rm -rf "$tmp"; mkdir -p "$tmp"; chown "$PG_USER" "$tmp"
+        as_pg "$PG_BIN/initdb" -D "$tmp/data" -A trust -U postgres >/dev/null
+        rm -rf "$INITDB_TEMPLATE"; mv "$tmp/data" "$INITDB_TEMPLATE"; rmdir "$tmp"
+    fi
+    cp -a "$INITDB_TEMPLATE" "$1"
+}
+
 # start_server DIR PORT [extra postgresql.conf lines...]: a fresh cluster with cosid preloaded.
 start_server() {
     local dir="$1" port="$2"; shift 2
     rm -rf "$dir"
     mkdir -p "$dir"
     chown "$PG_USER" "$dir"
-    as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+    fresh_cluster "$dir/data"
     {
         echo "port = $port"
         echo "listen_addresses = ''"

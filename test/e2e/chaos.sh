@@ -60,6 +60,7 @@ clone_standby() {
     as_pg "$PG_BIN/pg_basebackup" -h "${!from}" -p "$(port_of "$from")" -D "$d/data" -R -X stream -S standby -c fast >/dev/null
     sed -i -e "s/^port = .*/port = $(port_of "$to")/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$d'|" \
         "$d/data/postgresql.conf"
+    echo "wal_retrieve_retry_interval = '100ms'" >> "$d/data/postgresql.conf"  # promotions not held up by its 5 s
     as_pg "$PG_BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null
     [ "$(wait_until 30 qs "$from" -c "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")" = t ]
 }

@@ -36,6 +36,9 @@ store_pair() {
     as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream -S sb -c fast >/dev/null
     sed -i -e "s/^port = .*/port = $PSB/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$SB'|" \
         "$SB/data/postgresql.conf"
+    # a promotion while the startup process sleeps between WAL retries (5 s by default) waits
+    # for that sleep on a loaded machine: retry often, so the failover takes what it takes
+    echo "wal_retrieve_retry_interval = '100ms'" >> "$SB/data/postgresql.conf"
     as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w start >/dev/null
     check_true "[$1] the standby streams from the primary" "$(wait_until 20 psql_at "$P" "$PP" postgres -At -c "
         SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
@@ -104,8 +107,7 @@ final() {
               AND (extract(epoch FROM p.ts) * 1000)::bigint <= w.ceiling)")
     echo "# [$1] ids outside every sampled window: $outside"
     if [ "${2:-}" = expect_hazard ]; then
-        check_true "[$1] without the raise, the drill finds overlapping windows (the hazard)" \
-            "$([ "$dups" -gt 0 ] || [ "$below" -gt 0 ] && echo t)"
+        HAZARD=$([ "$dups" -gt 0 ] || [ "$below" -gt 0 ] && echo t || echo f)
     else
         check "[$1] zero duplicate ids across A and B" 0 "$dups"
         check "[$1] no slot where A's and B's ids interleave in time" 0 "$below"
@@ -164,5 +166,14 @@ drill() {
 
 drill sync off    # synchronous replication alone keeps every committed change
 drill async on
-drill async off   # the hazard, to show that the drill catches it
+# The hazard, to show that the drill catches it.  It shows only when B's first acquires come
+# before the ceilings A's keeper renewed in the lost tail (up to ttl + tolerance after the
+# kill): a failover slowed down past that on a loaded machine hides it, so up to 3 tries.
+HAZARD=f
+for try in 1 2 3; do
+    drill async off
+    [ "$HAZARD" = t ] && break
+    echo "# [async] try $try without the raise did not overlap (the failover was slower than the lost ceilings)"
+done
+check_true "[async] without the raise, the drill finds overlapping windows (the hazard)" "$HAZARD"
 exit $FAIL
