@@ -697,7 +697,7 @@ BEGIN
         RAISE WARNING 'cosid''s lease keeper works in database "%", not in "%"', v_keeper_db, pg_catalog.current_database()
             USING DETAIL = 'cosid_next() here gets its leases through the keeper; it fails at once while the keeper '
                            'cannot serve.',
-                  HINT = format('Make sure CREATE EXTENSION cosid ran in database %I too (it holds the lease store), '
+                  HINT = format('Make sure CREATE EXTENSION cosid ran in database %I too (the keeper works there), '
                                 'or set cosid.database = %L and restart the server to keep the store here.',
                                 v_keeper_db, pg_catalog.current_database());
     END IF;

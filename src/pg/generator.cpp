@@ -26,10 +26,12 @@ struct Gen {
     int entry;             // pool entry of the lease, -1: none
     uint64 generation;     // the lease's generation when it attached
     bool issued;           // it issued on this lease: a loss of it fails its next call once
-    // A lease it issued on that closed while its release was pending: until the keeper ends
-    // it, nobody knows whether the store still had it; found lost then, the next call fails.
-    int pending_entry;
-    uint64 pending_generation;  // 0: none
+    // Leases it issued on that closed while their release was pending: until the keeper ends
+    // one, nobody knows whether the store still had it; found lost then, the next call fails.
+    static constexpr int kPending = 4;
+    int pending_entry[kPending];
+    uint64 pending_generation[kPending];  // 0: none
+    bool any_pending;
     bool layout_checked;   // this database's definition of ns matches the store's
     int32 slot;
     int64 floor;
@@ -111,10 +113,12 @@ void detach(Gen* g) {
 }
 
 void detach_all_at_exit(int code, Datum arg) {
+    // Exit callbacks run before PostgreSQL releases LWLocks: one held here means an error in
+    // the middle of a change; the backend counts (display only) are then left as they are.
     if (shared == nullptr) return;
-    if (my_hazard >= 0) pg_atomic_write_u32(&claiming()[my_hazard], 0);
+    if (my_hazard >= 0) pg_atomic_write_u32(&claiming()[my_hazard], 0);  // (never set outside a claim anyway)
     flush_issued_count();
-    if (gens == nullptr) return;
+    if (gens == nullptr || LWLockHeldByMe(shared->lock)) return;
     HASH_SEQ_STATUS it;
     hash_seq_init(&it, gens);
     for (Gen* g; (g = static_cast<Gen*>(hash_seq_search(&it))) != nullptr;) detach(g);
@@ -220,14 +224,16 @@ bool extension_created_here() {
 // exist), the extension is missing there, or the remote store refused.  A caller in the
 // keeper's own database waits when the extension is missing: it may have been created a
 // moment ago, and the keeper looks again when woken.
-bool keeper_problem_known() {
+// `here`: in_store_database(), computed by the caller (a catalog lookup: not under a lock).
+bool keeper_problem_known(bool here) {
     if (shared->keeper_ready) return false;
-    if (shared->keeper_failed_starts > 0) return true;
-    return shared->keeper_problem == 2 || (shared->keeper_problem == 1 && !in_store_database());
+    // cosid.database missing: unless this is it (created since), then the keeper is woken
+    if (shared->keeper_failed_starts > 0) return !here;
+    return shared->keeper_problem == 2 || (shared->keeper_problem == 1 && !here);
 }
 
-void keeper_cannot_serve() {
-    if (!keeper_problem_known()) return;
+void keeper_cannot_serve(bool here) {
+    if (!keeper_problem_known(here)) return;
     char message[256];
     LWLockAcquire(shared->lock, LW_SHARED);
     int failed_starts = shared->keeper_failed_starts;
@@ -271,8 +277,15 @@ void wait_for_lease(const char* ns) {
                         errhint("Commit CREATE EXTENSION cosid first, then call cosid_next() (or insert rows that "
                                 "use it) in a later transaction.")));
     // Where this database holds the store, ask it; elsewhere the keeper's store answers.
-    if (!store_is_remote() && in_store_database()) check_namespace_exists(ns);
-    keeper_cannot_serve();
+    bool here = in_store_database();
+    if (!store_is_remote() && here) check_namespace_exists(ns);
+    keeper_cannot_serve(here);
+    if (here && shared->keeper_failed_starts > 0) {
+        // The keeper backs off because its database did not exist; this is it: connect now.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        shared->keeper_retry_now = true;
+        LWLockRelease(shared->lock);
+    }
     int64 start = mono_ms();
     int timeout = acquire_timeout_ms();
     char error[256] = "";
@@ -309,7 +322,7 @@ void wait_for_lease(const char* ns) {
             }
         }
         bool done = leased || error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout ||
-                    keeper_problem_known();
+                    keeper_problem_known(here);
         if (done && request >= 0) {
             // The last waiter to give up takes a request nobody is being served by along
             // (one the keeper is acquiring for, it drops when the store answers).
@@ -327,7 +340,7 @@ void wait_for_lease(const char* ns) {
     }
     ConditionVariableCancelSleep();
     if (leased) return;
-    keeper_cannot_serve();
+    keeper_cannot_serve(here);
     if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),
@@ -438,14 +451,24 @@ Gen* generator_for(const char* ns) {
         g->entry = -1;
         g->generation = 0;
         g->issued = false;
-        g->pending_entry = -1;
-        g->pending_generation = 0;
+        for (int k = 0; k < Gen::kPending; ++k) g->pending_generation[k] = 0;
+        g->any_pending = false;
         g->layout_checked = in_store_database();
     }
     return g;
 }
 
 [[noreturn]] void report_lost(const char* ns, int32 slot);
+
+// Remembers g's current lease as one whose release is pending (the oldest unresolved one is
+// given up when all places are taken: its loss, found later, then goes unreported).
+void remember_pending(Gen* g) {
+    int k = 0;
+    while (k < Gen::kPending - 1 && g->pending_generation[k] != 0) ++k;
+    g->pending_entry[k] = g->entry;
+    g->pending_generation[k] = g->generation;
+    g->any_pending = true;
+}
 
 // The lease `g` was on ended (its word closed, or its entry moved on).  A lease that was lost
 // fails the next call of every generator that issued on it, once (ZC001); one released in
@@ -456,10 +479,7 @@ void lease_ended(Gen* g) {
         LWLockAcquire(shared->lock, LW_SHARED);
         lost = lease_lost_locked(g->generation);
         // closed, not ended yet: its release is pending, and may still find it lost
-        if (!lost && pg_atomic_read_u64(&shared->pool[g->entry].generation) == g->generation) {
-            g->pending_entry = g->entry;
-            g->pending_generation = g->generation;
-        }
+        if (!lost && pg_atomic_read_u64(&shared->pool[g->entry].generation) == g->generation) remember_pending(g);
         LWLockRelease(shared->lock);
     }
     int32 slot = g->slot;
@@ -467,14 +487,22 @@ void lease_ended(Gen* g) {
     if (lost) report_lost(g->ns, slot);
 }
 
-// A lease this generator issued on, closed while its release was pending, has ended: if the
-// release found it lost, this call fails once (ZC001).
-void check_pending_lease(Gen* g) {
-    if (pg_atomic_read_u64(&shared->pool[g->pending_entry].generation) == g->pending_generation) return;
-    LWLockAcquire(shared->lock, LW_SHARED);
-    bool lost = lease_lost_locked(g->pending_generation);
-    LWLockRelease(shared->lock);
-    g->pending_generation = 0;
+// Leases this generator issued on, closed while their release was pending, that have ended
+// since: if a release found its lease lost, this call fails once (ZC001).
+void check_pending_leases(Gen* g) {
+    bool lost = false, still = false;
+    for (int k = 0; k < Gen::kPending; ++k) {
+        if (g->pending_generation[k] == 0) continue;
+        if (pg_atomic_read_u64(&shared->pool[g->pending_entry[k]].generation) == g->pending_generation[k]) {
+            still = true;
+            continue;
+        }
+        LWLockAcquire(shared->lock, LW_SHARED);
+        lost = lease_lost_locked(g->pending_generation[k]) || lost;
+        LWLockRelease(shared->lock);
+        g->pending_generation[k] = 0;
+    }
+    g->any_pending = still;
     if (lost) report_lost(g->ns, -1);
 }
 
@@ -492,7 +520,7 @@ void check_pending_lease(Gen* g) {
 int64 issue(Gen* g) {
     int64 wait_start = 0;
     bool counted_wait = false;
-    if (unlikely(g->pending_generation != 0)) check_pending_lease(g);
+    if (unlikely(g->any_pending)) check_pending_leases(g);
     for (;;) {
         if (g->entry < 0) attach(g);
         PoolEntry* e = &shared->pool[g->entry];
@@ -653,6 +681,7 @@ int release_own_leases() {
             e->release_requested = true;
             entries[n] = g->entry;
             generations[n++] = g->generation;
+            if (g->issued) remember_pending(g);  // the release may find it lost
         }
         LWLockRelease(shared->lock);
         detach(g);

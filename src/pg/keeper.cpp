@@ -52,6 +52,12 @@ void end_lease(PoolEntry* e, bool lost) {
     end_lease_locked(e);
 }
 
+// A lease on which nothing was claimed yet is kept at least 2 s whatever the idle timeout,
+// so that the backends that asked for it get to use it.
+int64 idle_limit_ms(uint64 word) {
+    return word == issue_word::kFresh ? Max(setting_pool_idle_ms, 2000) : setting_pool_idle_ms;
+}
+
 // The next wait after a failed store call: 100 ms, doubling, at most one store bound.
 int64 next_backoff_ms(int64 backoff_ms) { return backoff_ms == 0 ? 100 : Min(backoff_ms * 2, store_bound_ms()); }
 
@@ -66,7 +72,9 @@ void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
     for (int j = 0; j < shared->npool; ++j) {
         PoolEntry* o = &shared->pool[j];
         if (j == except || o->state != kLeased || o->slot != slot || strcmp(o->ns, ns) != 0) continue;
-        end_lease(o, true);
+        // A release of it that may have committed (outcome unknown) explains the new grant:
+        // not a loss then.
+        end_lease(o, !(o->releasing && o->release_uncertain));
         count(shared->stats.leases_lost);
         ereport(LOG, (errmsg("cosid: slot %d of namespace \"%s\" was granted again while the pool held it with fence "
                              INT64_FORMAT "; the older entry is lost",
@@ -199,6 +207,8 @@ void serve_request(int i, int64 now) {
         // Tried again until the caller's cosid.acquire_timeout; the caller reports the last one.
         e->tries++;
         e->earliest_expiry = 0;
+        e->error[0] = '\0';  // a retry: an error of an earlier answer no longer holds
+        e->error_code = 0;
         strlcpy(e->last_error, err.message, sizeof(e->last_error));
         e->state = kWanted;
         e->retry_at = done + Min(100L << Min(e->tries - 1, 10), store_bound_ms());
@@ -216,6 +226,8 @@ void serve_request(int i, int64 now) {
             if ((w->state != kWanted && j != i) || strcmp(w->ns, ns) != 0) continue;
             w->earliest_expiry = r.earliest_expiry;
             w->tries = 0;
+            w->error[0] = '\0';
+            w->error_code = 0;
             w->retry_at = done + exhausted_retry_ms(r);
         }
         e->state = kWanted;
@@ -275,13 +287,13 @@ void serve_request(int i, int64 now) {
 // when the store answered: the release was applied, or the lease is not ours any more.  A
 // failed release keeps the entry (closed) and is tried again with the same timestamp, so
 // this instance never forgets what it issued on a slot it may still hold.
-void release_entry(int i) {
+bool release_entry(int i) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (e->state != kLeased) {
         LWLockRelease(shared->lock);
-        return;
+        return true;
     }
     if (!e->releasing) {
         uint64 last_word = pg_atomic_fetch_or_u64(&e->word, issue_word::kClosed);
@@ -333,6 +345,7 @@ void release_entry(int i) {
                                 "again in " INT64_FORMAT " ms.",
                                 last, retry_in)));
     ConditionVariableBroadcast(&shared->cv);
+    return ok;
 }
 
 // The current run of failed renewals, for the log.
@@ -490,7 +503,8 @@ long keeper_pass(bool serve_requests) {
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-        } else if (state == kLeased && (release || (!claimed && now - idle_since >= setting_pool_idle_ms))) {
+        } else if (state == kLeased &&
+                   (release || (!claimed && now - idle_since >= idle_limit_ms(e->observed_word)))) {
             release_entry(i);
         } else if (state == kLeased) {
             if (next_renew <= now) {
@@ -544,7 +558,10 @@ void release_all_at_shutdown() {
         LWLockAcquire(shared->lock, LW_SHARED);
         bool leased = shared->pool[i].state == kLeased;
         LWLockRelease(shared->lock);
-        if (leased) release_entry(i);
+        // A store that fails now would hold shutdown for ttl/6 per lease: stop at the first
+        // failure.  The rest stay open in shared memory (a keeper started again renews them)
+        // or, at a server shutdown, expire at their ceilings.
+        if (leased && !release_entry(i)) break;
     }
 }
 
@@ -589,6 +606,12 @@ void back_off_after_failed_starts() {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - mono_ms(),
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
+        // A backend of cosid.database asked (generator.cpp): the database exists now.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        bool now = shared->keeper_retry_now;
+        shared->keeper_retry_now = false;
+        LWLockRelease(shared->lock);
+        if (now) break;
     }
     if (ShutdownRequestPending) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -598,6 +621,16 @@ void back_off_after_failed_starts() {
     }
 }
 
+void forget_keeper(int code, Datum arg) {
+    // Exit callbacks run before PostgreSQL releases LWLocks: one held here means an error in
+    // the middle of a change; leave the fields (a stale latch only costs a spurious wakeup).
+    if (shared == nullptr || LWLockHeldByMe(shared->lock)) return;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (shared->keeper_latch == &MyProc->procLatch) shared->keeper_latch = nullptr;
+    if (shared->keeper_pid == MyProcPid) shared->keeper_pid = 0;
+    LWLockRelease(shared->lock);
+}
+
 }  // namespace
 
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
@@ -605,6 +638,12 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGINT, SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
     BackgroundWorkerUnblockSignals();
+    // Backends can wake this keeper from now on, also while it backs off; whatever way it
+    // exits (FATAL too), it stops being the keeper.
+    on_shmem_exit(forget_keeper, 0);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->keeper_latch = &MyProc->procLatch;
+    LWLockRelease(shared->lock);
     back_off_after_failed_starts();
     BackgroundWorkerInitializeConnection(setting_database, nullptr, 0);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -641,7 +680,11 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
             shared->keeper_ready = ready;
             // What a waiting cosid_next() reports at once instead of waiting out its timeout.
-            shared->keeper_problem = ready ? 0 : (store_is_remote() && strstr(err.message, "cosid.database") == nullptr ? 2 : 1);
+            // 1: the extension is missing here; 2: the remote store refused (a transient error
+            // there, a timeout or a lost connection, is not known to last: 0, callers wait).
+            shared->keeper_problem = ready ? 0
+                                     : strstr(err.message, "cosid.database") != nullptr ? 1
+                                     : transient(err.sqlerrcode) ? 0 : 2;
             strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
             LWLockRelease(shared->lock);
             ConditionVariableBroadcast(&shared->cv);

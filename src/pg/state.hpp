@@ -104,6 +104,7 @@ struct SharedState {
     char keeper_problem_message[256];
     bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
     int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
+    bool keeper_retry_now;     // a backend of cosid.database asks a backing-off keeper to connect now
     int64 store_failovers_seen;  // the store's failover count when the keeper last looked; -1: never
     bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
     Oid database_oid;      // the keeper's database (cosid.database), once it connected

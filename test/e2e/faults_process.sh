@@ -144,14 +144,16 @@ check "the store got the exact last timestamp issued on the slot (an id has it; 
 
 echo "# 7. many backends, one lease: 6 backends of namespace 'tiny' (4 slots) share one slot"
 q -c "SELECT cosid_namespace_create('tiny', slot_bits => 2, tolerance => '300 ms')" >/dev/null
+set_conf cosid.pool_idle_timeout 10s   # the lease outlives the backends' 2 s sleep
 for i in 1 2 3 4 5 6; do
     as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=verbose \
         -c "SELECT 'slot ' || (cosid_parse(cosid_next('tiny'), 'tiny')).slot" -c "SELECT pg_sleep(2)" > "$DIR/tiny.$i.out" 2>&1 &
 done
-sleep 1.2
+wait_until 10 q -c "SELECT sum(backends) >= 6 FROM cosid_pool() WHERE namespace = 'tiny' AND state = 'active'" >/dev/null
 shared_lease=$(q -c "SELECT count(*) || ' ' || sum(backends) FROM cosid_pool() WHERE namespace = 'tiny' AND state = 'active'")
 held_tiny=$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'tiny' AND incarnation IS NOT NULL")
 wait
+reset_conf cosid.pool_idle_timeout
 check "one lease of 'tiny', used by the 6 backends" "1 6" "$shared_lease"
 check "all 6 issued on the same slot" "6 1" "$(cat "$DIR"/tiny.*.out | grep '^slot ' | awk '{n++; s[$2]=1} END {print n, length(s)}')"
 check "the store holds one slot of 'tiny' for the instance" 1 "$held_tiny"
