@@ -117,12 +117,7 @@ extern "C" Datum cosid_pool(PG_FUNCTION_ARGS) {
         const PoolEntry& e = copy[i];
         if (e.state == kEmpty) continue;
         uint64 word = pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&e.word));
-        Layout layout;
-        layout.timestamp_bits = e.timestamp_bits;
-        layout.slot_bits = e.slot_bits;
-        layout.sequence_bits = e.sequence_bits;
-        layout.epoch_ms = e.epoch_ms;
-        layout.unit = e.unit_ms == 1000 ? Unit::Second : Unit::Millisecond;
+        Layout layout = entry_layout(e);
         Datum v[10];
         bool nulls[10] = {false};
         v[0] = CStringGetTextDatum(e.ns);

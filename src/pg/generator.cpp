@@ -55,21 +55,13 @@ char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz
 
 // A claim is bracketed by publish/unpublish (state.hpp, "Reuse of an entry").  The exchange
 // is a full barrier: the hazard is visible before the generation is read.
-inline void publish(int entry) { pg_atomic_exchange_u32(&claiming()[my_hazard], static_cast<uint32>(entry + 1)); }
+inline void publish(int entry) {
+    pg_atomic_exchange_u32(&claiming()[my_hazard].entry, static_cast<uint32>(entry + 1));
+}
 // After a successful compare-and-swap (a full barrier) a plain store suffices; elsewhere the
 // exchange keeps the reads of the entry before the hazard is gone.
-inline void unpublish_after_cas() { pg_atomic_write_u32(&claiming()[my_hazard], 0); }
-inline void unpublish() { pg_atomic_exchange_u32(&claiming()[my_hazard], 0); }
-
-Layout entry_layout(const PoolEntry* e) {
-    Layout layout;
-    layout.timestamp_bits = e->timestamp_bits;
-    layout.slot_bits = e->slot_bits;
-    layout.sequence_bits = e->sequence_bits;
-    layout.epoch_ms = e->epoch_ms;
-    layout.unit = e->unit_ms == 1000 ? Unit::Second : Unit::Millisecond;
-    return layout;
-}
+inline void unpublish_after_cas() { pg_atomic_write_u32(&claiming()[my_hazard].entry, 0); }
+inline void unpublish() { pg_atomic_exchange_u32(&claiming()[my_hazard].entry, 0); }
 
 // Under the lock: the instance's open lease of `ns` (the newest, should there be two), or -1.
 int active_entry_locked(const char* ns) {
@@ -96,7 +88,7 @@ void attach_locked(Gen* g, int i) {
     g->issued = false;
     g->slot = e->slot;
     g->floor = e->floor;
-    g->layout = entry_layout(e);
+    g->layout = entry_layout(*e);
     e->users++;
 }
 
@@ -116,7 +108,7 @@ void detach_all_at_exit(int code, Datum arg) {
     // Exit callbacks run before PostgreSQL releases LWLocks: one held here means an error in
     // the middle of a change; the backend counts (display only) are then left as they are.
     if (shared == nullptr) return;
-    if (my_hazard >= 0) pg_atomic_write_u32(&claiming()[my_hazard], 0);  // (never set outside a claim anyway)
+    if (my_hazard >= 0) pg_atomic_write_u32(&claiming()[my_hazard].entry, 0);  // (never set outside a claim anyway)
     flush_issued_count();
     if (gens == nullptr || LWLockHeldByMe(shared->lock)) return;
     HASH_SEQ_STATUS it;
@@ -392,7 +384,7 @@ void attach(Gen* g) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         int i = active_entry_locked(ns);
         if (i >= 0 && g->layout_checked) attach_locked(g, i);
-        Layout layout = i >= 0 ? entry_layout(&shared->pool[i]) : Layout{};
+        Layout layout = i >= 0 ? entry_layout(shared->pool[i]) : Layout{};
         LWLockRelease(shared->lock);
         if (i >= 0 && g->layout_checked) return;
         if (i >= 0) {

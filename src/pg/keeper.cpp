@@ -297,13 +297,7 @@ bool release_entry(int i) {
     }
     if (!e->releasing) {
         uint64 last_word = pg_atomic_fetch_or_u64(&e->word, issue_word::kClosed);
-        Layout layout;
-        layout.timestamp_bits = e->timestamp_bits;
-        layout.slot_bits = e->slot_bits;
-        layout.sequence_bits = e->sequence_bits;
-        layout.epoch_ms = e->epoch_ms;
-        layout.unit = e->unit_ms == 1000 ? Unit::Second : Unit::Millisecond;
-        std::optional<int64> last = issue_word::last_issued_ms(layout, last_word);
+        std::optional<int64> last = issue_word::last_issued_ms(entry_layout(*e), last_word);
         e->release_last = last ? *last : e->floor;
         e->releasing = true;
         e->release_uncertain = false;

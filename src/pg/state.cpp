@@ -23,7 +23,7 @@ static int hazard_slots() { return MaxBackends; }
 
 static Size shared_size() {
     return add_size(add_size(offsetof(SharedState, pool), mul_size(sizeof(PoolEntry), pool_size())),
-                    mul_size(sizeof(pg_atomic_uint32), hazard_slots()));
+                    mul_size(sizeof(HazardSlot), hazard_slots()));
 }
 
 static void request_shmem() {
@@ -77,7 +77,7 @@ static void startup_shmem() {
             pg_atomic_init_u64(&shared->pool[i].word, 0);
             pg_atomic_init_u64(&shared->pool[i].generation, 0);
         }
-        for (int i = 0; i < shared->nclaiming; ++i) pg_atomic_init_u32(&claiming()[i], 0);
+        for (int i = 0; i < shared->nclaiming; ++i) pg_atomic_init_u32(&claiming()[i].entry, 0);
     }
     LWLockRelease(AddinShmemInitLock);
 }
@@ -132,7 +132,7 @@ bool lease_lost_locked(uint64 generation) {
 
 bool entry_has_hazard(int i) {
     for (int p = 0; p < shared->nclaiming; ++p)
-        if (pg_atomic_read_u32(&claiming()[p]) == static_cast<uint32>(i + 1)) return true;
+        if (pg_atomic_read_u32(&claiming()[p].entry) == static_cast<uint32>(i + 1)) return true;
     return false;
 }
 

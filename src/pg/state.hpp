@@ -23,6 +23,7 @@
 // Invariant: at most one leased entry per (ns, slot) whose word is open.  The keeper checks
 // it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
 #pragma once
+#include "layout.hpp"
 #include "pg.hpp"
 
 namespace cosid::pg {
@@ -47,8 +48,12 @@ struct PoolEntry {
     // The issue state: last (tick, sequence) claimed by any backend, and the closed bit.
     // Claims: compare-and-swap (a full barrier).  The keeper closes it with an atomic OR,
     // whose return value is the exact last timestamp issued, before it releases the lease or
-    // gives it up as lost: after that no claim can succeed.
+    // gives it up as lost: after that no claim can succeed.  It moves between the cores of
+    // every backend that issues: padded so that its cache line holds nothing else (the
+    // generation and ceiling, read on every id, then stay shared in each core's cache).
+    char pad_before_word[PG_CACHE_LINE_SIZE];
     pg_atomic_uint64 word;
+    char pad_after_word[PG_CACHE_LINE_SIZE];
     // Which lease the entry holds: a number unique in this incarnation, 0 when none.  The
     // keeper writes it after the fields above (write barrier), and sets it to 0 when the lease
     // ends; a backend whose generation differs is on an ended lease.
@@ -82,6 +87,17 @@ struct PoolEntry {
     int tries;             // store answers that were transient errors, retried
     char last_error[256];  // the last transient error, for the caller's message at its timeout
 };
+
+// The layout of the entry's namespace, as the core wants it.
+inline cosid::Layout entry_layout(const PoolEntry& e) {
+    cosid::Layout layout;
+    layout.timestamp_bits = e.timestamp_bits;
+    layout.slot_bits = e.slot_bits;
+    layout.sequence_bits = e.sequence_bits;
+    layout.epoch_ms = e.epoch_ms;
+    layout.unit = e.unit_ms == 1000 ? cosid::Unit::Second : cosid::Unit::Millisecond;
+    return layout;
+}
 
 struct Stats {
     pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
@@ -125,10 +141,14 @@ struct SharedState {
 
 extern SharedState* shared;
 
-// The hazard slots: claiming[pgprocno] = entry + 1 while that process claims on the entry.
-inline pg_atomic_uint32* claiming() {
-    return reinterpret_cast<pg_atomic_uint32*>(&shared->pool[shared->npool]);
-}
+// The hazard slots: claiming()[pgprocno].entry = entry + 1 while that process claims on the
+// entry.  One cache line each: every claim writes its own slot twice, which must not move
+// another backend's slot between cores.
+struct HazardSlot {
+    pg_atomic_uint32 entry;
+    char pad[PG_CACHE_LINE_SIZE - sizeof(pg_atomic_uint32)];
+};
+inline HazardSlot* claiming() { return reinterpret_cast<HazardSlot*>(&shared->pool[shared->npool]); }
 // Under the lock: the entry's lease ended.  Closes its word, forgets its generation, and
 // leaves it draining until no backend is in the middle of a claim on it.
 void end_lease_locked(PoolEntry* e);
