@@ -24,17 +24,17 @@ for c in 1 2 3 4; do
       -c "INSERT INTO orders(note) SELECT 'client $c row ' || g FROM generate_series(501, 1000) g" &
 done
 wait
-echo "(each connection is bound to its own slot of the pool while it lives: no two share one)"
+echo "(every connection issues from the instance's one lease: one slot, ids increasing in issue order across connections)"
 
 log "the ids: unique, time-ordered, each one (timestamp, slot, sequence)"
 q -c "SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids, min(id), max(id) FROM orders"
 q -c "SELECT o.id, o.note, p.ts, p.slot, p.sequence FROM orders o, cosid_parse(o.id) p
       WHERE o.note IN ('bulk 1', 'bulk 2', 'bulk 100000', 'client 1 row 1', 'client 2 row 1', 'client 3 row 1', 'client 4 row 1')
       ORDER BY o.id"
-q -c "SELECT (cosid_parse(id)).slot, count(*) AS ids FROM orders GROUP BY 1 ORDER BY 1"
+q -c "SELECT p.slot, count(*) AS ids FROM orders, cosid_parse(orders.id) p GROUP BY 1 ORDER BY 1"
 
-log "the leases in the store: each slot held by this instance for a window (floor, ceiling]"
+log "the lease in the store: the slot held by this instance for a window (floor, ceiling]"
 q -c "SELECT namespace, slot, owner_key, fence, expires_at, floor, ceiling, state FROM cosid_leases() WHERE state <> 'free'"
-log "this instance's pool: slots idle after their connections closed, with the exact last timestamp issued"
+log "this instance's pool: its lease, how many backends use it, and the last id issued on it"
 q -c "SELECT * FROM cosid_pool()"
 q -c "SELECT * FROM cosid_stats()" -x

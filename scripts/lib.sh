@@ -15,7 +15,7 @@ as_pg() {
 install_prerequisites() {
     local need=()
     for p in postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev libkrb5-dev libipc-run-perl \
-             libgtest-dev g++ make procps; do
+             libgtest-dev g++ make procps pgbouncer; do
         dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
     done
     if [ "${#need[@]}" -gt 0 ]; then

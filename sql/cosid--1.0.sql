@@ -663,8 +663,8 @@ CREATE FUNCTION cosid_next(namespace text) RETURNS bigint
 AS 'MODULE_PATHNAME', 'cosid_next_namespace' LANGUAGE C VOLATILE PARALLEL UNSAFE CALLED ON NULL INPUT;
 
 CREATE FUNCTION cosid_pool(OUT namespace text, OUT slot int, OUT fence bigint, OUT floor bigint,
-                           OUT ceiling bigint, OUT expires_at timestamptz, OUT bound_pid int,
-                           OUT last_issued bigint, OUT state text)
+                           OUT ceiling bigint, OUT expires_at timestamptz, OUT backends int,
+                           OUT last_issued bigint, OUT last_id bigint, OUT state text)
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'cosid_pool' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION cosid_stats(OUT acquires bigint, OUT renewals bigint, OUT renewal_failures bigint,
@@ -683,5 +683,22 @@ AS 'MODULE_PATHNAME', 'cosid_release_slot' LANGUAGE C VOLATILE CALLED ON NULL IN
 COMMENT ON FUNCTION cosid_next() IS 'next id of namespace cosid.namespace';
 COMMENT ON FUNCTION cosid_next(text) IS 'next id of the named namespace';
 COMMENT ON FUNCTION cosid_leases(text) IS 'every slot of the store with its lease';
-COMMENT ON FUNCTION cosid_pool() IS 'the leased slots of this instance and the backends bound to them';
+COMMENT ON FUNCTION cosid_pool() IS 'the leases of this instance, shared by its backends, with the last id issued on each';
 COMMENT ON FUNCTION cosid_parse(bigint, text) IS 'timestamp, slot and sequence of an id';
+
+-- cosid_next() in this database gets its leases through the lease keeper, which works in
+-- cosid.database and needs the extension there too.  Said at CREATE EXTENSION time, when
+-- the library is loaded (otherwise the setting is unknown here).
+DO $$
+DECLARE
+    v_keeper_db text := pg_catalog.current_setting('cosid.database', true);
+BEGIN
+    IF v_keeper_db IS NOT NULL AND v_keeper_db <> pg_catalog.current_database() THEN
+        RAISE WARNING 'cosid''s lease keeper works in database "%", not in "%"', v_keeper_db, pg_catalog.current_database()
+            USING DETAIL = 'cosid_next() here gets its leases through the keeper; it fails at once while the keeper '
+                           'cannot serve.',
+                  HINT = format('Make sure CREATE EXTENSION cosid ran in database %I too (the keeper works there), '
+                                'or set cosid.database = %L and restart the server to keep the store here.',
+                                v_keeper_db, pg_catalog.current_database());
+    END IF;
+END $$;

@@ -7,20 +7,23 @@ SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids FROM orders;
 SELECT bool_and(id > prev) AS increasing
 FROM (SELECT id, lag(id) OVER (ORDER BY ctid) AS prev FROM orders) s WHERE prev IS NOT NULL;
 
--- Every id parses to the slot this backend is bound to, inside that slot's window.
+-- The instance holds one lease of 'default', shared by its backends: every id parses to its
+-- slot, inside its window, and the pool shows the last id issued on it.
 SELECT count(DISTINCT p.slot) AS slots_used,
-       bool_and(p.slot = b.slot) AS on_bound_slot,
+       bool_and(p.slot = b.slot) AS on_the_lease_slot,
        bool_and(extract(epoch FROM p.ts) * 1000 > b.floor
-                AND extract(epoch FROM p.ts) * 1000 <= b.ceiling) AS inside_window
+                AND extract(epoch FROM p.ts) * 1000 <= b.ceiling) AS inside_window,
+       max(o.id) = min(b.last_id) AS pool_shows_last_id,
+       (extract(epoch FROM max(p.ts)) * 1000)::bigint = min(b.last_issued) AS pool_shows_last_timestamp
 FROM orders o, cosid_parse(o.id) p,
-     (SELECT slot, floor, ceiling FROM cosid_pool() WHERE bound_pid = pg_backend_pid()) b;
+     (SELECT slot, floor, ceiling, last_id, last_issued FROM cosid_pool() WHERE namespace = 'default') b;
 
-SELECT namespace, state, bound_pid = pg_backend_pid() AS mine FROM cosid_pool() WHERE bound_pid = pg_backend_pid();
+SELECT namespace, state, backends FROM cosid_pool() WHERE namespace = 'default';
 -- The store shows the same slot held by this instance's owner key and incarnation.
 SELECT l.state, l.owner_key = s.owner_key AS same_key, l.incarnation = s.incarnation AS same_incarnation,
        l.fence = p.fence AS same_fence, l.ceiling >= p.ceiling AS store_ceiling_covers_pool
 FROM cosid_pool() p JOIN cosid_leases('default') l USING (slot), cosid_stats() s
-WHERE p.bound_pid = pg_backend_pid();
+WHERE p.namespace = 'default';
 
 -- parse round trip on a fresh id: the timestamp is now (the clock), the sequence fits.
 SELECT abs(extract(epoch FROM p.ts - clock_timestamp())) < 5 AS ts_is_now, p.sequence BETWEEN 0 AND 4095 AS seq_ok
@@ -32,10 +35,10 @@ SELECT cosid_next() AS rolled_back_id \gset
 ROLLBACK;
 SELECT cosid_next() > :rolled_back_id AS after_rollback_still_increasing;
 
--- Other namespaces: each binds its own slot; unknown and invalid names fail clearly.
+-- Other namespaces: each has its own lease; unknown and invalid names fail clearly.
 SELECT (cosid_parse(cosid_next('seconds'), 'seconds')).slot >= 0 AS seconds_ns_works;
 SELECT abs(extract(epoch FROM (cosid_parse(cosid_next('seconds'), 'seconds')).ts - now())) < 5 AS seconds_ts_ok;
-SELECT namespace, state FROM cosid_pool() WHERE bound_pid = pg_backend_pid() ORDER BY namespace;
+SELECT namespace, state, backends FROM cosid_pool() WHERE state <> 'ended' ORDER BY namespace;
 SELECT expect_error($$SELECT cosid_next('no_such_namespace')$$);
 SELECT expect_error($$SELECT cosid_next('bad name!')$$);
 SELECT expect_error($$SELECT cosid_next(NULL)$$);
@@ -48,12 +51,14 @@ SHOW cosid.namespace;
 -- Counters moved.
 SELECT acquires >= 3 AS acquired, ids_issued >= 20000 AS counted_ids, leases_lost = 0 AS none_lost FROM cosid_stats();
 
--- cosid_release(): closes the generators and hands the exact last timestamp to the store.
+-- cosid_release(): the instance's leases this backend issues on are released in order, each
+-- with the exact last timestamp of its issue word.
 SELECT cosid_next() AS last_id \gset
 SELECT slot AS last_slot FROM cosid_parse(:last_id) \gset
 SELECT cosid_release() AS released;
-SELECT count(*) AS still_bound FROM cosid_pool() WHERE bound_pid = pg_backend_pid();
+SELECT count(*) AS still_leased FROM cosid_pool() WHERE state = 'active';
 SELECT l.state, l.next_floor = (extract(epoch FROM p.ts) * 1000)::bigint AS next_floor_is_last_issued
 FROM cosid_leases('default') l, cosid_parse(:last_id) p WHERE l.slot = :last_slot;
--- The next call binds again, and starts after the released timestamp.
-SELECT cosid_next() > :last_id AS rebinds_after_release;
+-- The next call gets a new lease, and starts after the released timestamp.
+SELECT cosid_next() > :last_id AS new_lease_after_release;
+SELECT namespace, state, backends FROM cosid_pool() WHERE state <> 'ended' ORDER BY namespace;

@@ -19,7 +19,7 @@ SELECT expect_error($$SELECT cosid_namespace_create('mine')$$);
 SELECT expect_error($$SET cosid.clock_offset = 5000$$);
 SELECT expect_error($$SET cosid.store_clock_offset = 5000$$);
 SELECT expect_error($$SET cosid.ttl = '1s'$$);
-SELECT cosid_release() AS app_released;
+SELECT expect_error($$SELECT cosid_release()$$);
 RESET ROLE;
 
 GRANT cosid_admin TO cosid_app;

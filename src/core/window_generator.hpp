@@ -1,4 +1,6 @@
-// A Snowflake generator confined to a leased time window (floor, ceiling] on one slot.
+// A Snowflake generator confined to a leased time window (floor, ceiling] on one slot, with
+// an issue word of its own (the model's and the tests' generator; backends share a word in
+// shared memory and call issue_word's claim directly).
 //
 // The rule, for a layout whose unit is u milliseconds: a tick t (Unix time in units) may be
 // issued only when  floor < t*u <= ceiling.  The generator reports t*u as its last issued
@@ -9,18 +11,10 @@
 #include <cstdint>
 #include <optional>
 
+#include "issue_word.hpp"
 #include "layout.hpp"
 
 namespace cosid {
-
-enum class NextStatus {
-    Issued,
-    BeforeFloor,        // the clock has not passed floor yet: wait until wait_until_ms
-    PastCeiling,        // the next tick is beyond ceiling: wait for a renewal
-    SequenceExhausted,  // this tick's sequence is used up: wait until wait_until_ms
-    OutOfRange,         // the tick is before the epoch or past the timestamp field
-    Closed,
-};
 
 struct NextResult {
     NextStatus status;
@@ -32,7 +26,10 @@ class WindowGenerator {
 public:
     WindowGenerator() = default;  // closed
 
-    void open(const Layout& layout, int32_t slot, int64_t floor_ms, int64_t ceiling_ms);
+    // borrow_ms: how far ahead of the clock a tick may be taken when a sequence runs out
+    // (issue_word::claim, whose rule this generator applies to a word of its own).
+    void open(const Layout& layout, int32_t slot, int64_t floor_ms, int64_t ceiling_ms,
+              int64_t borrow_ms = issue_word::kBorrowToCeiling);
     // A renewal only ever moves the ceiling up; a lower value is ignored.
     void extend(int64_t ceiling_ms) {
         if (ceiling_ms > ceiling_) ceiling_ = ceiling_ms;
@@ -45,10 +42,7 @@ public:
     int32_t slot() const { return slot_; }
     int64_t floor_ms() const { return floor_; }
     int64_t ceiling_ms() const { return ceiling_; }
-    std::optional<int64_t> last_issued_ms() const {
-        if (!issued_) return std::nullopt;
-        return last_tick_ * layout_.unit_ms();
-    }
+    std::optional<int64_t> last_issued_ms() const { return issue_word::last_issued_ms(layout_, word_); }
     const Layout& layout() const { return layout_; }
 
 private:
@@ -56,9 +50,8 @@ private:
     int32_t slot_ = 0;
     int64_t floor_ = 0;
     int64_t ceiling_ = 0;
-    int64_t last_tick_ = 0;
-    int64_t last_seq_ = 0;
-    bool issued_ = false;
+    int64_t borrow_ = issue_word::kBorrowToCeiling;
+    uint64_t word_ = issue_word::kFresh;
     bool open_ = false;
 };
 

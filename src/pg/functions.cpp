@@ -3,6 +3,7 @@
 #include "boundary.hpp"
 #include "errors.hpp"
 #include "generator.hpp"
+#include "issue_word.hpp"
 #include "layout.hpp"
 #include "settings.hpp"
 #include "state.hpp"
@@ -74,15 +75,14 @@ void require_admin(const char* what) {
                     errhint("GRANT cosid_admin TO the role that needs it.")));
 }
 
-const char* entry_state_name(const PoolEntry& e) {
+const char* entry_state_name(const PoolEntry& e, uint64 word) {
     switch (e.state) {
         case kWanted: return "wanted";
         case kAcquiring: return "acquiring";
+        case kDraining: return "ended";
         case kLeased:
-            if (e.releasing) return "releasing";
-            if (pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&e.lost)) != 0) return "lost";
-            if (e.release_requested) return "releasing";
-            return e.bound_pid != 0 ? "bound" : "idle";
+            if (e.releasing || e.release_requested || issue_word::closed(word)) return "releasing";
+            return "active";
         default: return "empty";
     }
 }
@@ -116,8 +116,10 @@ extern "C" Datum cosid_pool(PG_FUNCTION_ARGS) {
     for (int i = 0; i < n; ++i) {
         const PoolEntry& e = copy[i];
         if (e.state == kEmpty) continue;
-        Datum v[9];
-        bool nulls[9] = {false};
+        uint64 word = pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&e.word));
+        Layout layout = entry_layout(e);
+        Datum v[10];
+        bool nulls[10] = {false};
         v[0] = CStringGetTextDatum(e.ns);
         bool leased = e.state == kLeased;
         v[1] = Int32GetDatum(e.slot);
@@ -126,11 +128,16 @@ extern "C" Datum cosid_pool(PG_FUNCTION_ARGS) {
         v[4] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&e.ceiling))));
         v[5] = TimestampTzGetDatum(ms_to_timestamptz(e.expires_at));
         for (int c = 1; c <= 5; ++c) nulls[c] = !leased;
-        v[6] = Int32GetDatum(e.bound_pid);
-        nulls[6] = !leased || e.bound_pid == 0;
-        v[7] = Int64GetDatum(e.last_issued);
-        nulls[7] = !leased || e.last_issued < 0;
-        v[8] = CStringGetTextDatum(entry_state_name(e));
+        v[6] = Int32GetDatum(e.users);
+        nulls[6] = !leased;
+        bool issued = leased && issue_word::issued(word);
+        if (issued) {
+            int64 tick = issue_word::tick(layout, word);
+            v[7] = Int64GetDatum(tick * layout.unit_ms());
+            v[8] = Int64GetDatum(layout.pack(tick, e.slot, issue_word::sequence(layout, word)));
+        }
+        nulls[7] = nulls[8] = !issued;
+        v[9] = CStringGetTextDatum(entry_state_name(e, word));
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
     }
     return (Datum)0;
@@ -160,7 +167,10 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
 
 extern "C" Datum cosid_release_own(PG_FUNCTION_ARGS) {
     require_preloaded("cosid_release");
-    PG_RETURN_INT32(close_generators(true));
+    // The leases are the instance's, shared by every backend: releasing them is an
+    // administrator's act, like releasing a named slot.
+    require_admin("release cosid leases");
+    PG_RETURN_INT32(release_own_leases());
 }
 
 extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
@@ -171,35 +181,23 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
     int32 slot = PG_GETARG_INT32(1);
 
-    // A slot of this instance: the keeper releases it in order (the exact last timestamp
-    // when no backend is bound to it, the ceiling otherwise; a bound backend fails fast).
+    // A slot of this instance: the keeper releases it in order, with the exact last timestamp
+    // of its issue word; its backends move on to the instance's next lease.
     int entry = -1;
-    bool own = false;
+    uint64 generation = 0;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kLeased || e->slot != slot || strcmp(e->ns, ns) != 0) continue;
-        bool mine = e->bound_pid == MyProcPid;  // our own generator: closed below, with its last timestamp
-        if (pg_atomic_read_u32(&e->lost) != 0) {
-            own = own || mine;  // a lost lease of ours: closing our generator is all there is to do
-            continue;
-        }
-        if (mine) {
-            own = true;
-        } else {
-            e->release_requested = true;
-            entry = i;
-        }
+        e->release_requested = true;
+        entry = i;
+        generation = pg_atomic_read_u64(&e->generation);
         break;
     }
     LWLockRelease(shared->lock);
-    if (entry < 0 && own) {
-        close_generators(true);
-        PG_RETURN_TEXT_P(cstring_to_text("released"));
-    }
     if (entry >= 0) {
         wake_keeper();
-        PG_RETURN_TEXT_P(cstring_to_text(wait_for_releases(&entry, 1) ? "released" : "release pending"));
+        PG_RETURN_TEXT_P(cstring_to_text(wait_for_releases(&entry, &generation, 1) ? "released" : "release pending"));
     }
 
     // Another owner's slot (or a stale one of ours): revoke it in the store; the next holder

@@ -1,12 +1,15 @@
-// Each backend's generators: one per namespace it uses, each bound exclusively to one
-// leased slot of the instance's pool.  The window's ceiling is read from shared memory on
-// every id; nothing is ever issued outside (floor, ceiling].
+// Each backend's generators: one per namespace it uses, each on the instance's lease of that
+// namespace.  Every backend claims its ids from the lease's shared issue word (one
+// compare-and-swap per id, no lock), with the rule of src/core/issue_word; so the ids of an
+// instance are strictly increasing in issue order across its backends, and nothing is ever
+// issued outside the window (floor, ceiling].
 #include "generator.hpp"
 
 #include <type_traits>
 
 #include "boundary.hpp"
 #include "errors.hpp"
+#include "issue_word.hpp"
 #include "settings.hpp"
 #include "state.hpp"
 #include "store.hpp"
@@ -16,77 +19,101 @@ namespace cosid::pg {
 
 namespace {
 
-constexpr int kMaxBindings = 8;
-
-struct Binding {
-    bool active;
-    char ns[NAMEDATALEN];
-    int entry;
-    WindowGenerator gen;
+// A backend's generator for one namespace: which lease it is on, and a copy of what of that
+// lease never changes (slot, floor, layout), taken under the lock when it attached.
+struct Gen {
+    char ns[NAMEDATALEN];  // the hash key
+    int entry;             // pool entry of the lease, -1: none
+    uint64 generation;     // the lease's generation when it attached
+    bool issued;           // it issued on this lease: a loss of it fails its next call once
+    // Leases it issued on that closed while their release was pending: until the keeper ends
+    // one, nobody knows whether the store still had it; found lost then, the next call fails.
+    static constexpr int kPending = 4;
+    int pending_entry[kPending];
+    uint64 pending_generation[kPending];  // 0: none
+    bool any_pending;
+    bool layout_checked;   // this database's definition of ns matches the store's
+    int32 slot;
+    int64 floor;
+    Layout layout;
 };
 // ereport may longjmp over these: they must not need destructors.
-static_assert(std::is_trivially_destructible_v<Binding>, "Binding must be trivially destructible");
+static_assert(std::is_trivially_destructible_v<Gen>, "Gen must be trivially destructible");
 
-Binding bindings[kMaxBindings];
-Binding* last_used = nullptr;        // the binding of the last cosid_next(namespace)
-Binding* default_binding = nullptr;  // the binding of cosid.namespace ...
-uint64 default_binding_generation = 0;  // ... as of this assignment of the setting
+HTAB* gens = nullptr;            // every namespace this backend used: no limit but the pool's
+Gen* last_used = nullptr;        // the generator of the last cosid_next(namespace)
+Gen* default_gen = nullptr;      // the generator of cosid.namespace ...
+uint64 default_gen_setting = 0;  // ... as of this assignment of the setting
 uint64 unflushed_ids = 0;
 bool exit_hook_registered = false;
+int my_hazard = -1;  // this process's hazard slot (its pgprocno)
 
 // Waits are measured on the monotonic clock: a wall-clock step neither ends nor stretches them.
 int64 elapsed_ms(int64 since_mono_ms) { return mono_ms() - since_mono_ms; }
 
 char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz(ms))); }
 
-// Under the lock: binds `b` to an idle leased entry of `ns`.
-bool bind_idle_entry_locked(const char* ns, Binding* b) {
+// A claim is bracketed by publish/unpublish (state.hpp, "Reuse of an entry").  The exchange
+// is a full barrier: the hazard is visible before the generation is read.
+inline void publish(int entry) {
+    pg_atomic_exchange_u32(&claiming()[my_hazard].entry, static_cast<uint32>(entry + 1));
+}
+// After a successful compare-and-swap (a full barrier) a plain store suffices; elsewhere the
+// exchange keeps the reads of the entry before the hazard is gone.
+inline void unpublish_after_cas() { pg_atomic_write_u32(&claiming()[my_hazard].entry, 0); }
+inline void unpublish() { pg_atomic_exchange_u32(&claiming()[my_hazard].entry, 0); }
+
+// Under the lock: the instance's open lease of `ns` (the newest, should there be two), or -1.
+int active_entry_locked(const char* ns) {
+    int best = -1;
+    uint64 best_generation = 0;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
-        if (e->state != kLeased || e->bound_pid != 0 || e->release_requested ||
-            pg_atomic_read_u32(&e->lost) != 0 || strcmp(e->ns, ns) != 0)
-            continue;
-        e->bound_pid = MyProcPid;
-        Layout layout;
-        layout.timestamp_bits = e->timestamp_bits;
-        layout.slot_bits = e->slot_bits;
-        layout.sequence_bits = e->sequence_bits;
-        layout.epoch_ms = e->epoch_ms;
-        layout.unit = e->unit_ms == 1000 ? Unit::Second : Unit::Millisecond;
-        // The previous backend on this slot handed back its exact last timestamp: start after it.
-        int64 floor = Max(e->floor, e->last_issued);
-        b->gen.open(layout, e->slot, floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling)));
-        b->entry = i;
-        b->active = true;
-        strlcpy(b->ns, ns, sizeof(b->ns));
-        return true;
+        if (e->state != kLeased || e->releasing || e->release_requested || strcmp(e->ns, ns) != 0) continue;
+        uint64 g = pg_atomic_read_u64(&e->generation);
+        if (g == 0 || issue_word::closed(pg_atomic_read_u64(&e->word))) continue;
+        if (g > best_generation) {
+            best = i;
+            best_generation = g;
+        }
     }
-    return false;
+    return best;
 }
 
-void unbind(Binding* b, bool release) {
-    std::optional<int64> last = b->gen.close();
-    PoolEntry* e = &shared->pool[b->entry];
+// Puts `g` on entry i's lease (under the lock).
+void attach_locked(Gen* g, int i) {
+    PoolEntry* e = &shared->pool[i];
+    g->entry = i;
+    g->generation = pg_atomic_read_u64(&e->generation);
+    g->issued = false;
+    g->slot = e->slot;
+    g->floor = e->floor;
+    g->layout = entry_layout(*e);
+    e->users++;
+}
+
+// Takes `g` off its lease.  Only the keeper ends a lease: a generator just stops using it.
+void detach(Gen* g) {
+    if (g->entry < 0) return;
+    PoolEntry* e = &shared->pool[g->entry];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (e->bound_pid == MyProcPid) {
-        if (last && *last > e->last_issued) e->last_issued = *last;
-        e->bound_pid = 0;
-        e->idle_since = mono_ms();
-        if (release) e->release_requested = true;
-    }
+    if (pg_atomic_read_u64(&e->generation) == g->generation && e->users > 0) e->users--;
     LWLockRelease(shared->lock);
-    b->active = false;
-    if (last_used == b) last_used = nullptr;
-    if (default_binding == b) default_binding = nullptr;
-    flush_issued_count();
-    ConditionVariableBroadcast(&shared->cv);
-    if (release) wake_keeper();
+    g->entry = -1;
+    g->generation = 0;
+    g->issued = false;
 }
 
-void unbind_all_at_exit(int code, Datum arg) {
+void detach_all_at_exit(int code, Datum arg) {
+    // Exit callbacks run before PostgreSQL releases LWLocks: one held here means an error in
+    // the middle of a change; the backend counts (display only) are then left as they are.
     if (shared == nullptr) return;
-    for (auto& b : bindings)
-        if (b.active) unbind(&b, false);
+    if (my_hazard >= 0) pg_atomic_write_u32(&claiming()[my_hazard].entry, 0);  // (never set outside a claim anyway)
+    flush_issued_count();
+    if (gens == nullptr || LWLockHeldByMe(shared->lock)) return;
+    HASH_SEQ_STATUS it;
+    hash_seq_init(&it, gens);
+    for (Gen* g; (g = static_cast<Gen*>(hash_seq_search(&it))) != nullptr;) detach(g);
 }
 
 void check_namespace_exists(const char* ns) {
@@ -137,14 +164,25 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
     pg_unreachable();
 }
 
-int post_request_locked(const char* ns) {
+
+// Under the lock: the request entry for `ns` that every waiter shares, posted when there is
+// none; -1 when the pool is full.
+int request_entry_locked(const char* ns) {
+    int in_use = 0;  // namespaces leased or asked for: at most cosid.max_namespaces
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if ((e->state == kWanted || e->state == kAcquiring) && strcmp(e->ns, ns) == 0) return i;
+        if (e->state == kWanted || e->state == kAcquiring || (e->state == kLeased && !e->releasing)) in_use++;
+    }
+    if (in_use >= setting_max_namespaces) return -1;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kEmpty) continue;
         memset(e->ns, 0, sizeof(e->ns));
         strlcpy(e->ns, ns, sizeof(e->ns));
         e->state = kWanted;
-        e->requester_pid = MyProcPid;
+        e->request_id = ++shared->next_request_id;
+        e->waiters = 0;
         e->request_seen_at = mono_ms();
         e->retry_at = 0;
         e->earliest_expiry = 0;
@@ -152,35 +190,68 @@ int post_request_locked(const char* ns) {
         e->error_code = 0;
         e->tries = 0;
         e->last_error[0] = '\0';
-        e->bound_pid = 0;
+        e->users = 0;
         e->release_requested = false;
         e->releasing = false;
-        pg_atomic_write_u32(&e->lost, 0);
         return i;
     }
     return -1;
 }
 
-bool is_my_request_locked(int i) {
-    if (i < 0) return false;
-    PoolEntry* e = &shared->pool[i];
-    return (e->state == kWanted || e->state == kAcquiring) && e->requester_pid == MyProcPid;
+// True when the extension's catalog row was written by this transaction (not committed yet).
+bool extension_created_here() {
+    SPI_connect();
+    int rc = SPI_execute("SELECT xmin::text FROM pg_catalog.pg_extension WHERE extname = 'cosid'", true, 1);
+    TransactionId xmin = InvalidTransactionId;
+    if (rc == SPI_OK_SELECT && SPI_processed > 0) {
+        char* v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        if (v != nullptr) xmin = static_cast<TransactionId>(strtoul(v, nullptr, 10));
+    }
+    SPI_finish();
+    return TransactionIdIsValid(xmin) && TransactionIdIsCurrentTransactionId(xmin);
 }
 
-void cancel_request_locked(int i) {
-    if (!is_my_request_locked(i)) return;
-    PoolEntry* e = &shared->pool[i];
-    if (e->state == kWanted) e->state = kEmpty;  // an acquire in flight becomes an idle pool slot
-    e->requester_pid = 0;
+// What the keeper already knows it cannot do, so that a caller fails at once instead of
+// waiting out cosid.acquire_timeout: it cannot connect to cosid.database (it does not
+// exist), the extension is missing there, or the remote store refused.  A caller in the
+// keeper's own database waits when the extension is missing: it may have been created a
+// moment ago, and the keeper looks again when woken.
+// `here`: in_store_database(), computed by the caller (a catalog lookup: not under a lock).
+bool keeper_problem_known(bool here) {
+    if (shared->keeper_ready) return false;
+    // cosid.database missing: unless this is it (created since), then the keeper is woken
+    if (shared->keeper_failed_starts > 0) return !here;
+    return shared->keeper_problem == 2 || (shared->keeper_problem == 1 && !here);
 }
 
-// Binds `b` to a slot of `ns`, asking the keeper for one when the pool has none idle.
-void bind(const char* ns, Binding* b) {
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    bool bound = bind_idle_entry_locked(ns, b);
+void keeper_cannot_serve(bool here) {
+    if (!keeper_problem_known(here)) return;
+    char message[256];
+    LWLockAcquire(shared->lock, LW_SHARED);
+    int failed_starts = shared->keeper_failed_starts;
+    strlcpy(message, shared->keeper_problem_message, sizeof(message));
     LWLockRelease(shared->lock);
-    if (bound) return;
+    if (failed_starts > 0)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid lease keeper cannot connect to database \"%s\"", setting_database),
+                        errdetail("The keeper's last %d start%s failed while connecting (see the server log).",
+                                  failed_starts, failed_starts == 1 ? "" : "s"),
+                        errhint("Create database \"%s\" and run CREATE EXTENSION cosid there, or set cosid.database "
+                                "to the database that holds the lease store and restart the server.",
+                                setting_database)));
+    ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                    errmsg("cosid lease keeper cannot serve yet"),
+                    errdetail("The keeper in database \"%s\" reports: %s.", setting_database, message),
+                    errhint(store_is_remote() && shared->keeper_problem == 2
+                                ? "Install cosid on the lease store (cosid.store_dsn) and create the namespace there."
+                                : "Run CREATE EXTENSION cosid in database \"%s\" (it holds the lease store), or set "
+                                  "cosid.database to this database and restart the server.",
+                            setting_database)));
+}
 
+// Waits until the instance holds a lease of `ns` (returns), or fails with what the keeper
+// or the store said.  Every backend waiting for `ns` waits on the same request.
+void wait_for_lease(const char* ns) {
     // No keeper runs during recovery, and a standby stores no rows anyway: say so at once
     // instead of waiting out the acquire timeout.
     if (RecoveryInProgress())
@@ -188,26 +259,50 @@ void bind(const char* ns, Binding* b) {
                         errmsg("cosid_next() cannot run during recovery"),
                         errdetail("This server is a standby (or still recovering); no lease keeper runs here."),
                         errhint("Generate ids on the primary, where the rows are written.")));
+    // The keeper works in its own transactions: it cannot see an extension this transaction
+    // created in its database (migration tools create and use it in one transaction).
+    if (in_store_database() && extension_created_here())
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("cosid_next() cannot run in the transaction that created the extension cosid"),
+                        errdetail("The lease keeper acquires leases in its own transactions, which cannot see the "
+                                  "store until this transaction commits."),
+                        errhint("Commit CREATE EXTENSION cosid first, then call cosid_next() (or insert rows that "
+                                "use it) in a later transaction.")));
     // Where this database holds the store, ask it; elsewhere the keeper's store answers.
-    if (!store_is_remote() && in_store_database()) check_namespace_exists(ns);
+    bool here = in_store_database();
+    if (!store_is_remote() && here) check_namespace_exists(ns);
+    keeper_cannot_serve(here);
+    if (here && shared->keeper_failed_starts > 0) {
+        // The keeper backs off because its database did not exist; this is it: connect now.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        shared->keeper_retry_now = true;
+        LWLockRelease(shared->lock);
+    }
     int64 start = mono_ms();
     int timeout = acquire_timeout_ms();
-    int request = -1;
     char error[256] = "";
     int error_code = 0;
     int64 earliest_expiry = 0;
-    int tries = 0;              // transient store errors the keeper retried for us
+    int tries = 0;  // transient store errors the keeper retried for this namespace
     char last_error[256] = "";
     bool pool_full = false;
+    bool leased = false;
+    int request = -1;  // the request this backend counts itself a waiter of: entry and id
+    uint64 request_id = 0;
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        bound = bind_idle_entry_locked(ns, b);
-        if (bound) {
-            cancel_request_locked(request);
-        } else {
-            if (is_my_request_locked(request)) {
-                PoolEntry* e = &shared->pool[request];
+        leased = active_entry_locked(ns) >= 0;
+        if (!leased) {
+            int r = request_entry_locked(ns);
+            pool_full = r < 0;
+            if (r >= 0) {
+                PoolEntry* e = &shared->pool[r];
+                if (r != request || e->request_id != request_id) {
+                    e->waiters++;
+                    request = r;
+                    request_id = e->request_id;
+                }
                 e->request_seen_at = mono_ms();
                 strlcpy(error, e->error, sizeof(error));
                 error_code = e->error_code;
@@ -216,21 +311,28 @@ void bind(const char* ns, Binding* b) {
                     tries = e->tries;
                     strlcpy(last_error, e->last_error, sizeof(last_error));
                 }
-            } else {
-                // First pass, or another backend bound the slot our request produced.
-                request = post_request_locked(ns);
-                pool_full = request < 0;
             }
-            if (error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout) cancel_request_locked(request);
+        }
+        bool done = leased || error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout ||
+                    keeper_problem_known(here);
+        if (done && request >= 0) {
+            // The last waiter to give up takes a request nobody is being served by along
+            // (one the keeper is acquiring for, it drops when the store answers).
+            PoolEntry* e = &shared->pool[request];
+            if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id &&
+                --e->waiters <= 0 && e->state == kWanted) {
+                e->state = kEmpty;
+                e->error[0] = '\0';
+            }
         }
         LWLockRelease(shared->lock);
-        if (bound || error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout) break;
+        if (done) break;
         wake_keeper();
         ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
     }
     ConditionVariableCancelSleep();
-    if (bound) return;
-    b->active = false;
+    if (leased) return;
+    keeper_cannot_serve(here);
     if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),
@@ -243,9 +345,10 @@ void bind(const char* ns, Binding* b) {
                         errdetail("The lease store answered: %s", error)));
     if (pool_full)
         ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-                        errmsg("cosid's slot pool is full"),
-                        errdetail("Every pool entry of this instance is in use."),
-                        errhint("Raise max_connections, or close idle generators with cosid_release().")));
+                        errmsg("cosid's lease pool is full"),
+                        errdetail("This instance issues in %d namespaces at most at once (cosid.max_namespaces).",
+                                  setting_max_namespaces),
+                        errhint("Raise cosid.max_namespaces and restart the server.")));
     if (!shared->keeper_ready || shared->keeper_pid == 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid lease keeper is not serving namespace \"%s\"", ns),
@@ -264,7 +367,7 @@ void bind(const char* ns, Binding* b) {
         ereport(ERROR, (errcode(COSID_EXHAUSTED), errmsg("cosid namespace \"%s\" is exhausted", ns),
                         errdetail("Every slot is held; the earliest lease expires at %s. Waited %d ms.",
                                   ms_to_text(earliest_expiry), timeout),
-                        errhint("Use a namespace with more slot bits, fewer concurrent generators, or raise "
+                        errhint("Use a namespace with more slot bits, fewer instances, or raise "
                                 "cosid.acquire_timeout.")));
     ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                     errmsg("cosid timed out waiting for a slot in namespace \"%s\"", ns),
@@ -272,67 +375,228 @@ void bind(const char* ns, Binding* b) {
                     errhint("Check the server log; the store may be locked or unreachable.")));
 }
 
-// local_layout_difference for a binding just made: until the check passed, the binding must
-// not stay active, since an error here (a cancel, a statement timeout) would leave it to the
-// next call unchecked.
-void local_layout_difference_or_unbind(const char* ns, Binding* b, char* out, size_t len) {
-    PG_TRY();
-    {
-        local_layout_difference(ns, b->gen.layout(), out, len);
+// Puts `g` on the instance's lease of `ns`, asking the keeper for one when it holds none.
+// The layout check against this database's own definition runs before `g` counts as a user,
+// so an error there leaves nothing to undo.
+void attach(Gen* g) {
+    const char* ns = g->ns;
+    for (;;) {
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        int i = active_entry_locked(ns);
+        if (i >= 0 && g->layout_checked) attach_locked(g, i);
+        Layout layout = i >= 0 ? entry_layout(shared->pool[i]) : Layout{};
+        LWLockRelease(shared->lock);
+        if (i >= 0 && g->layout_checked) return;
+        if (i >= 0) {
+            // In the keeper's database the namespace came from the store (local) or was checked
+            // by the keeper (remote); elsewhere this database's own definition is checked here.
+            if (!in_store_database()) {
+                char difference[256];
+                local_layout_difference(ns, layout, difference, sizeof(difference));
+                if (difference[0] != '\0') {
+                    char where[NAMEDATALEN + 16];
+                    snprintf(where, sizeof(where), "in database \"%s\"", get_database_name(MyDatabaseId));
+                    report_layout_mismatch(ns, where, difference, "none was issued",
+                                           "then create it with the store's values");
+                }
+            }
+            g->layout_checked = true;
+            continue;
+        }
+        wait_for_lease(ns);
     }
-    PG_CATCH();
-    {
-        unbind(b, false);
-        PG_RE_THROW();
-    }
-    PG_END_TRY();
 }
 
-Binding* binding_for(const char* ns) {
-    for (auto& b : bindings)
-        if (b.active && strcmp(b.ns, ns) == 0) return &b;
+Gen* generator_for(const char* ns) {
+    if (gens != nullptr) {
+        Gen* g = static_cast<Gen*>(hash_search(gens, ns, HASH_FIND, nullptr));
+        if (g != nullptr) return g;
+    }
     if (!valid_namespace_name(ns))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid namespace name \"%s\"", ns),
                         errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".")));
-    Binding* free_binding = nullptr;
-    for (auto& b : bindings)
-        if (!b.active) {
-            free_binding = &b;
-            break;
-        }
-    if (free_binding == nullptr)
-        ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-                        errmsg("a backend can use at most %d cosid namespaces at once", kMaxBindings),
-                        errhint("Call cosid_release() to close this backend's generators.")));
+    if (my_hazard < 0) {
+        if (MyProc == nullptr || MyProc->pgprocno >= shared->nclaiming)
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("cosid_next() cannot run in this kind of process"),
+                            errdetail("Ids are issued by client backends, background workers and WAL senders.")));
+        my_hazard = MyProc->pgprocno;
+    }
+    if (gens == nullptr) {
+        HASHCTL ctl;
+        memset(&ctl, 0, sizeof(ctl));
+        ctl.keysize = NAMEDATALEN;
+        ctl.entrysize = sizeof(Gen);
+        ctl.hcxt = TopMemoryContext;
+        gens = hash_create("cosid generators", 16, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    }
     if (!exit_hook_registered) {
-        before_shmem_exit(unbind_all_at_exit, 0);
+        before_shmem_exit(detach_all_at_exit, 0);
         exit_hook_registered = true;
     }
-    bind(ns, free_binding);
-    // In the keeper's database the namespace came from the store (local) or was checked by
-    // the keeper (remote); elsewhere this database's own definition is checked here.
-    if (!in_store_database()) {
-        char difference[256];
-        local_layout_difference_or_unbind(ns, free_binding, difference, sizeof(difference));
-        if (difference[0] != '\0') {
-            unbind(free_binding, false);
-            char where[NAMEDATALEN + 16];
-            snprintf(where, sizeof(where), "in database \"%s\"", get_database_name(MyDatabaseId));
-            report_layout_mismatch(ns, where, difference, "none was issued", "then create it with the store's values");
-        }
+    char key[NAMEDATALEN];
+    memset(key, 0, sizeof(key));
+    strlcpy(key, ns, sizeof(key));
+    bool found;
+    Gen* g = static_cast<Gen*>(hash_search(gens, key, HASH_ENTER, &found));
+    if (!found) {
+        g->entry = -1;
+        g->generation = 0;
+        g->issued = false;
+        for (int k = 0; k < Gen::kPending; ++k) g->pending_generation[k] = 0;
+        g->any_pending = false;
+        g->layout_checked = in_store_database();
     }
-    return free_binding;
+    return g;
 }
 
-[[noreturn]] void slot_lost(Binding* b) {
-    int32 slot = b->gen.slot();
-    char ns[NAMEDATALEN];
-    strlcpy(ns, b->ns, sizeof(ns));
-    unbind(b, false);
-    ereport(ERROR, (errcode(COSID_SLOT_LOST), errmsg("cosid lost its lease on slot %d of namespace \"%s\"", slot, ns),
-                    errdetail("The lease was revoked or taken over after it expired; no id is issued on it any more."),
-                    errhint("Retry: the next call binds a new slot.")));
-    pg_unreachable();
+[[noreturn]] void report_lost(const char* ns, int32 slot);
+
+// Remembers g's current lease as one whose release is pending (the oldest unresolved one is
+// given up when all places are taken: its loss, found later, then goes unreported).
+void remember_pending(Gen* g) {
+    int k = 0;
+    while (k < Gen::kPending - 1 && g->pending_generation[k] != 0) ++k;
+    g->pending_entry[k] = g->entry;
+    g->pending_generation[k] = g->generation;
+    g->any_pending = true;
+}
+
+// The lease `g` was on ended (its word closed, or its entry moved on).  A lease that was lost
+// fails the next call of every generator that issued on it, once (ZC001); one released in
+// order (idle, cosid_release) is just left for the next.
+void lease_ended(Gen* g) {
+    bool lost = false;
+    if (g->issued) {
+        LWLockAcquire(shared->lock, LW_SHARED);
+        lost = lease_lost_locked(g->generation);
+        // closed, not ended yet: its release is pending, and may still find it lost
+        if (!lost && pg_atomic_read_u64(&shared->pool[g->entry].generation) == g->generation) remember_pending(g);
+        LWLockRelease(shared->lock);
+    }
+    int32 slot = g->slot;
+    detach(g);
+    if (lost) report_lost(g->ns, slot);
+}
+
+// Leases this generator issued on, closed while their release was pending, that have ended
+// since: if a release found its lease lost, this call fails once (ZC001).
+void check_pending_leases(Gen* g) {
+    bool lost = false, still = false;
+    for (int k = 0; k < Gen::kPending; ++k) {
+        if (g->pending_generation[k] == 0) continue;
+        if (pg_atomic_read_u64(&shared->pool[g->pending_entry[k]].generation) == g->pending_generation[k]) {
+            still = true;
+            continue;
+        }
+        LWLockAcquire(shared->lock, LW_SHARED);
+        lost = lease_lost_locked(g->pending_generation[k]) || lost;
+        LWLockRelease(shared->lock);
+        g->pending_generation[k] = 0;
+    }
+    g->any_pending = still;
+    if (lost) report_lost(g->ns, -1);
+}
+
+[[noreturn]] void report_lost(const char* ns, int32 slot) {
+    if (slot >= 0)
+        ereport(ERROR, (errcode(COSID_SLOT_LOST), errmsg("cosid lost its lease on slot %d of namespace \"%s\"", slot, ns),
+                        errdetail("The lease was revoked or taken over after it expired; no id is issued on it any more."),
+                        errhint("Retry: the next call uses the instance's next lease.")));
+    ereport(ERROR, (errcode(COSID_SLOT_LOST), errmsg("cosid lost a lease of namespace \"%s\"", ns),
+                    errdetail("The lease this backend issued on was found revoked or taken over when it was released; "
+                              "the ids issued were inside its window."),
+                    errhint("Retry: the next call uses the instance's next lease.")));
+}
+
+int64 issue(Gen* g) {
+    int64 wait_start = 0;
+    bool counted_wait = false;
+    if (unlikely(g->any_pending)) check_pending_leases(g);
+    for (;;) {
+        if (g->entry < 0) attach(g);
+        PoolEntry* e = &shared->pool[g->entry];
+        // The claim: nothing in here may ereport or be interrupted while the hazard is set
+        // (claim() is pure arithmetic).
+        publish(g->entry);
+        if (pg_atomic_read_u64(&e->generation) != g->generation) {
+            unpublish();
+            lease_ended(g);
+            continue;
+        }
+        int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
+        uint64 w = pg_atomic_read_u64(&e->word);
+        Claim c;
+        for (;;) {
+            c = claim(w, g->layout, g->slot, ClaimWindow{g->floor, ceiling}, clock_ms(), setting_max_borrow_ms);
+            if (c.status != NextStatus::Issued) break;
+            // Full barrier; on failure `w` is the word as it is now, and the claim is made again.
+            if (pg_atomic_compare_exchange_u64(&e->word, &w, c.word)) break;
+        }
+        if (c.status == NextStatus::Issued) {
+            unpublish_after_cas();
+            g->issued = true;
+            if (++unflushed_ids >= 1024) flush_issued_count();
+            return c.id;
+        }
+        unpublish();
+        if (c.status == NextStatus::Closed) {
+            lease_ended(g);
+            continue;
+        }
+        if (c.status == NextStatus::SequenceExhausted) {
+            // The tick's sequence is used up and cosid.max_borrow says wait for the clock (a
+            // clock that stepped back far makes that long: bounded by cosid.acquire_timeout).
+            if (wait_start == 0) wait_start = mono_ms();
+            if (elapsed_ms(wait_start) >= acquire_timeout_ms())
+                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                                errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
+                                errdetail("cosid.max_borrow (%d ms) forbids issuing further ahead of this clock; waited "
+                                          "%d ms for it.", setting_max_borrow_ms, acquire_timeout_ms()),
+                                errhint("The clock stepped back, or ids are asked for faster than the layout allows; "
+                                        "raise cosid.max_borrow, or set it to -1 to borrow up to the window's end.")));
+            int64 wait = c.wait_until_ms - clock_ms();
+            if (wait > 1) pg_usleep(Min(wait, 100) * 1000L);
+            CHECK_FOR_INTERRUPTS();
+            continue;
+        }
+        if (c.status == NextStatus::OutOfRange)
+            ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                            errmsg("cosid clock is outside namespace \"%s\"'s timestamp range", g->ns),
+                            errdetail("The clock reads %lld ms; the layout covers its epoch plus %d timestamp bits.",
+                                      static_cast<long long>(clock_ms()), g->layout.timestamp_bits)));
+        if (wait_start == 0) wait_start = mono_ms();
+        int timeout = acquire_timeout_ms();
+        if (c.status == NextStatus::PastCeiling) {
+            if (!counted_wait) {
+                count(shared->stats.waits_at_ceiling);
+                counted_wait = true;
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                if (pg_atomic_read_u64(&e->generation) == g->generation && e->next_renew_at > 0) e->next_renew_at = 0;
+                LWLockRelease(shared->lock);
+                wake_keeper();
+            }
+            if (elapsed_ms(wait_start) >= timeout)
+                ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
+                                errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed",
+                                       g->slot, g->ns),
+                                errdetail("The window's ceiling is %s; no renewal arrived within %d ms.",
+                                          ms_to_text(ceiling), timeout),
+                                errhint("The lease store may be unreachable or locked, or this host's clock runs "
+                                        "ahead of the store's.")));
+        } else if (c.status == NextStatus::BeforeFloor) {
+            if (elapsed_ms(wait_start) >= timeout)
+                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                                errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"",
+                                       g->slot, g->ns),
+                                errdetail("Ids may only be issued after %s; waited %d ms.",
+                                          ms_to_text(g->floor), timeout),
+                                errhint("This host's clock runs behind the lease store's.")));
+        }
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
 }
 
 }  // namespace
@@ -344,10 +608,6 @@ void flush_issued_count() {
     }
 }
 
-namespace {
-int64 issue(Binding* b, const char* ns);
-}  // namespace
-
 bool in_store_database() {
     // The keeper publishes its database's oid; comparing it spares a new backend a catalog
     // lookup on its first call.  Before the keeper connected, compare names.
@@ -357,96 +617,36 @@ bool in_store_database() {
 }
 
 int64 next_id(const char* ns) {
-    Binding* b = last_used;
-    if (b == nullptr || !b->active || strcmp(b->ns, ns) != 0) {
-        b = binding_for(ns);
-        last_used = b;
+    Gen* g = last_used;
+    if (g == nullptr || strcmp(g->ns, ns) != 0) {
+        g = generator_for(ns);
+        last_used = g;
     }
-    return issue(b, ns);
+    return issue(g);
 }
 
 int64 next_id_default() {
-    Binding* b = default_binding;
-    if (b == nullptr || !b->active || default_binding_generation != namespace_setting_generation) {
-        b = binding_for(setting_namespace);
-        default_binding = b;
-        default_binding_generation = namespace_setting_generation;
+    Gen* g = default_gen;
+    if (g == nullptr || default_gen_setting != namespace_setting_generation) {
+        g = generator_for(setting_namespace);
+        default_gen = g;
+        default_gen_setting = namespace_setting_generation;
     }
-    return issue(b, b->ns);
+    return issue(g);
 }
 
-namespace {
-int64 issue(Binding* b, const char* ns) {
-    PoolEntry* e = &shared->pool[b->entry];
-    int64 wait_start = 0;
-    bool counted_wait = false;
-    for (;;) {
-        if (pg_atomic_read_u32(&e->lost) != 0) slot_lost(b);
-        b->gen.extend(static_cast<int64>(pg_atomic_read_u64(&e->ceiling)));
-        NextResult r = b->gen.next(clock_ms());
-        if (r.status == NextStatus::Issued) {
-            if (++unflushed_ids >= 1024) flush_issued_count();
-            return r.id;
-        }
-        if (r.status == NextStatus::SequenceExhausted) {
-            // The tick's sequence is used up: the next tick is at most one unit away.
-            int64 wait = r.wait_until_ms - clock_ms();
-            if (wait > 1) {
-                pg_usleep(Min(wait, 100) * 1000L);
-                CHECK_FOR_INTERRUPTS();
-            }
-            continue;
-        }
-        if (r.status == NextStatus::OutOfRange)
-            ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
-                            errmsg("cosid clock is outside namespace \"%s\"'s timestamp range", ns),
-                            errdetail("The clock reads %lld ms; the layout covers its epoch plus %d timestamp bits.",
-                                      static_cast<long long>(clock_ms()), b->gen.layout().timestamp_bits)));
-        if (wait_start == 0) wait_start = mono_ms();
-        int timeout = acquire_timeout_ms();
-        if (r.status == NextStatus::PastCeiling) {
-            if (!counted_wait) {
-                count(shared->stats.waits_at_ceiling);
-                counted_wait = true;
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                if (e->next_renew_at > 0) e->next_renew_at = 0;  // renew now
-                LWLockRelease(shared->lock);
-                wake_keeper();
-            }
-            if (elapsed_ms(wait_start) >= timeout)
-                ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
-                                errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed",
-                                       b->gen.slot(), ns),
-                                errdetail("The window's ceiling is %s; no renewal arrived within %d ms.",
-                                          ms_to_text(b->gen.ceiling_ms()), timeout),
-                                errhint("The lease store may be unreachable or locked, or this host's clock runs "
-                                        "ahead of the store's.")));
-        } else if (r.status == NextStatus::BeforeFloor) {
-            if (elapsed_ms(wait_start) >= timeout)
-                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
-                                errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"",
-                                       b->gen.slot(), ns),
-                                errdetail("Ids may only be issued after %s; waited %d ms.",
-                                          ms_to_text(b->gen.floor_ms()), timeout),
-                                errhint("This host's clock runs behind the lease store's.")));
-        }
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-        CHECK_FOR_INTERRUPTS();
-    }
-}
-}  // namespace
-
-bool wait_for_releases(const int* entries, int n) {
+bool wait_for_releases(const int* entries, const uint64* generations, int n) {
     int64 start = mono_ms();
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
         bool pending = false;
         LWLockAcquire(shared->lock, LW_SHARED);
-        for (int i = 0; i < n; ++i)
-            if (shared->pool[entries[i]].state == kLeased &&
-                (shared->pool[entries[i]].release_requested || shared->pool[entries[i]].releasing))
+        for (int i = 0; i < n; ++i) {
+            PoolEntry* e = &shared->pool[entries[i]];
+            if (pg_atomic_read_u64(&e->generation) == generations[i] && e->state == kLeased &&
+                (e->release_requested || e->releasing))
                 pending = true;
+        }
         LWLockRelease(shared->lock);
         if (!pending || elapsed_ms(start) >= acquire_timeout_ms()) {
             ConditionVariableCancelSleep();
@@ -456,16 +656,35 @@ bool wait_for_releases(const int* entries, int n) {
     }
 }
 
-int close_generators(bool release) {
-    int closed = 0;
-    int entries[kMaxBindings];
-    for (auto& b : bindings)
-        if (b.active) {
-            entries[closed++] = b.entry;
-            unbind(&b, release);
+int release_own_leases() {
+    if (gens == nullptr) return 0;
+    int n = 0;
+    int cap = Min(static_cast<int>(hash_get_num_entries(gens)), shared->npool);
+    int* entries = static_cast<int*>(palloc(sizeof(int) * Max(cap, 1)));
+    uint64* generations = static_cast<uint64*>(palloc(sizeof(uint64) * Max(cap, 1)));
+    HASH_SEQ_STATUS it;
+    hash_seq_init(&it, gens);
+    for (Gen* g; (g = static_cast<Gen*>(hash_seq_search(&it))) != nullptr;) {
+        if (g->entry < 0) continue;
+        PoolEntry* e = &shared->pool[g->entry];
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        if (pg_atomic_read_u64(&e->generation) == g->generation && e->state == kLeased && !e->releasing &&
+            n < cap) {
+            e->release_requested = true;
+            entries[n] = g->entry;
+            generations[n++] = g->generation;
+            if (g->issued) remember_pending(g);  // the release may find it lost
         }
-    if (release) wait_for_releases(entries, closed);
-    return closed;
+        LWLockRelease(shared->lock);
+        detach(g);
+    }
+    last_used = nullptr;
+    default_gen = nullptr;
+    if (n > 0) {
+        wake_keeper();
+        wait_for_releases(entries, generations, n);
+    }
+    return n;
 }
 
 }  // namespace cosid::pg

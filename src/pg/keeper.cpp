@@ -1,7 +1,8 @@
 // The lease keeper: one background worker per instance, connected to cosid.database.
 // It is the only writer of the store for this instance: it acquires slots that backends
-// ask for, renews every lease every ttl/3 (with backoff on failure), releases idle pool
-// slots and, at shutdown, every unbound slot with its exact last timestamp.
+// ask for (one lease per namespace, shared by every backend), renews every lease every ttl/3
+// (with backoff on failure), releases idle leases and, at shutdown, every lease, each with the
+// exact last timestamp its issue word holds.
 //
 // One loop, like pg_cron's: wait on the latch, then do whatever is due, leases first and
 // requests after.  Entries are copied out under the lock and the store is called without
@@ -14,6 +15,7 @@
 // mid-acquire) is released at its ceiling, which bounds anything issued in it.
 #include "keeper.hpp"
 
+#include "issue_word.hpp"
 #include "settings.hpp"
 #include "state.hpp"
 #include "store.hpp"
@@ -35,19 +37,33 @@ void note_store_clock(int64 store_now, int64 local_before, int64 local_after, in
     if (skew > tolerance_ms / 2) count(shared->stats.clock_skew_events);
 }
 
-void free_entry_locked(PoolEntry* e) {
+// Under the lock: a request (wanted, acquiring) nobody waits for any more is forgotten.
+void drop_request_locked(PoolEntry* e) {
     e->state = kEmpty;
-    e->bound_pid = 0;
-    e->release_requested = false;
     e->error[0] = '\0';
     e->error_code = 0;
     e->earliest_expiry = 0;
-    e->requester_pid = 0;
 }
+
+// A lease is ended by the keeper only: after a release the store confirmed, or when it was
+// found lost.  A lost one is remembered so that its generators fail once (ZC001).
+void end_lease(PoolEntry* e, bool lost) {
+    if (lost) remember_lost_locked(pg_atomic_read_u64(&e->generation));
+    end_lease_locked(e);
+}
+
+// A lease on which nothing was claimed yet is kept at least 2 s whatever the idle timeout,
+// so that the backends that asked for it get to use it.
+int64 idle_limit_ms(uint64 word) {
+    return word == issue_word::kFresh ? Max(setting_pool_idle_ms, 2000) : setting_pool_idle_ms;
+}
+
+// The next wait after a failed store call: 100 ms, doubling, at most one store bound.
+int64 next_backoff_ms(int64 backoff_ms) { return backoff_ms == 0 ? 100 : Min(backoff_ms * 2, store_bound_ms()); }
 
 bool transient(int sqlerrcode) { return store_error_is_transient(unpack_sql_state(sqlerrcode)); }
 
-// Under the lock: the pool's invariant, at most one live entry per (ns, slot).  The store only
+// Under the lock: the pool's invariant, at most one leased entry per (ns, slot).  The store only
 // grants available slots, so a live entry of ours for the slot it just granted holds a lease
 // that already expired in the store and was taken over: its fence is stale.  It is marked
 // lost (its window ends where the new one starts, so nothing overlaps), and the new lease
@@ -56,8 +72,9 @@ void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
     for (int j = 0; j < shared->npool; ++j) {
         PoolEntry* o = &shared->pool[j];
         if (j == except || o->state != kLeased || o->slot != slot || strcmp(o->ns, ns) != 0) continue;
-        if (pg_atomic_read_u32(&o->lost) != 0) continue;
-        pg_atomic_write_u32(&o->lost, 1);
+        // A release of it that may have committed (outcome unknown) explains the new grant:
+        // not a loss then.
+        end_lease(o, !(o->releasing && o->release_uncertain));
         count(shared->stats.leases_lost);
         ereport(LOG, (errmsg("cosid: slot %d of namespace \"%s\" was granted again while the pool held it with fence "
                              INT64_FORMAT "; the older entry is lost",
@@ -183,13 +200,15 @@ void serve_request(int i, int64 now) {
     int64 done = mono_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (!(ok && r.found) && e->requester_pid == 0) {
-        // The requester stopped waiting while the store answered: nobody wants a retry.
-        free_entry_locked(e);
+    if (!(ok && r.found) && (e->waiters <= 0 || done - e->request_seen_at > kAbandonedRequestMs)) {
+        // Every waiter stopped waiting while the store answered: nobody wants a retry.
+        drop_request_locked(e);
     } else if (!ok && transient(err.sqlerrcode)) {
         // Tried again until the caller's cosid.acquire_timeout; the caller reports the last one.
         e->tries++;
         e->earliest_expiry = 0;
+        e->error[0] = '\0';  // a retry: an error of an earlier answer no longer holds
+        e->error_code = 0;
         strlcpy(e->last_error, err.message, sizeof(e->last_error));
         e->state = kWanted;
         e->retry_at = done + Min(100L << Min(e->tries - 1, 10), store_bound_ms());
@@ -207,26 +226,30 @@ void serve_request(int i, int64 now) {
             if ((w->state != kWanted && j != i) || strcmp(w->ns, ns) != 0) continue;
             w->earliest_expiry = r.earliest_expiry;
             w->tries = 0;
+            w->error[0] = '\0';
+            w->error_code = 0;
             w->retry_at = done + exhausted_retry_ms(r);
         }
         e->state = kWanted;
     } else {
         retire_stale_entries_locked(i, ns, r.slot);
-        e->state = kLeased;
+        // The entry came from kEmpty, so no backend is in the middle of a claim on it: its word
+        // may be reset.  Everything a generator copies is written before the generation that
+        // makes the lease visible (write barrier; backends read it under the lock anyway).
         e->slot = r.slot;
         e->fence = r.fence;
         e->floor = r.floor;
         e->expires_at = r.expires_at;
         pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        pg_atomic_write_u32(&e->lost, 0);
+        pg_atomic_write_u64(&e->word, issue_word::kFresh);
         e->timestamp_bits = r.timestamp_bits;
         e->slot_bits = r.slot_bits;
         e->sequence_bits = r.sequence_bits;
         e->epoch_ms = r.epoch_ms;
         e->unit_ms = r.unit_ms;
         e->tolerance_ms = r.tolerance_ms;
-        e->bound_pid = 0;
-        e->last_issued = -1;
+        e->users = 0;
+        e->observed_word = issue_word::kFresh;
         e->idle_since = done;
         e->release_requested = false;
         e->releasing = false;
@@ -236,6 +259,9 @@ void serve_request(int i, int64 now) {
         e->earliest_expiry = 0;
         e->tries = 0;
         e->last_error[0] = '\0';
+        pg_write_barrier();
+        pg_atomic_write_u64(&e->generation, ++shared->next_generation);
+        e->state = kLeased;
     }
     LWLockRelease(shared->lock);
     if (ok) {
@@ -255,29 +281,26 @@ void serve_request(int i, int64 now) {
     ConditionVariableBroadcast(&shared->cv);
 }
 
-// Releases entry i to the store.  `force`: a backend may still be bound, so the exact last
-// timestamp is unknown and the ceiling is handed on instead.  The entry is freed only when
-// the store answered: the release was applied, or the lease is not ours any more.  A failed
-// release keeps the entry (lost: nobody binds or issues on it) and is tried again with the
-// same timestamp, so this instance never forgets what it issued on a slot it may still hold.
-void release_entry(int i, bool force) {
+// Releases entry i to the store, in order: its word is closed first (no claim succeeds after
+// that) and the OR's answer is the exact last timestamp any backend issued on it, which the
+// store hands on as the slot's next floor; nothing waits for backends.  The entry ends only
+// when the store answered: the release was applied, or the lease is not ours any more.  A
+// failed release keeps the entry (closed) and is tried again with the same timestamp, so
+// this instance never forgets what it issued on a slot it may still hold.
+bool release_entry(int i) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (e->state != kLeased) {
         LWLockRelease(shared->lock);
-        return;
+        return true;
     }
     if (!e->releasing) {
-        // An idle slot that a backend bound again since the keeper looked is in use: keep it.
-        if (!force && e->bound_pid != 0) {
-            LWLockRelease(shared->lock);
-            return;
-        }
-        pg_atomic_write_u32(&e->lost, 1);  // no generator may bind or issue on it any more
-        int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
-        e->release_last = (e->bound_pid != 0 || force) ? ceiling : (e->last_issued >= 0 ? e->last_issued : e->floor);
+        uint64 last_word = pg_atomic_fetch_or_u64(&e->word, issue_word::kClosed);
+        std::optional<int64> last = issue_word::last_issued_ms(entry_layout(*e), last_word);
+        e->release_last = last ? *last : e->floor;
         e->releasing = true;
+        e->release_uncertain = false;
         e->backoff_ms = 0;
     }
     strlcpy(ns, e->ns, sizeof(ns));
@@ -292,24 +315,31 @@ void release_entry(int i, bool force) {
     if (ok && r.found) count(shared->stats.releases);
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    // The lease was gone already (expired and taken, or revoked) unless an earlier attempt
+    // may have done the release itself: then it was lost while backends issued on it.
+    bool lost = ok && !r.found && !e->release_uncertain;
     if (ok) {
-        // Done, or the lease was gone already (expired and taken): either way nothing of ours
-        // is left in the store.  A bound backend keeps the entry until it notices and unbinds.
-        e->releasing = false;
-        if (e->bound_pid == 0) free_entry_locked(e);
-        else e->release_requested = false;
+        // Done, or the lease was gone already: either way nothing of ours is left in the store.
+        end_lease(e, lost);
     } else {
-        e->backoff_ms = e->backoff_ms == 0 ? 100 : Min(e->backoff_ms * 2, store_bound_ms());
+        if (err.outcome_unknown) e->release_uncertain = true;
+        e->backoff_ms = next_backoff_ms(e->backoff_ms);
         e->next_renew_at = mono_ms() + e->backoff_ms;
     }
     int64 retry_in = e->backoff_ms;
     LWLockRelease(shared->lock);
+    if (lost) {
+        count(shared->stats.leases_lost);
+        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost before its release", slot, ns),
+                      errdetail("Its fence or incarnation had changed in the store (expired and taken, or revoked).")));
+    }
     if (!ok)
         ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", slot, ns, err.message),
                       errdetail("The entry is kept with its last timestamp " INT64_FORMAT "; the release is tried "
                                 "again in " INT64_FORMAT " ms.",
                                 last, retry_in)));
     ConditionVariableBroadcast(&shared->cv);
+    return ok;
 }
 
 // The current run of failed renewals, for the log.
@@ -344,10 +374,9 @@ void renew_entry(int i) {
         e->backoff_ms = 0;
     } else if (ok) {
         // Fence or incarnation changed: someone took the slot or it was revoked.
-        pg_atomic_write_u32(&e->lost, 1);
-        if (e->bound_pid == 0) free_entry_locked(e);
+        end_lease(e, true);
     } else {
-        e->backoff_ms = e->backoff_ms == 0 ? 100 : Min(e->backoff_ms * 2, store_bound_ms());
+        e->backoff_ms = next_backoff_ms(e->backoff_ms);
         e->next_renew_at = done + e->backoff_ms;
     }
     LWLockRelease(shared->lock);
@@ -421,10 +450,21 @@ long keeper_pass(bool serve_requests) {
     bool requests_due = false;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
-        LWLockAcquire(shared->lock, LW_SHARED);
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         uint32 state = e->state;
-        bool lost = pg_atomic_read_u32(&e->lost) != 0;
-        bool bound = e->bound_pid != 0;
+        int64 now = mono_ms();
+        bool claimed = false;  // since the last pass
+        if (state == kLeased) {
+            // Idle is measured on the word: a lease on which nothing was claimed for
+            // cosid.pool_idle_timeout (and not since the last pass) goes back to the store,
+            // whoever is attached to it.
+            uint64 w = pg_atomic_read_u64(&e->word);
+            if (w != e->observed_word) {
+                e->observed_word = w;
+                e->idle_since = now;
+                claimed = true;
+            }
+        }
         bool release = e->release_requested;
         bool releasing = e->releasing;
         int64 idle_since = e->idle_since;
@@ -432,37 +472,41 @@ long keeper_pass(bool serve_requests) {
         int64 retry_at = e->retry_at;
         int64 request_seen_at = e->request_seen_at;
         LWLockRelease(shared->lock);
-        int64 now = mono_ms();
 
         if (state == kWanted && now - request_seen_at > kAbandonedRequestMs) {
-            // Its backend stopped waiting (cancelled, terminated): do not keep acquiring.
+            // Its backends stopped waiting (cancelled, terminated): do not keep acquiring.
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-            if (e->state == kWanted && e->request_seen_at == request_seen_at) free_entry_locked(e);
+            if (e->state == kWanted && e->request_seen_at == request_seen_at) drop_request_locked(e);
             LWLockRelease(shared->lock);
         } else if (state == kWanted) {
             if (retry_at <= now) requests_due = true;
             else sleep_ms = Min(sleep_ms, static_cast<long>(retry_at - now));
+        } else if (state == kDraining) {
+            // Free once no backend is in the middle of a claim on it (state.hpp); a backend
+            // stopped there (SIGSTOP) keeps it draining, and new leases use other entries.
+            if (!entry_has_hazard(i)) {
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                if (e->state == kDraining) e->state = kEmpty;
+                LWLockRelease(shared->lock);
+            } else {
+                sleep_ms = Min(sleep_ms, 100L);  // a backend stopped mid-claim: not urgent
+            }
         } else if (state == kLeased && releasing) {
             if (next_renew <= now) {
-                release_entry(i, false);
+                release_entry(i);
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-        } else if (state == kLeased && lost) {
-            if (!bound) {
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                if (e->state == kLeased && e->bound_pid == 0 && !e->releasing) free_entry_locked(e);
-                LWLockRelease(shared->lock);
-            }
-        } else if (state == kLeased && (release || (!bound && now - idle_since >= setting_pool_idle_ms))) {
-            release_entry(i, release && bound);
+        } else if (state == kLeased &&
+                   (release || (!claimed && now - idle_since >= idle_limit_ms(e->observed_word)))) {
+            release_entry(i);
         } else if (state == kLeased) {
             if (next_renew <= now) {
                 renew_entry(i);
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-            if (!bound) sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 1)));
+            sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 10)));
         }
     }
     // Then the store's failovers, orphans and requests, for at most one store bound in all.
@@ -485,63 +529,33 @@ long keeper_pass(bool serve_requests) {
 }
 
 // Start of a keeper: an entry left "acquiring" by a keeper that exited in the middle (its
-// answer never arrived) is asked again; what that acquire may have taken in the store is an
-// orphan, released by the first sweep.
+// answer never arrived) is asked again, if anyone still waits; what that acquire may have
+// taken in the store is an orphan, released by the first sweep.
 void recover_interrupted_requests() {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kAcquiring) continue;
-        if (e->requester_pid == 0) {  // its requester already left: nobody wants it
-            free_entry_locked(e);
-            continue;
-        }
         e->state = kWanted;
         e->retry_at = 0;
-        e->request_seen_at = mono_ms();  // its requester has 2 s to show it still waits
+        // waiters refresh request_seen_at every 50 ms: if none does, it is dropped in 2 s
     }
     LWLockRelease(shared->lock);
     request_orphan_sweep();
 }
 
-// At shutdown, generators close first: wait (renewing meanwhile) until no live backend is
-// bound to a slot, since a server shutdown is ending them and each hands its exact last
-// timestamp to its entry as it exits; then release every unbound slot with that timestamp,
-// and try pending releases once more.  The wait is bounded: when only the keeper was stopped
-// its backends live on, and their slots are left to the successor, which finds them in
-// shared memory and renews them.
-constexpr int64 kShutdownWaitMs = 5000;
-
-bool live_backend_bound() {
-    int pids[64];
-    int n = 0;
-    LWLockAcquire(shared->lock, LW_SHARED);
-    for (int i = 0; i < shared->npool && n < 64; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        if (e->state == kLeased && e->bound_pid != 0 && !e->releasing && pg_atomic_read_u32(&e->lost) == 0)
-            pids[n++] = e->bound_pid;
-    }
-    LWLockRelease(shared->lock);
-    for (int i = 0; i < n; ++i)
-        if (BackendPidGetProc(pids[i]) != nullptr) return true;
-    return false;
-}
-
+// At shutdown every lease is released in order: its word is closed (after that no backend
+// issues on it) and the exact last timestamp handed to the store.  Nothing waits for
+// backends: the word holds what they issued.  Pending releases are tried once more.
 void release_all_at_shutdown() {
-    int64 until = mono_ms() + kShutdownWaitMs;
-    while (live_backend_bound() && mono_ms() < until) {
-        long sleep_ms = Min(keeper_pass(false), 20L);
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Max(sleep_ms, 1L),
-                        PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-    }
     for (int i = 0; i < shared->npool; ++i) {
         LWLockAcquire(shared->lock, LW_SHARED);
-        PoolEntry* e = &shared->pool[i];
-        bool releasable = e->state == kLeased &&
-                          (e->releasing || (e->bound_pid == 0 && pg_atomic_read_u32(&e->lost) == 0));
+        bool leased = shared->pool[i].state == kLeased;
         LWLockRelease(shared->lock);
-        if (releasable) release_entry(i, false);
+        // A store that fails now would hold shutdown for ttl/6 per lease: stop at the first
+        // failure.  The rest stay open in shared memory (a keeper started again renews them)
+        // or, at a server shutdown, expire at their ceilings.
+        if (leased && !release_entry(i)) break;
     }
 }
 
@@ -586,6 +600,12 @@ void back_off_after_failed_starts() {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - mono_ms(),
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
+        // A backend of cosid.database asked (generator.cpp): the database exists now.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        bool now = shared->keeper_retry_now;
+        shared->keeper_retry_now = false;
+        LWLockRelease(shared->lock);
+        if (now) break;
     }
     if (ShutdownRequestPending) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -595,6 +615,16 @@ void back_off_after_failed_starts() {
     }
 }
 
+void forget_keeper(int code, Datum arg) {
+    // Exit callbacks run before PostgreSQL releases LWLocks: one held here means an error in
+    // the middle of a change; leave the fields (a stale latch only costs a spurious wakeup).
+    if (shared == nullptr || LWLockHeldByMe(shared->lock)) return;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (shared->keeper_latch == &MyProc->procLatch) shared->keeper_latch = nullptr;
+    if (shared->keeper_pid == MyProcPid) shared->keeper_pid = 0;
+    LWLockRelease(shared->lock);
+}
+
 }  // namespace
 
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
@@ -602,6 +632,12 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGINT, SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
     BackgroundWorkerUnblockSignals();
+    // Backends can wake this keeper from now on, also while it backs off; whatever way it
+    // exits (FATAL too), it stops being the keeper.
+    on_shmem_exit(forget_keeper, 0);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->keeper_latch = &MyProc->procLatch;
+    LWLockRelease(shared->lock);
     back_off_after_failed_starts();
     BackgroundWorkerInitializeConnection(setting_database, nullptr, 0);
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -634,11 +670,19 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
         MemoryContext old = MemoryContextSwitchTo(tick_context);
         if (!shared->keeper_ready) {
             StoreError err;
-            if (store_extension_ready(&err)) {
-                shared->keeper_ready = true;
-                ConditionVariableBroadcast(&shared->cv);
-                sleep_ms = 0;
-            }
+            bool ready = store_extension_ready(&err);
+            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+            shared->keeper_ready = ready;
+            // What a waiting cosid_next() reports at once instead of waiting out its timeout.
+            // 1: the extension is missing here; 2: the remote store refused (a transient error
+            // there, a timeout or a lost connection, is not known to last: 0, callers wait).
+            shared->keeper_problem = ready ? 0
+                                     : strstr(err.message, "cosid.database") != nullptr ? 1
+                                     : transient(err.sqlerrcode) ? 0 : 2;
+            strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
+            LWLockRelease(shared->lock);
+            ConditionVariableBroadcast(&shared->cv);
+            if (ready) sleep_ms = 0;
         } else {
             sleep_ms = keeper_pass(true);
         }

@@ -13,6 +13,8 @@ int setting_preferred_slot = -1;
 int setting_acquire_timeout_ms = -1;
 int setting_pool_idle_ms = 60000;
 int setting_clock_offset_ms = 0;
+int setting_max_borrow_ms = -1;
+int setting_max_namespaces = 256;
 int setting_store_clock_offset_ms = 0;
 char* setting_test_keeper_exit = nullptr;
 uint64 namespace_setting_generation = 0;
@@ -60,6 +62,10 @@ void define_settings() {
                                    "instances (empty: the store is in cosid.database).",
                                    nullptr, &setting_store_dsn, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, nullptr,
                                    nullptr, nullptr);
+        DefineCustomIntVariable("cosid.max_namespaces",
+                                "How many namespaces the instance can issue in at once (shared memory).", nullptr,
+                                &setting_max_namespaces, 256, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr,
+                                nullptr);
         DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
                                    nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
                                    nullptr);
@@ -77,9 +83,14 @@ void define_settings() {
                             &setting_acquire_timeout_ms, -1, -1, 24 * 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
     DefineCustomIntVariable("cosid.pool_idle_timeout",
-                            "How long an unbound pool slot is kept before it is released to the store.", nullptr,
+                            "A lease on which no id was issued for this long is released to the store.", nullptr,
                             &setting_pool_idle_ms, 60000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
+    DefineCustomIntVariable("cosid.max_borrow",
+                            "How far ahead of the clock ids may be issued when a millisecond's sequence runs "
+                            "out (-1: up to the end of the leased window).",
+                            nullptr, &setting_max_borrow_ms, -1, -1, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+                            nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.clock_offset", "Test only: shifts the generator's clock by this many ms.", nullptr,
                             &setting_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr, nullptr,
                             nullptr);

@@ -12,6 +12,8 @@ extern char* setting_owner_key;       // cosid.owner_key ('' = hostname:port)
 extern int setting_preferred_slot;    // cosid.preferred_slot (-1 = none)
 extern int setting_acquire_timeout_ms;  // cosid.acquire_timeout (-1 = ttl)
 extern int setting_pool_idle_ms;      // cosid.pool_idle_timeout
+extern int setting_max_borrow_ms;     // cosid.max_borrow (-1: up to the window's ceiling)
+extern int setting_max_namespaces;    // cosid.max_namespaces
 extern int setting_clock_offset_ms;   // cosid.clock_offset (superuser; tests)
 extern int setting_store_clock_offset_ms;  // cosid.store_clock_offset (superuser; tests; read by SQL)
 extern char* setting_test_keeper_exit;    // cosid.test_keeper_exit_after_acquire (superuser; tests)

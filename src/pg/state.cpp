@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 
+#include "issue_word.hpp"
 #include "settings.hpp"
 
 namespace cosid::pg {
@@ -13,11 +14,16 @@ SharedState* shared = nullptr;
 static shmem_request_hook_type prev_shmem_request_hook = nullptr;
 static shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 
-// One pool entry per possible backend, plus headroom for idle slots and pending requests.
-static int pool_size() { return MaxBackends + 16; }
+// Two entries per namespace the instance may use at once: its lease, and room for the next
+// one while an ended lease drains or a release is pending.
+static int pool_size() { return 2 * setting_max_namespaces; }
+// One hazard slot per PGPROC a process that calls cosid_next() can have: regular backends,
+// autovacuum, background workers and WAL senders are numbered below MaxBackends.
+static int hazard_slots() { return MaxBackends; }
 
 static Size shared_size() {
-    return add_size(offsetof(SharedState, pool), mul_size(sizeof(PoolEntry), pool_size()));
+    return add_size(add_size(offsetof(SharedState, pool), mul_size(sizeof(PoolEntry), pool_size())),
+                    mul_size(sizeof(HazardSlot), hazard_slots()));
 }
 
 static void request_shmem() {
@@ -65,10 +71,13 @@ static void startup_shmem() {
             pg_atomic_init_u64(c, 0);
         shared->store_failovers_seen = -1;
         shared->npool = pool_size();
+        shared->nclaiming = hazard_slots();
         for (int i = 0; i < shared->npool; ++i) {
             pg_atomic_init_u64(&shared->pool[i].ceiling, 0);
-            pg_atomic_init_u32(&shared->pool[i].lost, 0);
+            pg_atomic_init_u64(&shared->pool[i].word, 0);
+            pg_atomic_init_u64(&shared->pool[i].generation, 0);
         }
+        for (int i = 0; i < shared->nclaiming; ++i) pg_atomic_init_u32(&claiming()[i].entry, 0);
     }
     LWLockRelease(AddinShmemInitLock);
 }
@@ -87,6 +96,44 @@ void require_preloaded(const char* function) {
                         errdetail("The lease keeper and the slot pool live in shared memory, which only a "
                                   "preloaded library can set up."),
                         errhint("Add cosid to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+void end_lease_locked(PoolEntry* e) {
+    // After the OR no claim succeeds (a claim is a compare-and-swap on an open word).
+    pg_atomic_fetch_or_u64(&e->word, cosid::issue_word::kClosed);
+    pg_atomic_write_u64(&e->generation, 0);
+    // Dekker with the backends (generator.cpp, publish): the generation is 0 before the keeper
+    // looks at the hazard slots, and a backend's hazard is set before it reads the
+    // generation; so either the keeper sees the hazard, or the backend sees generation 0.
+    pg_memory_barrier();
+    e->state = kDraining;
+    e->users = 0;
+    e->release_requested = false;
+    e->releasing = false;
+    e->error[0] = '\0';
+    e->error_code = 0;
+    e->earliest_expiry = 0;
+}
+
+void remember_lost_locked(uint64 generation) {
+    uint64 at = shared->lost_count % SharedState::kLostRing;
+    if (shared->lost_count >= SharedState::kLostRing)
+        shared->lost_forgotten_max = Max(shared->lost_forgotten_max, shared->lost_generations[at]);
+    shared->lost_generations[at] = generation;
+    shared->lost_count++;
+}
+
+bool lease_lost_locked(uint64 generation) {
+    uint64 n = Min(shared->lost_count, static_cast<uint64>(SharedState::kLostRing));
+    for (uint64 i = 0; i < n; ++i)
+        if (shared->lost_generations[i] == generation) return true;
+    return generation <= shared->lost_forgotten_max;
+}
+
+bool entry_has_hazard(int i) {
+    for (int p = 0; p < shared->nclaiming; ++p)
+        if (pg_atomic_read_u32(&claiming()[p].entry) == static_cast<uint32>(i + 1)) return true;
+    return false;
 }
 
 void wake_keeper() {

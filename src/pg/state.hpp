@@ -1,25 +1,39 @@
-// The instance's shared state: the pool of leased slots, the keeper's handle, counters.
+// The instance's shared state: the pool of leases, the keeper's handle, counters.
 //
-// Lock discipline: every field of a PoolEntry is guarded by SharedState::lock, except
-// `ceiling` and `lost`, which the bound backend reads without the lock on every id and only
-// the keeper writes (ceiling only ever grows, and only after the store committed it).
+// A lease belongs to the instance, not to a backend (DESIGN.md section 6): per namespace the
+// keeper holds one active lease in a pool entry, and every backend's generator claims its ids
+// from the entry's issue word (src/core/issue_word.hpp) with a compare-and-swap, no lock.
+//
+// Lock discipline: every field of a PoolEntry is guarded by SharedState::lock, except the
+// atomics `ceiling`, `word` and `generation`, which backends read without the lock on every
+// id.  Only the keeper writes `ceiling` (it only grows, and only after the store committed
+// it) and `generation`; backends and the keeper both write `word` (claims, and the keeper's
+// close), always with an atomic read-modify-write.
+//
+// Reuse of an entry: a backend publishes the entry it claims on in `claiming` (its hazard
+// slot) before it reads the entry's generation, and clears it after its compare-and-swap.
+// An ended lease's entry is "draining" until no hazard names it: only then may a new lease
+// (another slot, layout or namespace) reset its word, so a backend stopped in the middle of
+// a claim can never install a value computed for one lease into the word of another.
 //
 // Times named *_at / *_since without "store" are CLOCK_MONOTONIC ms (mono_ms()): they
 // schedule work and must not move when the wall clock steps.  Lease times (floor,
 // ceiling, expires_at, earliest_expiry) are store-clock Unix ms.
 //
-// Invariant: at most one entry that is kLeased and not lost per (ns, slot).  The keeper
-// checks it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
+// Invariant: at most one leased entry per (ns, slot) whose word is open.  The keeper checks
+// it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
 #pragma once
+#include "layout.hpp"
 #include "pg.hpp"
 
 namespace cosid::pg {
 
 enum EntryState : uint32 {
     kEmpty = 0,
-    kWanted,     // a backend asked for a slot of `ns`; the keeper will acquire one
+    kWanted,     // backends want a lease of `ns`; the keeper will acquire one
     kAcquiring,  // the keeper is talking to the store for it
-    kLeased,     // a lease of this instance; bound to a backend or idle in the pool
+    kLeased,     // a lease of this instance, shared by every backend that issues in `ns`
+    kDraining,   // its lease ended; waits until no backend is in the middle of a claim on it
 };
 
 struct PoolEntry {
@@ -31,27 +45,41 @@ struct PoolEntry {
     int64 floor;
     int64 expires_at;
     pg_atomic_uint64 ceiling;
-    pg_atomic_uint32 lost;  // renewal found it gone, or it was released by force
+    // The issue state: last (tick, sequence) claimed by any backend, and the closed bit.
+    // Claims: compare-and-swap (a full barrier).  The keeper closes it with an atomic OR,
+    // whose return value is the exact last timestamp issued, before it releases the lease or
+    // gives it up as lost: after that no claim can succeed.  It moves between the cores of
+    // every backend that issues: padded so that its cache line holds nothing else (the
+    // generation and ceiling, read on every id, then stay shared in each core's cache).
+    char pad_before_word[PG_CACHE_LINE_SIZE];
+    pg_atomic_uint64 word;
+    char pad_after_word[PG_CACHE_LINE_SIZE];
+    // Which lease the entry holds: a number unique in this incarnation, 0 when none.  The
+    // keeper writes it after the fields above (write barrier), and sets it to 0 when the lease
+    // ends; a backend whose generation differs is on an ended lease.
+    pg_atomic_uint64 generation;
     // the layout of the namespace
     int timestamp_bits, slot_bits, sequence_bits, unit_ms;
     int64 epoch_ms, tolerance_ms;
     // use
-    int bound_pid;        // 0: idle in the pool
-    int64 last_issued;    // exact last timestamp issued on it by this instance, -1: none
-    int64 idle_since;     // mono ms, when bound_pid became 0
-    bool release_requested;
-    // A release the store has not confirmed yet: the entry stays (lost, so nobody binds or
-    // issues on it) and keeps the timestamp it hands on, until the store confirms the
-    // release or says the lease is gone.  Forgetting it would let this instance's next
-    // window on the slot start below ids it already issued.
+    int users;               // backends whose generator is on this lease (cosid_pool)
+    uint64 observed_word;    // keeper: the word as it last saw it ...
+    int64 idle_since;        // ... and since when (mono ms) it has not changed
+    bool release_requested;  // cosid_release(): the keeper releases it in order
+    // A release the store has not confirmed yet: the entry stays (closed: nothing more is
+    // issued on it) and keeps the timestamp it hands on, until the store confirms the release
+    // or says the lease is gone.  Forgetting it would let this instance's next window on the
+    // slot start below ids it already issued.
     bool releasing;
-    int64 release_last;   // the timestamp the release hands on (last issued, floor or ceiling)
+    int64 release_last;   // the timestamp the release hands on: the exact last issued, or the floor
+    bool release_uncertain;  // an attempt of this release failed with an unknown outcome
     // keeper bookkeeping
     int64 next_renew_at;  // mono ms; also the next try of a pending release
     int64 backoff_ms;
-    // requests
-    int requester_pid;
-    int64 request_seen_at;  // mono ms: the requester was last seen waiting (it may have been cancelled)
+    // requests: every backend waiting for `ns` waits on the same entry
+    uint64 request_id;      // which request: an entry dropped and posted again is another one
+    int waiters;            // backends waiting on it (one cancelled mid-wait is not subtracted:
+    int64 request_seen_at;  // mono ms: a waiter was last seen, which catches that case)
     int64 retry_at;        // mono ms: when the keeper tries this request again
     int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
     char error[256];       // set by the keeper when the request cannot be served: fail now
@@ -59,6 +87,17 @@ struct PoolEntry {
     int tries;             // store answers that were transient errors, retried
     char last_error[256];  // the last transient error, for the caller's message at its timeout
 };
+
+// The layout of the entry's namespace, as the core wants it.
+inline cosid::Layout entry_layout(const PoolEntry& e) {
+    cosid::Layout layout;
+    layout.timestamp_bits = e.timestamp_bits;
+    layout.slot_bits = e.slot_bits;
+    layout.sequence_bits = e.sequence_bits;
+    layout.epoch_ms = e.epoch_ms;
+    layout.unit = e.unit_ms == 1000 ? cosid::Unit::Second : cosid::Unit::Millisecond;
+    return layout;
+}
 
 struct Stats {
     pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
@@ -75,17 +114,50 @@ struct SharedState {
     int keeper_pid;
     Latch* keeper_latch;
     bool keeper_ready;     // the keeper found the extension in its database
+    // Why a running keeper cannot serve yet (keeper_ready false): 0 none known, 1 the
+    // extension is missing in cosid.database, 2 the remote store refused; and its message.
+    int keeper_problem;
+    char keeper_problem_message[256];
     bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
     int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
+    bool keeper_retry_now;     // a backend of cosid.database asks a backing-off keeper to connect now
     int64 store_failovers_seen;  // the store's failover count when the keeper last looked; -1: never
     bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
     Stats stats;
+    uint64 next_generation;  // under the lock: the last lease generation handed out
+    uint64 next_request_id;  // under the lock: the last request id handed out
+    // The generations of the last leases lost (renewal found them gone, revoked, taken over),
+    // so that a backend that issued on one fails its next call once with ZC001 (under the
+    // lock).  A generation older than the ring remembers counts as lost.
+    static constexpr int kLostRing = 4096;
+    uint64 lost_generations[kLostRing];
+    uint64 lost_count;
+    uint64 lost_forgotten_max;  // the largest generation pushed out of the ring
+    int nclaiming;  // hazard slots, one per PGPROC (pgprocno), after the pool
     int npool;
     PoolEntry pool[FLEXIBLE_ARRAY_MEMBER];
 };
 
 extern SharedState* shared;
+
+// The hazard slots: claiming()[pgprocno].entry = entry + 1 while that process claims on the
+// entry.  One cache line each: every claim writes its own slot twice, which must not move
+// another backend's slot between cores.
+struct HazardSlot {
+    pg_atomic_uint32 entry;
+    char pad[PG_CACHE_LINE_SIZE - sizeof(pg_atomic_uint32)];
+};
+inline HazardSlot* claiming() { return reinterpret_cast<HazardSlot*>(&shared->pool[shared->npool]); }
+// Under the lock: the entry's lease ended.  Closes its word, forgets its generation, and
+// leaves it draining until no backend is in the middle of a claim on it.
+void end_lease_locked(PoolEntry* e);
+// Under the lock: remembers that lease `generation` was lost.
+void remember_lost_locked(uint64 generation);
+// Under the lock (shared is enough): was lease `generation` lost (or too long ago to know)?
+bool lease_lost_locked(uint64 generation);
+// True while some process is in the middle of a claim on entry i.
+bool entry_has_hazard(int i);
 
 void install_shmem_hooks();
 // Raises a clear error when the library was not preloaded.

@@ -381,7 +381,14 @@ bool store_extension_ready(StoreError* err) {
     const char* sql = "SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'cosid'";
     TextRow local;
     memset(&local, 0, sizeof(local));
-    if (!run_spi(sql, 0, nullptr, &local, err) || !local.present) return false;
+    if (!run_spi(sql, 0, nullptr, &local, err)) return false;
+    if (!local.present) {
+        char message[256];
+        snprintf(message, sizeof(message), "extension cosid is not installed in database \"%s\" (cosid.database)",
+                 setting_database);
+        set_error(err, message, ERRCODE_UNDEFINED_OBJECT);
+        return false;
+    }
     if (!store_is_remote()) return true;
     if (!run(sql, 0, nullptr, read_exists, &r, err)) return false;
     if (!r.found) set_error(err, "the lease store has no cosid extension", ERRCODE_UNDEFINED_OBJECT);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Faults of processes while clients insert (README "Faults"): kill -9 of a backend, the
 # keeper stopped (SIGTERM) and killed (SIGKILL), a frozen backend whose slot is taken,
-# an administrator's forced release, more backends than slots, fast and immediate
+# an administrator's forced release, many backends on one lease, fast and immediate
 # shutdown.  Each case is bounded; the checks at the end hold over everything inserted.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_process" 55450
@@ -43,10 +43,10 @@ as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres \
 victim=""; bound=f
 for _ in $(seq 1 100); do
     victim=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%''victim''%' AND state = 'active' AND pid <> pg_backend_pid()")
-    [ -n "$victim" ] && bound=$(q -c "SELECT count(*) = 1 FROM cosid_pool() WHERE bound_pid = $victim")
+    [ -n "$victim" ] && bound=$(q -c "SELECT count(*) = 1 FROM cosid_pool() WHERE namespace = 'f' AND state = 'active' AND backends > 0")
     [ "$bound" = t ] && break; sleep 0.05
 done
-check_true "the victim is inserting, bound to a slot" "$bound"
+check_true "the victim is inserting, on the instance's lease" "$bound"
 check_true "the old incarnation's leases, renewed under the new ttl, live more than 5 s" "$(q -c "
     SELECT min(expires_at) - cosid.store_now() > 5000 FROM cosid.lease WHERE incarnation = '$old_inc'")"
 t0=$(now_ms); kill -9 "$victim"
@@ -95,24 +95,33 @@ as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/frozen.sql" > "$DIR/
 fpsql=$!
 sleep 0.7
 bpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(1.5)%' AND pid <> pg_backend_pid()")
-slot=$(q -c "SELECT slot FROM cosid_pool() WHERE bound_pid = $bpid")
+slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'f' AND state = 'active'")
 kpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
 kill -STOP "$bpid" "$kpid"
 sleep 3.5   # > ttl (2 s) + tolerance (300 ms): the lease expires in the store
 thief=$(q -c "SELECT slot || ' ' || floor FROM cosid.acquire('f', 'thief', gen_random_uuid(), 60000, $slot)")
 q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
       SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease WHERE namespace = 'f' AND slot = $slot" >/dev/null
-kill -CONT "$kpid" "$bpid"
+# The keeper first, until it finds the lease lost and closes it; then the backend, whose
+# pg_sleep is over at once (its end passed while it was stopped).  Resumed together, the
+# backend could issue once more inside its window before the keeper looked (safe: the
+# thief's window starts at its ceiling) and the ZC001 would come a call later.
+lost_before=$(q -c "SELECT leases_lost FROM cosid_stats()")
+kill -CONT "$kpid"
+check_true "the keeper finds the frozen lease lost" "$(wait_until 10 q -c "SELECT leases_lost > $lost_before FROM cosid_stats()")"
+kill -CONT "$bpid"
 wait "$fpsql" || true
 sed 's/^/#   /' "$DIR/frozen.out"
 check "the thief got the frozen backend's slot" "$slot" "${thief%% *}"
 check "after resuming, the frozen backend refuses to issue: slot lost (ZC001)" 1 "$(grep -c 'ERROR:  ZC001' "$DIR/frozen.out")"
-check "its next call binds a new slot" 1 "$(grep -c '^again ' "$DIR/frozen.out")"
+check "its next call issues on the instance's new lease" 1 "$(grep -c '^again ' "$DIR/frozen.out")"
 check_true "the new slot is not the lost one" "$(grep '^again ' "$DIR/frozen.out" | awk -v s="$slot" '{print ($2 != s) ? "t" : "f"}')"
 check_true "lease loss counted" "$(q -c "SELECT leases_lost > 0 FROM cosid_stats()")"
 q -c "SELECT * FROM cosid.revoke('f', $slot)" >/dev/null   # the thief goes away; its window stays closed for us
 
 echo "# 6. forced release by an administrator of a slot in use"
+# In order: the keeper closes the lease's issue word and hands the store its exact last
+# timestamp; the backends using it go on with the instance's next lease, without an error.
 holder_script "$DIR/forced.sql" 1
 PHASE=forced; start_clients 3
 as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/forced.sql" > "$DIR/forced.out" 2>&1 &
@@ -120,27 +129,34 @@ fpsql=$!
 sleep 0.5
 slot=$(grep '^first ' "$DIR/forced.out" | awk '{print $2}')
 check "administrator releases the slot in use" "released" "$(q -c "SELECT cosid_release('f', $slot)")"
+# what the store holds for the slot now: the released lease's next_floor, or the floor of
+# the instance's next lease if it got the same slot back
+handed_on=$(q -c "SELECT CASE WHEN incarnation IS NULL THEN next_floor ELSE floor END FROM cosid.lease
+                  WHERE namespace = 'f' AND slot = $slot")
 wait "$fpsql" || true
 stop_clients
 sed 's/^/#   /' "$DIR/forced.out"
-check "the holder fails fast with ZC001" 1 "$(grep -c 'ERROR:  ZC001' "$DIR/forced.out")"
-check "then binds another slot" 1 "$(grep -c '^again ' "$DIR/forced.out")"
-check_true "the store handed on the ceiling: next_floor = ceiling" "$(q -c "SELECT next_floor = ceiling OR incarnation IS NOT NULL FROM cosid.lease WHERE namespace = 'f' AND slot = $slot")"
+check "the holder goes on without an error" 0 "$(grep -c 'ERROR' "$DIR/forced.out")"
+check "and issues again" 1 "$(grep -c '^again ' "$DIR/forced.out")"
+check "the store got the exact last timestamp issued on the slot (an id has it; nothing after it in that lease)" t "$(q -c "
+    SELECT max((extract(epoch FROM p.ts) * 1000)::bigint) = $handed_on
+    FROM t, cosid_parse(t.id, 'f') p WHERE p.slot = $slot AND (extract(epoch FROM p.ts) * 1000)::bigint <= $handed_on")"
 
-echo "# 7. more backends than slots: namespace of 4 slots, 6 backends"
+echo "# 7. many backends, one lease: 6 backends of namespace 'tiny' (4 slots) share one slot"
 q -c "SELECT cosid_namespace_create('tiny', slot_bits => 2, tolerance => '300 ms')" >/dev/null
+set_conf cosid.pool_idle_timeout 10s   # the lease outlives the backends' 2 s sleep
 for i in 1 2 3 4 5 6; do
     as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=verbose \
-        -c "SET cosid.acquire_timeout = '1500ms'" -c "SELECT 'slot ' || (cosid_parse(cosid_next('tiny'), 'tiny')).slot" \
-        -c "SELECT pg_sleep(3)" > "$DIR/tiny.$i.out" 2>&1 &
+        -c "SELECT 'slot ' || (cosid_parse(cosid_next('tiny'), 'tiny')).slot" -c "SELECT pg_sleep(2)" > "$DIR/tiny.$i.out" 2>&1 &
 done
-sleep 2.2
-bound=$(q -c "SELECT count(*) || ' ' || count(DISTINCT slot) FROM cosid_pool() WHERE namespace = 'tiny' AND bound_pid IS NOT NULL")
+wait_until 10 q -c "SELECT sum(backends) >= 6 FROM cosid_pool() WHERE namespace = 'tiny' AND state = 'active'" >/dev/null
+shared_lease=$(q -c "SELECT count(*) || ' ' || sum(backends) FROM cosid_pool() WHERE namespace = 'tiny' AND state = 'active'")
+held_tiny=$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'tiny' AND incarnation IS NOT NULL")
 wait
-check "4 backends bound, each to its own slot" "4 4" "$bound"
-check "the 2 extra callers get ZC003 (exhausted)" 2 "$(cat "$DIR"/tiny.*.out | grep -c 'ERROR:  ZC003')"
-check "the error names the earliest expiry" 2 "$(cat "$DIR"/tiny.*.out | grep -c 'DETAIL:  Every slot is held; the earliest lease expires at')"
-grep -h 'ZC003\|DETAIL' "$DIR"/tiny.*.out | head -2 | sed 's/^/#   /'
+reset_conf cosid.pool_idle_timeout
+check "one lease of 'tiny', used by the 6 backends" "1 6" "$shared_lease"
+check "all 6 issued on the same slot" "6 1" "$(cat "$DIR"/tiny.*.out | grep '^slot ' | awk '{n++; s[$2]=1} END {print n, length(s)}')"
+check "the store holds one slot of 'tiny' for the instance" 1 "$held_tiny"
 
 echo "# 8a. fast shutdown during load: every idle slot released with its exact last timestamp"
 PHASE=fast; start_clients 5; sleep 2

@@ -17,20 +17,22 @@ run_bg() {  # run_bg OUT SQL...: a session in the background, one -c per stateme
     local args=(); for s in "$@"; do args+=(-c "$s"); done
     as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate "${args[@]}" > "$out" 2>&1 &
 }
-bound_in() { q -c "SELECT count(*) >= ${2:-1} FROM cosid_pool() WHERE namespace = '$1' AND bound_pid IS NOT NULL"; }
+leased_in() { q -c "SELECT count(*) >= 1 FROM cosid_pool() WHERE namespace = '$1' AND state = 'active' AND backends >= ${2:-1}"; }
 
 echo "# item 2: a release that fails keeps its entry and last timestamp; no window starts below it"
-# A issues 5 ids within one second (unit s), then ends while a locker holds the lease rows,
-# so the keeper's release (pool_idle_timeout 0) runs into its lock timeout.  B then asks for
-# a slot with its clock put back into A's second.
+# A issues 5 ids within one second (unit s); an administrator releases the lease while a
+# locker holds the lease rows, so the keeper's release runs into its lock timeout and stays
+# pending.  B then asks for a slot with its clock put back into A's second.
 q -c "SELECT cosid_namespace_create('sec', slot_bits => 2, unit => 's')" >/dev/null
 set_conf cosid.ttl 6s
-set_conf cosid.pool_idle_timeout 0
-run_bg "$DIR/a.out" "INSERT INTO ids SELECT 'A', cosid_next('sec') FROM generate_series(1, 5)" "SELECT pg_sleep(1.5)"
-check_true "A is bound to a slot of 'sec'" "$(wait_until 10 bound_in sec)"
+q -c "INSERT INTO ids SELECT 'A', cosid_next('sec') FROM generate_series(1, 5)" >/dev/null
+slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'sec' AND state = 'active'")
 run_bg "$DIR/locker.out" "BEGIN" "SELECT count(*) FROM (SELECT 1 FROM cosid.lease WHERE namespace = 'sec' FOR UPDATE) l" \
     "SELECT pg_sleep(3)" "COMMIT"
 locker=$!
+check_true "the locker holds the lease rows" "$(wait_until 10 q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)'")"
+check "a release while the rows are locked is reported pending" "release pending" \
+    "$(q -c "SET cosid.acquire_timeout = '1200ms'" -c "SELECT cosid_release('sec', $slot)")"
 wait "$locker"
 sleep 0.2
 run_bg "$DIR/b.out" "SET cosid.acquire_timeout = '2s'" \
@@ -50,7 +52,6 @@ check_true "the release was retried: A's slot is released with next_floor >= A's
     SELECT bool_and(l.next_floor >= extract(epoch FROM a.ts) * 1000 OR l.fence > 1)
     FROM (SELECT (cosid_parse(id, 'sec')).* FROM ids WHERE who = 'A' ORDER BY id DESC LIMIT 1) a
     JOIN cosid.lease l ON l.namespace = 'sec' AND l.slot = a.slot")"
-reset_conf cosid.pool_idle_timeout
 reset_conf cosid.ttl
 
 echo "# item 4: the keeper's store transactions commit synchronously with synchronous_commit = off"
@@ -144,12 +145,14 @@ check_true "the orphan on slot 0 is released at its ceiling" "$(wait_until 10 q 
 check "no entry is left acquiring" 0 "$(q -c "SELECT count(*) FROM cosid_pool() WHERE state = 'acquiring'")"
 
 echo "# item 9: 200 backends waiting on an exhausted 4-slot namespace; the held leases keep renewing"
-q -c "SELECT cosid_namespace_create('four', slot_bits => 2)" >/dev/null
+q -c "SELECT cosid_namespace_create('four', slot_bits => 2)" -c "SELECT cosid_namespace_create('hold', slot_bits => 2)" >/dev/null
+check "the 4 slots of 'four' taken by other owners" 4 "$(q -c "SELECT count(*) FROM generate_series(1, 4) g,
+    cosid.acquire('four', 'other' || g, gen_random_uuid(), 60000) a WHERE a.slot IS NOT NULL")"
 for i in 1 2 3 4; do
-    run_bg "$DIR/holder.$i.out" "SELECT 'first ' || (cosid_parse(cosid_next('four'), 'four')).slot" "SELECT pg_sleep(7)" \
-        "SELECT 'again ' || (cosid_parse(cosid_next('four'), 'four')).slot"
+    run_bg "$DIR/holder.$i.out" "SELECT 'first ' || (cosid_parse(cosid_next('hold'), 'hold')).slot" "SELECT pg_sleep(7)" \
+        "SELECT 'again ' || (cosid_parse(cosid_next('hold'), 'hold')).slot"
 done
-check_true "4 holders bound" "$(wait_until 10 bound_in four 4)"
+check_true "4 holders issue on the instance's lease of 'hold'" "$(wait_until 10 leased_in hold 4)"
 lost0=$(stat leases_lost); tx0=$(stat store_transactions); ren0=$(stat renewals)
 printf "SET cosid.acquire_timeout = '4s';\nSELECT cosid_next('four');\n" > "$DIR/waiter.sql"; chmod a+r "$DIR/waiter.sql"
 as_pg pgbench -n -h "$DIR" -p "$PORT" -c 200 -j 2 -t 1 -f "$DIR/waiter.sql" postgres > "$DIR/waiters.log" 2>&1 || true
@@ -159,19 +162,23 @@ echo "# store transactions while 200 backends waited: $((tx1 - tx0)); renewals: 
 check "every waiter got ZC003 (exhausted)" 200 "$(grep -c 'ZC003\|is exhausted' "$DIR/waiters.log" || true)"
 check_true "the keeper did not run an acquire per waiter: under 100 store transactions" "$([ $((tx1 - tx0)) -lt 100 ] && echo t)"
 check "no lease lost" "$lost0" "$(stat leases_lost)"
-check "each holder issues again on its own slot afterwards" 4 "$(for i in 1 2 3 4; do
+check "each holder issues again on the same lease's slot afterwards" 4 "$(for i in 1 2 3 4; do
     f=$(grep '^first ' "$DIR/holder.$i.out" | cut -d' ' -f2); a=$(grep '^again ' "$DIR/holder.$i.out" | cut -d' ' -f2)
     [ -n "$f" ] && [ "$f" = "$a" ] && echo same; done | wc -l)"
 
-echo "# item 11: fast shutdown waits for a bound backend that is slow to exit, then releases its slot exactly"
+q -c "SELECT cosid.revoke('four', g) FROM generate_series(0, 3) g" >/dev/null
+
+echo "# item 11: fast shutdown while a backend that issued is slow to exit: the slot is released exactly"
+# The keeper closes the lease's issue word and hands the store its exact last timestamp,
+# without waiting for the frozen backend (which can issue nothing after the close).
 q -c "SELECT cosid_namespace_create('shut', slot_bits => 2)" >/dev/null
 run_bg "$DIR/x.out" "INSERT INTO ids SELECT 'X', cosid_next('shut') FROM generate_series(1, 3)" "SELECT pg_sleep(60)"
-check_true "X is bound" "$(wait_until 10 bound_in shut)"
-xpid=$(q -c "SELECT bound_pid FROM cosid_pool() WHERE namespace = 'shut'")
+check_true "X issues on a lease of 'shut'" "$(wait_until 10 leased_in shut)"
+xpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' AND pid <> pg_backend_pid()")
 kill -STOP "$xpid"; stopped=$xpid
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 &
 stopper=$!
-sleep 1.5   # X stays frozen past the keeper's first look at the bound slots
+sleep 1.5   # X stays frozen while the keeper releases
 kill -CONT "$xpid"; stopped=""
 wait "$stopper" || true
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null

@@ -30,18 +30,35 @@ check "... nor lets it take the live lease on slot 0" 0 "$(grep -c '^slot 0$' <<
 check "slot 0 is still the holder's" holder "$(psql_at "$dir" "$port" postgres -At -c "SELECT owner_key FROM cosid.lease WHERE namespace = 'default' AND slot = 0")"
 stop_server "$dir"
 
-# Preloaded, store in database 'postgres', extension not created there yet: a call from
-# another database waits for the keeper, then says why (test/e2e/databases.sh has the rest).
+# Preloaded, store in database 'postgres', extension not created there yet (a new user's
+# first run in an application database): CREATE EXTENSION there warns, and a call fails at
+# once, saying why, instead of waiting out cosid.acquire_timeout (test/e2e/databases.sh has
+# the rest).
 start_server "$dir" "$port" "cosid.database = 'postgres'"
 psql_at "$dir" "$port" postgres -c "CREATE DATABASE other" >/dev/null
-psql_at "$dir" "$port" other -c "CREATE EXTENSION cosid" >/dev/null
-out=$(psql_at "$dir" "$port" other -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next()" 2>&1 || true)
+out=$(psql_at "$dir" "$port" other -c "CREATE EXTENSION cosid" 2>&1)
+grep -E 'WARNING|HINT' <<<"$out" | sed 's/^/#   /'
+check "CREATE EXTENSION outside cosid.database warns, naming the keeper's database" 1 \
+    "$(grep -c 'WARNING:  cosid.s lease keeper works in database "postgres", not in "other"' <<<"$out")"
+sleep 1.5   # the keeper has looked for the extension in its database
+t0=$(date +%s%3N)
+out=$(psql_at "$dir" "$port" other -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next()" 2>&1 || true)
+elapsed=$(( $(date +%s%3N) - t0 ))
+grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/#   /'
+check "cosid_next in another database before the store exists: ZC006 saying the keeper cannot serve" 1 \
+    "$(grep -c 'ERROR:  ZC006: cosid lease keeper cannot serve yet' <<<"$out")"
+check "... naming what is missing" 1 "$(grep -c 'extension cosid is not installed in database "postgres"' <<<"$out")"
+check "... with a HINT naming the store's database" 1 "$(grep -c 'Run CREATE EXTENSION cosid in database \"postgres\"' <<<"$out")"
+check_true "... at once, not after cosid.acquire_timeout (30 s): $elapsed ms" "$([ "$elapsed" -lt 5000 ] && echo t)"
+# the transaction that creates the extension in the keeper's database cannot use it yet
+out=$(psql_at "$dir" "$port" postgres -v VERBOSITY=verbose -c "BEGIN" -c "CREATE EXTENSION cosid" \
+      -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next()" 2>&1 || true)
 grep -E 'ERROR|HINT' <<<"$out" | sed 's/^/#   /'
-check "cosid_next in another database before the store exists: ZC006 naming the keeper" 1 \
-    "$(grep -c 'ERROR:  ZC006: cosid lease keeper is not serving' <<<"$out")"
-check "... with a HINT naming the store's database" 1 "$(grep -c 'CREATE EXTENSION cosid ran in database \"postgres\"' <<<"$out")"
-out=$(psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next() > 0" -At 2>&1 || true)
-check "cosid_next once the extension exists" "t" "$(tail -1 <<<"$out")"
+check "cosid_next in the transaction that created the extension: 55000, commit first" 1 \
+    "$(grep -c 'ERROR:  55000: cosid_next() cannot run in the transaction that created the extension cosid' <<<"$out")"
+out=$(psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" -c "SET cosid.acquire_timeout = '5s'" -c "SELECT cosid_next() > 0" -At 2>&1 || true)
+check "cosid_next once the extension exists (committed)" "t" "$(tail -1 <<<"$out")"
+check "and in the other database now" "t" "$(psql_at "$dir" "$port" other -At -c "SELECT cosid_next() > 0" 2>&1)"
 stop_server "$dir"
 
 # cosid.database names a database that does not exist yet: the keeper backs off (one log
@@ -54,6 +71,11 @@ echo "# keeper starts that failed in 8 s: $fatals"
 check_true "the keeper backs off: at most 5 failed starts in 8 s (one per second without)" \
     "$([ "$fatals" -ge 2 ] && [ "$fatals" -le 5 ] && echo t)"
 check_true "the log says what to do" "$(grep -q 'HINT:  Create database "later" and run CREATE EXTENSION cosid there' "$dir/server.log" && echo t)"
+psql_at "$dir" "$port" postgres -q -c "CREATE EXTENSION cosid" 2>/dev/null
+out=$(psql_at "$dir" "$port" postgres -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next()" 2>&1 || true)
+grep -E 'ERROR|DETAIL' <<<"$out" | sed 's/^/#   /'
+check "meanwhile cosid_next fails at once: the keeper cannot connect to its database" 1 \
+    "$(grep -c 'ERROR:  ZC006: cosid lease keeper cannot connect to database "later"' <<<"$out")"
 psql_at "$dir" "$port" postgres -c "CREATE DATABASE later" >/dev/null
 psql_at "$dir" "$port" later -c "CREATE EXTENSION cosid" >/dev/null
 out=$(psql_at "$dir" "$port" later -At -c "SET cosid.acquire_timeout = '40s'" -c "SELECT cosid_next() > 0" 2>&1 || true)

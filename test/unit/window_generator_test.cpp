@@ -60,10 +60,10 @@ TEST(WindowGenerator, ClockBehindBorrowsNextTickWhenSequenceRunsOut) {
     EXPECT_GT(r.id, prev);
 }
 
-TEST(WindowGenerator, SequenceExhaustedWaitsForNextTick) {
+TEST(WindowGenerator, SequenceExhaustedWaitsForNextTickWithoutBorrowing) {
     Layout l;
     WindowGenerator g;
-    g.open(l, 3, T0, T0 + 100000);
+    g.open(l, 3, T0, T0 + 100000, /*borrow_ms=*/0);
     std::set<int64_t> ids;
     for (int i = 0; i < 4096; ++i) {
         auto r = g.next(T0 + 5);

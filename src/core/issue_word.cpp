@@ -1,0 +1,48 @@
+#include "issue_word.hpp"
+
+namespace cosid {
+
+namespace {
+int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+}
+}  // namespace
+
+Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& window, int64_t now_ms,
+            int64_t borrow_ms) {
+    if (issue_word::closed(w)) return {NextStatus::Closed};
+    const int64_t u = layout.unit_ms();
+    const int64_t now_tick = u == 1 ? now_ms : floor_div(now_ms, u);  // ms layouts: no division
+    const bool issued = issue_word::issued(w);
+    const int64_t last_tick = issued ? issue_word::tick(layout, w) : 0;
+    const int64_t last_seq = issued ? issue_word::sequence(layout, w) : 0;
+    int64_t tick, seq;
+    if (!issued || now_tick > last_tick) {
+        tick = now_tick;
+        seq = (issued && last_seq + 1 <= layout.max_sequence() / 2) ? last_seq + 1 : 0;
+    } else {
+        tick = last_tick;
+        seq = last_seq + 1;
+        if (seq > layout.max_sequence()) {
+            const int64_t next_ms = (last_tick + 1) * u;
+            if (borrow_ms != issue_word::kBorrowToCeiling && next_ms - now_ms > borrow_ms)
+                return {NextStatus::SequenceExhausted, 0, 0, next_ms - borrow_ms};
+            tick = last_tick + 1;
+            seq = 0;
+        }
+    }
+    if (tick * u <= window.floor_ms)
+        return {NextStatus::BeforeFloor, 0, 0, (floor_div(window.floor_ms, u) + 1) * u};
+    if (tick * u > window.ceiling_ms) return {NextStatus::PastCeiling};
+    if (!layout.tick_fits(tick)) return {NextStatus::OutOfRange};
+    return {NextStatus::Issued, issue_word::encode(layout, tick, seq), layout.pack(tick, slot, seq)};
+}
+
+}  // namespace cosid
+
+// The core is compiled without PostgreSQL so GoogleTest can test it directly.
+#ifdef POSTGRES_H
+#error "src/core must stay free of PostgreSQL headers"
+#endif

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# One lease per namespace for the whole instance, shared lock-free by its backends (issue 10):
+#   - 150 connections that each called cosid_next() hold one slot, not 150;
+#   - ids of one instance are strictly increasing in issue order across its backends: each
+#     id is larger than every id any client had committed before its statement began;
+#   - a lost lease fails the next call of every backend that issued on it, once (ZC001),
+#     then they go on with the instance's next lease;
+#   - a backend uses as many namespaces as the instance can hold: 200 in one backend, and
+#     50 backends using 20 each; past cosid.max_namespaces a clear error;
+#   - cosid.max_borrow = 0: a tight loop never issues ahead of the clock.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+dir="${1:-/tmp/cosid-e2e}/shared_slot"; port=55464
+start_server "$dir" "$port" "cosid.ttl = '3s'" "max_connections = 220" "cosid.max_namespaces = 220"
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$dir" immediate' EXIT
+q() { psql_at "$dir" "$port" postgres -At "$@"; }
+q -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), client int, before_max bigint)" >/dev/null
+held() { q -c "SELECT count(*) FROM cosid.lease WHERE namespace = '$1' AND incarnation IS NOT NULL"; }
+
+echo "# 1. 150 connections, each calling cosid_next() once and staying open"
+for i in $(seq 1 150); do
+    as_pg psql -X -q -h "$dir" -p "$port" -d postgres -c "SELECT cosid_next()" -c "SELECT pg_sleep(6)" >/dev/null 2>&1 &
+done
+check_true "150 backends issued" "$(wait_until 30 q -c "SELECT count(*) >= 150 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(6)'")"
+check "slots the instance holds in the store" 1 "$(held default)"
+check "one lease in the pool, used by the 150 backends" "1 150" "$(q -c "
+    SELECT count(*) || ' ' || sum(backends) FROM cosid_pool() WHERE namespace = 'default' AND state = 'active'")"
+acquires=$(q -c "SELECT acquires FROM cosid_stats()")
+check "one acquire for all of them" 1 "$acquires"
+wait
+
+echo "# 2. strictly increasing in issue order across 8 concurrent clients"
+cat > "$dir/order.sql" <<'SQL'
+INSERT INTO t(client, before_max, id)
+SELECT :client_id, (SELECT coalesce(max(id), 0) FROM t), cosid_next() FROM generate_series(1, 20);
+SQL
+chown "$PG_USER" "$dir/order.sql"
+as_pg pgbench -n -h "$dir" -p "$port" -c 8 -j 2 -T 6 -f "$dir/order.sql" postgres > "$dir/order.log" 2>&1 || FAIL=1
+rows=$(q -c "SELECT count(*) FROM t")
+echo "# rows: $rows; $(grep -E 'actually processed|failed' "$dir/order.log" | tr '\n' ' ')"
+check_true "a real load ran" "$([ "$rows" -gt 10000 ] && echo t)"
+check "no id at or below an id committed before its statement began" 0 "$(q -c "SELECT count(*) FROM t WHERE id <= before_max")"
+check "every id on the one slot" 1 "$(q -c "SELECT count(DISTINCT p.slot) FROM t, cosid_parse(t.id) p")"
+check "no failed transaction" 0 "$(grep -c 'aborted\|ERROR' "$dir/order.log" || true)"
+
+echo "# 3. a lost lease: every backend that issued on it fails once (ZC001), then goes on"
+cat > "$dir/lost.sql" <<'SQL'
+\set VERBOSITY sqlstate
+SELECT 'first ' || (cosid_parse(cosid_next())).slot;
+SELECT pg_sleep(4);
+SELECT 'after ' || cosid_next();
+SELECT 'again ' || (cosid_parse(cosid_next())).slot;
+SQL
+chown "$PG_USER" "$dir/lost.sql"
+for i in 1 2 3; do as_pg psql -X -At -h "$dir" -p "$port" -d postgres -f "$dir/lost.sql" > "$dir/lost.$i.out" 2>&1 & done
+check_true "3 backends on the lease" "$(wait_until 10 q -c "SELECT sum(backends) >= 3 FROM cosid_pool() WHERE namespace = 'default' AND state = 'active'")"
+slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'default' AND state = 'active'")
+lost0=$(q -c "SELECT leases_lost FROM cosid_stats()")
+q -c "SELECT * FROM cosid.revoke('default', $slot)" >/dev/null
+check_true "the keeper finds the lease lost" "$(wait_until 5 q -c "SELECT leases_lost > $lost0 FROM cosid_stats()")"
+# a backend that had not issued on it goes on without an error
+check_true "a backend that never used the lost lease gets an id without error" "$(q -c "SELECT cosid_next() > 0")"
+wait
+check "each of the 3 fails its next call once with ZC001" 3 "$(cat "$dir"/lost.*.out | grep -c 'ERROR:  ZC001')"
+check "then each issues again on the instance's next lease" 3 "$(cat "$dir"/lost.*.out | grep '^again ' | awk -v s="$slot" '$2 != s' | wc -l)"
+
+echo "# 4. namespaces: 200 in one backend, 20 each in 50 backends at once"
+q -c "SELECT cosid_namespace_create('n' || g, slot_bits => 4) FROM generate_series(1, 200) g" >/dev/null
+check "one backend issues in 200 namespaces" 200 "$(q -c "SELECT count(DISTINCT (g, cosid_next('n' || g))) FROM generate_series(1, 200) g")"
+check "the instance holds 200 leases (one per namespace)" 200 "$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace LIKE 'n%' AND incarnation IS NOT NULL")"
+# (each namespace is an id space of its own: ids are unique per namespace)
+q -c "CREATE TABLE nsids (ns text, id bigint, PRIMARY KEY (ns, id))" >/dev/null
+for b in $(seq 0 49); do
+    as_pg psql -X -At -h "$dir" -p "$port" -d postgres \
+        -c "INSERT INTO nsids SELECT 'n' || (1 + ($b * 20 + g) % 200), cosid_next('n' || (1 + ($b * 20 + g) % 200))
+            FROM generate_series(0, 19) g, generate_series(1, 50)" > "$dir/ns.$b.out" 2>&1 &
+done
+wait
+check "50 backends x 20 namespaces x 50 ids, all at once: no error (a duplicate would be 23505)" 0 "$(cat "$dir"/ns.*.out | grep -c ERROR || true)"
+check "all 50,000 (namespace, id) stored" 50000 "$(q -c "SELECT count(*) FROM nsids")"
+check "still one lease per namespace" 200 "$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace LIKE 'n%' AND incarnation IS NOT NULL")"
+echo "# 5. cosid.max_borrow = 0: a tight loop never runs ahead of the clock"
+q -c "ALTER SYSTEM SET cosid.max_borrow = 0" -c "SELECT pg_reload_conf()" >/dev/null
+q -c "SELECT cosid_namespace_create('nb')" >/dev/null
+check "no id ahead of the clock that read it (200,000 ids in a tight loop)" 0 "$(q -c "
+    SELECT count(*) FROM (SELECT cosid_next('nb') AS id, clock_timestamp() AS at FROM generate_series(1, 200000)) s,
+        cosid_parse(s.id, 'nb') p WHERE p.ts > s.at")"
+q -c "ALTER SYSTEM RESET cosid.max_borrow" -c "SELECT pg_reload_conf()" >/dev/null
+echo "# 6. one namespace past cosid.max_namespaces"
+q -c "SELECT cosid_namespace_create('n' || g, slot_bits => 4) FROM generate_series(201, 230) g" >/dev/null
+out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '2s'" -c "SELECT count(cosid_next('n' || g)) FROM generate_series(1, 230) g" 2>&1 || true)
+check "past cosid.max_namespaces (220): 53000 naming the setting" 1 "$(grep -c 'ERROR:  53000: cosid.s lease pool is full' <<<"$out")"
+grep -E 'DETAIL|HINT' <<<"$out" | sed 's/^/#   /'
+
+exit $FAIL
