@@ -11,7 +11,7 @@ int64_t floor_div(int64_t a, int64_t b) {
 }  // namespace
 
 Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& window, int64_t now_ms,
-            int64_t borrow_ms) {
+            int64_t borrow_ms, int64_t want) {
     if (issue_word::closed(w)) return {NextStatus::Closed};
     const int64_t u = layout.unit_ms();
     const int64_t now_tick = u == 1 ? now_ms : floor_div(now_ms, u);  // ms layouts: no division
@@ -37,7 +37,8 @@ Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& w
         return {NextStatus::BeforeFloor, 0, 0, (floor_div(window.floor_ms, u) + 1) * u};
     if (tick * u > window.ceiling_ms) return {NextStatus::PastCeiling};
     if (!layout.tick_fits(tick)) return {NextStatus::OutOfRange};
-    return {NextStatus::Issued, issue_word::encode(layout, tick, seq), layout.pack(tick, slot, seq)};
+    const int64_t count = want <= 1 ? 1 : (want < layout.max_sequence() - seq + 1 ? want : layout.max_sequence() - seq + 1);
+    return {NextStatus::Issued, issue_word::encode(layout, tick, seq + count - 1), layout.pack(tick, slot, seq), 0, count};
 }
 
 }  // namespace cosid

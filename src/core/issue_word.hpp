@@ -61,8 +61,9 @@ struct ClaimWindow {
 struct Claim {
     NextStatus status;
     uint64_t word = 0;          // for Issued: the word to install with a compare-and-swap
-    int64_t id = 0;             // for Issued
+    int64_t id = 0;             // for Issued: the first id of the block
     int64_t wait_until_ms = 0;  // for BeforeFloor and SequenceExhausted
+    int64_t count = 0;          // for Issued: ids in the block, id .. id + count - 1 (one tick)
 };
 
 // The one rule of issuing, for the word `w` read last, the clock `now_ms` and the window:
@@ -73,8 +74,11 @@ struct Claim {
 //  - the last tick's sequence used up: the next tick is taken when it is at most
 //    `borrow_ms` ahead of the clock (kBorrowToCeiling: any distance), else wait for the clock;
 //  - every claimed tick t satisfies floor < t*unit <= ceiling, and fits the layout.
+//  - `want` > 1 claims a block of up to `want` consecutive sequence values of the one tick the
+//    rule picks (fewer when the tick's sequence runs out first): id .. id + count - 1, all
+//    inside the window, and the word records the block's last.
 // Pure: the caller installs `word` with a compare-and-swap against `w` and retries on failure.
 Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& window, int64_t now_ms,
-            int64_t borrow_ms);
+            int64_t borrow_ms, int64_t want = 1);
 
 }  // namespace cosid

@@ -45,6 +45,7 @@ int64 live_leases() {
 void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
                            ParamListInfo params, QueryEnvironment* query_env, DestReceiver* dest,
                            QueryCompletion* qc) {
+    new_statement();  // COPY, DO, CALL, FETCH ... start statements without ExecutorStart
     if (drops_cosid(pstmt->utilityStmt) && !store_is_remote() && in_store_database()) {
         int64 n = live_leases();
         if (n > 0)

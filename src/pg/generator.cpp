@@ -28,6 +28,13 @@ struct Gen {
     bool issued;           // it issued on this lease: a loss of it fails its next call once
     // Leases it issued on that closed while their release was pending: until the keeper ends
     // one, nobody knows whether the store still had it; found lost then, the next call fails.
+    // A block of ids claimed at once, issued during the statement that claimed it (so that
+    // every id is still above all ids committed before its statement began): the next id,
+    // how many are left, and the statement; `want` doubles while a statement uses blocks up.
+    int64 block_next_id;
+    int64 block_left;
+    uint64 block_statement;
+    int64 want;
     static constexpr int kPending = 4;
     int pending_entry[kPending];
     uint64 pending_generation[kPending];  // 0: none
@@ -45,6 +52,12 @@ Gen* last_used = nullptr;        // the generator of the last cosid_next(namespa
 Gen* default_gen = nullptr;      // the generator of cosid.namespace ...
 uint64 default_gen_setting = 0;  // ... as of this assignment of the setting
 uint64 unflushed_ids = 0;
+// Bumped at every executor start (statement_hook): a block of ids lives for one statement.
+uint64 statement_number = 1;
+ExecutorStart_hook_type prev_executor_start = nullptr;
+// The most ids a generator claims at once: a tight loop's compare-and-swaps on the shared
+// word fall by this factor; a statement wastes at most this many sequence values.
+constexpr int64 kMaxBlock = 64;
 bool exit_hook_registered = false;
 int my_hazard = -1;  // this process's hazard slot (its pgprocno)
 
@@ -102,6 +115,7 @@ void detach(Gen* g) {
     g->entry = -1;
     g->generation = 0;
     g->issued = false;
+    g->block_left = 0;
 }
 
 void detach_all_at_exit(int code, Datum arg) {
@@ -444,6 +458,9 @@ Gen* generator_for(const char* ns) {
         g->generation = 0;
         g->issued = false;
         for (int k = 0; k < Gen::kPending; ++k) g->pending_generation[k] = 0;
+        g->block_left = 0;
+        g->block_statement = 0;
+        g->want = 1;
         g->any_pending = false;
         g->layout_checked = in_store_database();
     }
@@ -510,9 +527,22 @@ void check_pending_leases(Gen* g) {
 }
 
 int64 issue(Gen* g) {
+    if (unlikely(g->any_pending)) check_pending_leases(g);
+    // The rest of a block this statement claimed: no shared memory touched.  Its ids were
+    // claimed inside the window and recorded in the word, so they stay unique and inside a
+    // granted window even if the lease ended since (a release hands on the block's tick).
+    // The lease's generation (a read-mostly cache line) is checked so that a lost lease still
+    // fails this backend's next call (ZC001) instead of a block's worth of calls later.
+    if (g->block_left > 0 && g->block_statement == statement_number &&
+        pg_atomic_read_u64(&shared->pool[g->entry].generation) == g->generation) {
+        g->block_left--;
+        if (++unflushed_ids >= 1024) flush_issued_count();
+        return g->block_next_id++;
+    }
+    // A statement that used up its block asks for twice as many next time.
+    int64 want = g->block_statement == statement_number ? Min(g->want * 2, kMaxBlock) : 1;
     int64 wait_start = 0;
     bool counted_wait = false;
-    if (unlikely(g->any_pending)) check_pending_leases(g);
     for (;;) {
         if (g->entry < 0) attach(g);
         PoolEntry* e = &shared->pool[g->entry];
@@ -528,7 +558,7 @@ int64 issue(Gen* g) {
         uint64 w = pg_atomic_read_u64(&e->word);
         Claim c;
         for (;;) {
-            c = claim(w, g->layout, g->slot, ClaimWindow{g->floor, ceiling}, clock_ms(), setting_max_borrow_ms);
+            c = claim(w, g->layout, g->slot, ClaimWindow{g->floor, ceiling}, clock_ms(), setting_max_borrow_ms, want);
             if (c.status != NextStatus::Issued) break;
             // Full barrier; on failure `w` is the word as it is now, and the claim is made again.
             if (pg_atomic_compare_exchange_u64(&e->word, &w, c.word)) break;
@@ -536,6 +566,10 @@ int64 issue(Gen* g) {
         if (c.status == NextStatus::Issued) {
             unpublish_after_cas();
             g->issued = true;
+            g->want = want;
+            g->block_statement = statement_number;
+            g->block_next_id = c.id + 1;
+            g->block_left = c.count - 1;
             if (++unflushed_ids >= 1024) flush_issued_count();
             return c.id;
         }
@@ -599,7 +633,23 @@ int64 issue(Gen* g) {
     }
 }
 
+void count_statement(QueryDesc* query, int eflags) {
+    new_statement();
+    if (prev_executor_start != nullptr) prev_executor_start(query, eflags);
+    else standard_ExecutorStart(query, eflags);
+}
+
 }  // namespace
+
+void end_of_transaction(XactEvent event, void* arg) { new_statement(); }
+
+void install_statement_hook() {
+    prev_executor_start = ExecutorStart_hook;
+    ExecutorStart_hook = count_statement;
+    RegisterXactCallback(end_of_transaction, nullptr);
+}
+
+void new_statement() { ++statement_number; }
 
 void flush_issued_count() {
     if (unflushed_ids > 0 && shared != nullptr) {

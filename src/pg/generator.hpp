@@ -13,6 +13,11 @@ int release_own_leases();
 bool wait_for_releases(const int* entries, const uint64* generations, int n);
 // True in cosid.database, where the keeper runs (and, without cosid.store_dsn, the store).
 bool in_store_database();
+// Counts statements: a block of ids is used within the statement that claimed it.  Executor
+// starts, utility commands (drop_guard.cpp calls new_statement) and transaction ends each
+// start a new one.
+void install_statement_hook();
+void new_statement();
 // Adds the ids this backend issued since the last flush to cosid_stats().ids_issued.
 void flush_issued_count();
 }  // namespace cosid::pg

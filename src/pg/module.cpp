@@ -1,6 +1,7 @@
 // Entry point: settings, shared memory and the lease keeper are only set up when cosid is
 // in shared_preload_libraries; loaded any other way, only the pure functions work.
 #include "drop_guard.hpp"
+#include "generator.hpp"
 #include "keeper.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
@@ -15,5 +16,6 @@ void _PG_init(void) {
     cosid::pg::install_shmem_hooks();
     cosid::pg::register_keeper();
     cosid::pg::install_drop_guard();
+    cosid::pg::install_statement_hook();
 }
 }

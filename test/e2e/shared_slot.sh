@@ -43,6 +43,26 @@ check "no id at or below an id committed before its statement began" 0 "$(q -c "
 check "every id on the one slot" 1 "$(q -c "SELECT count(DISTINCT p.slot) FROM t, cosid_parse(t.id) p")"
 check "no failed transaction" 0 "$(grep -c 'aborted\|ERROR' "$dir/order.log" || true)"
 
+echo "# 2b. a block of ids lives for one statement only: COPY and DO start statements too"
+# A's 4 ids in one statement end in a block of 4 with 3 unused; B then commits an id; A's
+# next statement (a COPY, then a DO with a PL/pgSQL assignment, neither of which starts an
+# executor before its first id) must issue above B's.
+cat > "$dir/blocks.sql" <<SQL
+CREATE TABLE ord (id bigint PRIMARY KEY DEFAULT cosid_next(), who text);
+INSERT INTO ord(who) SELECT 'a1' FROM generate_series(1, 4);
+\\! psql -X -q -h $dir -p $port -d postgres -c "INSERT INTO ord(who) VALUES ('b1')"
+COPY ord(who) FROM STDIN;
+a2
+\\.
+INSERT INTO ord(who) SELECT 'a3' FROM generate_series(1, 4);
+\\! psql -X -q -h $dir -p $port -d postgres -c "INSERT INTO ord(who) VALUES ('b2')"
+DO \$\$ DECLARE x bigint; BEGIN x := cosid_next(); INSERT INTO ord(id, who) VALUES (x, 'a4'); END \$\$;
+SQL
+chown "$PG_USER" "$dir/blocks.sql"
+as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -d postgres -f "$dir/blocks.sql" > "$dir/blocks.out" 2>&1 || FAIL=1
+check "the COPY after B's commit issues above B's id" t "$(q -c "SELECT (SELECT id FROM ord WHERE who = 'a2') > (SELECT id FROM ord WHERE who = 'b1')")"
+check "the DO after B's commit issues above B's id" t "$(q -c "SELECT (SELECT id FROM ord WHERE who = 'a4') > (SELECT id FROM ord WHERE who = 'b2')")"
+
 echo "# 3. a lost lease: every backend that issued on it fails once (ZC001), then goes on"
 cat > "$dir/lost.sql" <<'SQL'
 \set VERBOSITY sqlstate

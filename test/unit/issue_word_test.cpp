@@ -181,3 +181,86 @@ TEST(IssueWordThreads, BorrowingStopsAtTheCeiling) {
     EXPECT_EQ(issued.load(), 640);
     EXPECT_EQ(past.load(), 4);
 }
+
+TEST(IssueWord, BlocksStayInOneTick) {
+    Layout l;
+    l.sequence_bits = 4; l.timestamp_bits = 49;  // 16 per tick
+    Claim c = claim(issue_word::kFresh, l, 2, kWide, T0 + 5, 0, 10);
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(c.count, 10);
+    EXPECT_EQ(l.unpack(c.id).sequence, 0);
+    EXPECT_EQ(issue_word::sequence(l, c.word), 9);
+    // the next block of the same tick gets what is left of it: 6
+    c = claim(c.word, l, 2, kWide, T0 + 5, 0, 10);
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(c.count, 6);
+    EXPECT_EQ(l.unpack(c.id).sequence, 10);
+    EXPECT_EQ(issue_word::sequence(l, c.word), 15);
+    EXPECT_EQ(issue_word::tick(l, c.word), T0 + 5);
+    EXPECT_EQ(claim(c.word, l, 2, kWide, T0 + 5, 0, 10).status, NextStatus::SequenceExhausted);
+    // want 1 (and anything below) is one id
+    EXPECT_EQ(claim(issue_word::kFresh, l, 2, kWide, T0 + 5, 0, 0).count, 1);
+}
+
+// Threads taking blocks of growing size, as backends in tight loops do within a statement:
+// every id unique, each thread's ids increasing, all inside the window, and the word's last
+// at least the largest id handed out.
+TEST(IssueWordThreads, BlocksFromEightThreads) {
+    Layout l;
+    l.timestamp_bits = 47; l.sequence_bits = 6;
+    std::atomic<int64_t> clock{T0 + 1};
+    ClaimWindow window{T0, T0 + 1000000};
+    std::atomic<uint64_t> word{issue_word::kFresh};
+    std::vector<std::vector<int64_t>> ids(8);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t)
+        ts.emplace_back([&, t] {
+            int64_t want = 1;
+            while (ids[t].size() < 5000) {
+                uint64_t w = word.load();
+                Claim c = claim(w, l, 5, window, clock.load(), issue_word::kBorrowToCeiling, want);
+                if (c.status != NextStatus::Issued) { ADD_FAILURE() << "status " << static_cast<int>(c.status); return; }
+                if (!word.compare_exchange_weak(w, c.word)) continue;
+                for (int64_t k = 0; k < c.count; ++k) ids[t].push_back(c.id + k);
+                want = want < 32 ? want * 2 : 1;
+            }
+        });
+    for (auto& t : ts) t.join();
+    std::vector<int64_t> all;
+    for (const auto& mine : ids) {
+        for (size_t i = 1; i < mine.size(); ++i) ASSERT_GT(mine[i], mine[i - 1]);
+        all.insert(all.end(), mine.begin(), mine.end());
+    }
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "a duplicate id";
+    for (int64_t id : all) {
+        ASSERT_GT(l.unpack(id).tick, window.floor_ms);
+        ASSERT_LE(l.unpack(id).tick, window.ceiling_ms);
+        ASSERT_EQ(l.unpack(id).slot, 5);
+    }
+    EXPECT_GE(issue_word::last_issued_ms(l, word.load()), l.unpack(all.back()).tick);
+    // whatever comes after the blocks is above every id they handed out
+    Claim next = claim(word.load(), l, 5, window, clock.load(), issue_word::kBorrowToCeiling, 7);
+    ASSERT_EQ(next.status, NextStatus::Issued);
+    EXPECT_GT(next.id, all.back());
+}
+
+TEST(IssueWord, BlocksInSecondLayoutsAndUnderABorrowLimit) {
+    Layout l;
+    l.unit = Unit::Second; l.timestamp_bits = 31; l.slot_bits = 10; l.sequence_bits = 22;
+    const int64_t s0 = T0 - T0 % 1000;
+    Claim c = claim(issue_word::kFresh, l, 1, ClaimWindow{s0, s0 + 5000}, s0 + 1500, 0, 64);
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(c.count, 64);
+    EXPECT_EQ(l.unpack(c.id).tick, s0 / 1000 + 1);
+    EXPECT_EQ(issue_word::last_issued_ms(l, c.word), s0 + 1000);
+    // a full second's sequence with no borrowing: the next block waits for the clock
+    Layout m;
+    m.sequence_bits = 3; m.timestamp_bits = 50;
+    uint64_t full = issue_word::encode(m, T0 + 4, m.max_sequence());
+    EXPECT_EQ(claim(full, m, 0, kWide, T0 + 4, 0, 64).status, NextStatus::SequenceExhausted);
+    c = claim(full, m, 0, kWide, T0 + 4, 1, 64);  // one ms of borrowing allowed
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(c.count, 8);
+    EXPECT_EQ(m.unpack(c.id).tick, T0 + 5);
+}
