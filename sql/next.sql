@@ -14,7 +14,7 @@ SELECT count(DISTINCT p.slot) AS slots_used,
        bool_and(extract(epoch FROM p.ts) * 1000 > b.floor
                 AND extract(epoch FROM p.ts) * 1000 <= b.ceiling) AS inside_window,
        -- the last id claimed: a statement may leave the end of its last block unused
-       max(o.id) BETWEEN min(b.last_id) - 63 AND min(b.last_id) AS pool_shows_last_id,
+       max(o.id) BETWEEN min(b.last_id) - 3 AND min(b.last_id) AS pool_shows_last_id,
        (extract(epoch FROM max(p.ts)) * 1000)::bigint = min(b.last_issued) AS pool_shows_last_timestamp
 FROM orders o, cosid_parse(o.id) p,
      (SELECT slot, floor, ceiling, last_id, last_issued FROM cosid_pool() WHERE namespace = 'default') b;
