@@ -234,15 +234,19 @@ bool extension_created_here() {
 // keeper's own database waits when the extension is missing: it may have been created a
 // moment ago, and the keeper looks again when woken.
 // `here`: in_store_database(), computed by the caller (a catalog lookup: not under a lock).
-bool keeper_problem_known(bool here) {
+// `checks_before`: the keeper's readiness checks when the caller began; what the keeper
+// reports counts only from a check made after that (the extension may have been created a
+// moment ago: the caller wakes the keeper, which looks again at once).
+bool keeper_problem_known(bool here, uint64 checks_before) {
     if (shared->keeper_ready) return false;
     // cosid.database missing: unless this is it (created since), then the keeper is woken
     if (shared->keeper_failed_starts > 0) return !here;
+    if (shared->keeper_checks <= checks_before) return false;
     return shared->keeper_problem == 2 || (shared->keeper_problem == 1 && !here);
 }
 
-void keeper_cannot_serve(bool here) {
-    if (!keeper_problem_known(here)) return;
+void keeper_cannot_serve(bool here, uint64 checks_before) {
+    if (!keeper_problem_known(here, checks_before)) return;
     char message[256];
     LWLockAcquire(shared->lock, LW_SHARED);
     int failed_starts = shared->keeper_failed_starts;
@@ -288,7 +292,8 @@ void wait_for_lease(const char* ns) {
     // Where this database holds the store, ask it; elsewhere the keeper's store answers.
     bool here = in_store_database();
     if (!store_is_remote() && here) check_namespace_exists(ns);
-    keeper_cannot_serve(here);
+    uint64 checks_before = shared->keeper_checks;
+    wake_keeper();
     if (here && shared->keeper_failed_starts > 0) {
         // The keeper backs off because its database did not exist; this is it: connect now.
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -331,7 +336,7 @@ void wait_for_lease(const char* ns) {
             }
         }
         bool done = leased || error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout ||
-                    keeper_problem_known(here);
+                    keeper_problem_known(here, checks_before);
         if (done && request >= 0) {
             // The last waiter to give up takes a request nobody is being served by along
             // (one the keeper is acquiring for, it drops when the store answers).
@@ -349,7 +354,7 @@ void wait_for_lease(const char* ns) {
     }
     ConditionVariableCancelSleep();
     if (leased) return;
-    keeper_cannot_serve(here);
+    keeper_cannot_serve(here, checks_before);
     if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),

@@ -680,6 +680,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
                                      : strstr(err.message, "cosid.database") != nullptr ? 1
                                      : transient(err.sqlerrcode) ? 0 : 2;
             strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
+            shared->keeper_checks++;
             LWLockRelease(shared->lock);
             ConditionVariableBroadcast(&shared->cv);
             if (ready) sleep_ms = 0;

@@ -118,6 +118,7 @@ struct SharedState {
     // extension is missing in cosid.database, 2 the remote store refused; and its message.
     int keeper_problem;
     char keeper_problem_message[256];
+    uint64 keeper_checks;  // readiness checks the keeper made: a problem counts only if seen after a caller began
     bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
     int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
     bool keeper_retry_now;     // a backend of cosid.database asks a backing-off keeper to connect now
