@@ -13,7 +13,6 @@
 #include "settings.hpp"
 #include "state.hpp"
 #include "store.hpp"
-#include "window_generator.hpp"
 
 namespace cosid::pg {
 
@@ -342,10 +341,8 @@ void wait_for_lease(const char* ns) {
             // (one the keeper is acquiring for, it drops when the store answers).
             PoolEntry* e = &shared->pool[request];
             if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id &&
-                --e->waiters <= 0 && e->state == kWanted) {
-                e->state = kEmpty;
-                e->error[0] = '\0';
-            }
+                --e->waiters <= 0 && e->state == kWanted)
+                drop_request_locked(e);
         }
         LWLockRelease(shared->lock);
         if (done) break;

@@ -37,14 +37,6 @@ void note_store_clock(int64 store_now, int64 local_before, int64 local_after, in
     if (skew > tolerance_ms / 2) count(shared->stats.clock_skew_events);
 }
 
-// Under the lock: a request (wanted, acquiring) nobody waits for any more is forgotten.
-void drop_request_locked(PoolEntry* e) {
-    e->state = kEmpty;
-    e->error[0] = '\0';
-    e->error_code = 0;
-    e->earliest_expiry = 0;
-}
-
 // A lease is ended by the keeper only: after a release the store confirmed, or when it was
 // found lost.  A lost one is remembered so that its generators fail once (ZC001).
 void end_lease(PoolEntry* e, bool lost) {

@@ -115,6 +115,13 @@ void end_lease_locked(PoolEntry* e) {
     e->earliest_expiry = 0;
 }
 
+void drop_request_locked(PoolEntry* e) {
+    e->state = kEmpty;
+    e->error[0] = '\0';
+    e->error_code = 0;
+    e->earliest_expiry = 0;
+}
+
 void remember_lost_locked(uint64 generation) {
     uint64 at = shared->lost_count % SharedState::kLostRing;
     if (shared->lost_count >= SharedState::kLostRing)

@@ -153,6 +153,9 @@ inline HazardSlot* claiming() { return reinterpret_cast<HazardSlot*>(&shared->po
 // Under the lock: the entry's lease ended.  Closes its word, forgets its generation, and
 // leaves it draining until no backend is in the middle of a claim on it.
 void end_lease_locked(PoolEntry* e);
+// Under the lock: a request (wanted, acquiring) nobody waits for any more is forgotten (the
+// keeper after an answer nobody waits for; the last waiter to give up).
+void drop_request_locked(PoolEntry* e);
 // Under the lock: remembers that lease `generation` was lost.
 void remember_lost_locked(uint64 generation);
 // Under the lock (shared is enough): was lease `generation` lost (or too long ago to know)?
