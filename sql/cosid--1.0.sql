@@ -756,7 +756,7 @@ GRANT EXECUTE ON FUNCTION cosid._adopt_raise(text, bigint, int, int, int, bigint
 -- committed transaction before this one ends: a rollback leaves it raised, which is
 -- harmless (ids only move up).
 CREATE FUNCTION cosid_adopt(tbl regclass, col name, namespace text DEFAULT 'default')
-RETURNS TABLE (adopted_table regclass, adopted_column name, namespace text, largest_id bigint,
+RETURNS TABLE (adopted_table regclass, adopted_column name, adopted_namespace text, largest_id bigint,
                ids_above timestamptz, old_default text, new_default text, sequence text,
                sequence_action text)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$

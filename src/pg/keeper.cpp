@@ -454,7 +454,8 @@ void serve_raise_request() {
     for (int i = 0; code == 0 && i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         LWLockAcquire(shared->lock, LW_SHARED);
-        bool open = e->state == kLeased && !e->releasing && strcmp(e->ns, q.ns) == 0;
+        // A window whose floor is at or above the raised one issues above it already.
+        bool open = e->state == kLeased && !e->releasing && e->floor < q.floor_ms && strcmp(e->ns, q.ns) == 0;
         LWLockRelease(shared->lock);
         if (!open) continue;
         // Closes the word at once; a release the store does not confirm stays pending (closed).
