@@ -198,6 +198,7 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             ns_not_before = model.not_before_of(ns);
         });
         if (window_timeline != timeline) {
+            model_loaded = false;  // read again at the next request: the administrator may remove it
             snprintf(error, sizeof(error), "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; "
                      "this server is on timeline %u", state_file_path(), slot, ns, window_timeline, timeline);
             strlcpy(hint, "This server was promoted or recovered to a point in time: its copy of the file may be "
