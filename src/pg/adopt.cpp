@@ -33,7 +33,11 @@ int raise_via_keeper(const char* ns, int64 floor_ms, const Layout& l) {
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
         RaiseRequest* q = &shared->raise;
-        if (!posted && q->state != kRaisePosted) {  // one request at a time: another adopt's first
+        // One request at a time: another adopt's first, and its answer until its waiter took
+        // it (or gave up on it long ago: a cancelled caller).
+        bool free = q->state == kRaiseIdle ||
+                    ((q->state == kRaiseDone || q->state == kRaiseFailed) && mono_ms() - q->answered_at > 10000);
+        if (!posted && free) {
             memset(q, 0, sizeof(*q));
             q->id = id = ++shared->next_request_id;
             strlcpy(q->ns, ns, sizeof(q->ns));
@@ -51,7 +55,7 @@ int raise_via_keeper(const char* ns, int64 floor_ms, const Layout& l) {
             answered = true;
         }
         bool give_up = !answered && mono_ms() - start >= timeout;
-        if (give_up && posted && q->id == id && q->state == kRaisePosted) q->state = kRaiseIdle;  // withdrawn
+        if (give_up && posted && q->id == id) q->state = kRaiseIdle;  // withdrawn, or an answer come too late
         LWLockRelease(shared->lock);
         if (answered || give_up) break;
         wake_keeper();

@@ -440,7 +440,21 @@ void serve_raise_request() {
     char error[256] = "";
     int code = 0;
     if (static_slot_for(q.ns) >= 0) {
-        if (!raise_static_not_before(q.ns, q.floor_ms, error, sizeof(error))) code = COSID_STATIC_STATE;
+        // The floor was computed with the caller's layout: it must be the one static windows use.
+        StoreResult l;
+        StoreError err;
+        if (!store_local_namespace(q.ns, &l, &err)) {
+            strlcpy(error, err.message, sizeof(error));
+            code = err.sqlerrcode != 0 ? err.sqlerrcode : ERRCODE_INTERNAL_ERROR;
+        } else if (!l.row || l.timestamp_bits != q.timestamp_bits || l.slot_bits != q.slot_bits ||
+                   l.sequence_bits != q.sequence_bits || l.epoch_ms != q.epoch_ms || l.unit_ms != q.unit_ms) {
+            snprintf(error, sizeof(error), "here %d/%d/%d bits, epoch " INT64_FORMAT " ms, unit %s; in database \"%s\" %s",
+                     q.timestamp_bits, q.slot_bits, q.sequence_bits, q.epoch_ms, q.unit_ms == 1000 ? "s" : "ms",
+                     setting_database, l.row ? "another layout" : "no such namespace");
+            code = ERRCODE_INVALID_OBJECT_DEFINITION;
+        } else if (!raise_static_not_before(q.ns, q.floor_ms, error, sizeof(error))) {
+            code = COSID_STATIC_STATE;
+        }
     } else {
         StoreResult r;
         StoreError err;
@@ -464,6 +478,7 @@ void serve_raise_request() {
     }
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (shared->raise.state == kRaisePosted && shared->raise.id == q.id) {
+        shared->raise.answered_at = mono_ms();
         shared->raise.state = code == 0 ? kRaiseDone : kRaiseFailed;
         strlcpy(shared->raise.error, error, sizeof(shared->raise.error));
         shared->raise.error_code = code;

@@ -31,19 +31,20 @@ cosid::StaticSlots parsed_static_slots;
 int64 parsed_not_before_ms = 0;
 
 // Check hooks must not throw: a C++ exception (out of memory) is a rejected value.
+// (GUC_check_errdetail is called after the C++ objects are gone: it allocates.)
 bool check_static_slots(char** newval, void** extra, GucSource source) {
+    char problem[256] = "";
     try {
         cosid::StaticSlots parsed;
-        if (auto problem = cosid::parse_static_slots(*newval ? *newval : "", &parsed)) {
-            GUC_check_errdetail("%s", problem->c_str());
-            GUC_check_errhint("Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
-                              "or both (\"5, orders:7\").");
-            return false;
-        }
-        return true;
+        if (auto p = cosid::parse_static_slots(*newval ? *newval : "", &parsed)) strlcpy(problem, p->c_str(), sizeof(problem));
     } catch (...) {
-        return false;
+        strlcpy(problem, "out of memory", sizeof(problem));
     }
+    if (problem[0] == '\0') return true;
+    GUC_check_errdetail("%s", problem);
+    GUC_check_errhint("Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
+                      "or both (\"5, orders:7\").");
+    return false;
 }
 void assign_static_slots(const char* newval, void* extra) {
     try {
@@ -53,17 +54,17 @@ void assign_static_slots(const char* newval, void* extra) {
     }
 }
 bool check_not_before(char** newval, void** extra, GucSource source) {
+    char problem[256] = "";
     try {
         int64_t ms = 0;
-        if (auto problem = cosid::parse_timestamp_ms(*newval ? *newval : "", &ms)) {
-            GUC_check_errdetail("%s", problem->c_str());
-            GUC_check_errhint("Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00'.");
-            return false;
-        }
-        return true;
+        if (auto p = cosid::parse_timestamp_ms(*newval ? *newval : "", &ms)) strlcpy(problem, p->c_str(), sizeof(problem));
     } catch (...) {
-        return false;
+        strlcpy(problem, "out of memory", sizeof(problem));
     }
+    if (problem[0] == '\0') return true;
+    GUC_check_errdetail("%s", problem);
+    GUC_check_errhint("Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00'.");
+    return false;
 }
 void assign_not_before(const char* newval, void* extra) {
     int64_t ms = 0;

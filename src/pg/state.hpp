@@ -123,6 +123,8 @@ struct RaiseRequest {
     char error[256];
     int error_code;
     int leases_closed;     // this instance's windows of the namespace closed by the raise
+    int64 answered_at;     // mono ms: an answer its waiter never took (it was cancelled) is
+                           // cleared by the next caller after a while
 };
 
 struct SharedState {

@@ -41,9 +41,13 @@ struct EntryKey {
 // Reads the file into `model`.  A missing file is an empty one (floors from cosid.not_before);
 // an unreadable, corrupt or foreign one is never replaced: every static request fails with
 // `problem` until an administrator fixes or removes it (it is read again at each request).
+// `model_loaded` is set only by a load that passed every check: nothing is ever written
+// from a model that did not come from this server's own file (renewals and releases ask
+// here first).
 bool ensure_model() {
     if (model_loaded) return true;
     uint64 system_id = GetSystemIdentifier();
+    uint32 timeline = GetWALInsertionTimeLine();
     if (!have_file()) {
         cpp_call([&] {
             model = cosid::StateFile{};
@@ -55,13 +59,23 @@ bool ensure_model() {
     cosid::LoadStatus status;
     char message[300];
     uint64 file_system_id = 0;
+    uint32 other_timeline = 0;  // a window written on another timeline, 0: none
+    char other_ns[NAMEDATALEN] = "";
+    int32 other_slot = -1;
     cpp_call([&] {
         cosid::LoadResult r = cosid::load_state(state_file_path());
         status = r.status;
         strlcpy(message, r.message.c_str(), sizeof(message));
         if (r.status == cosid::LoadStatus::Ok) {
-            model = r.file;
             file_system_id = r.file.system_identifier;
+            for (const cosid::StateWindow& w : r.file.windows)
+                if (w.timeline != timeline) {
+                    other_timeline = w.timeline;
+                    strlcpy(other_ns, w.ns.c_str(), sizeof(other_ns));
+                    other_slot = w.slot;
+                    break;
+                }
+            if (file_system_id == system_id && other_timeline == 0) model = r.file;
         } else if (r.status == cosid::LoadStatus::Missing) {
             model = cosid::StateFile{};
             model.system_identifier = system_id;
@@ -76,7 +90,23 @@ bool ensure_model() {
                          state_file_path(), file_system_id, system_id);
                 strlcpy(problem_hint,
                         "It was copied from another server, whose static slots it describes. Give this server its "
-                        "own static slots and remove the file; cosid.not_before then gives the first floor.",
+                        "own static slots, remove the file and set cosid.not_before past the last id this server "
+                        "issued in them (if any).",
+                        sizeof(problem_hint));
+                return false;
+            }
+            if (other_timeline != 0) {
+                // A promoted standby or a recovery to a point in time: the file is a copy,
+                // older than what the server it came from issued since (on any of its slots).
+                snprintf(problem, sizeof(problem),
+                         "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
+                         "is on timeline %u",
+                         state_file_path(), other_slot, other_ns, other_timeline, timeline);
+                strlcpy(problem_hint,
+                        "This server was promoted or recovered to a point in time: its copy of the file may be older "
+                        "than what the server it came from issued since, which may still issue on these slots. Give "
+                        "this server its own static slots, remove the file and set cosid.not_before past that "
+                        "server's last id.",
                         sizeof(problem_hint));
                 return false;
             }
@@ -90,8 +120,9 @@ bool ensure_model() {
         default:
             snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), message);
             strlcpy(problem_hint,
-                    "cosid never replaces it silently: its ceilings guard against the clock moving back. Restore it "
-                    "from a backup, or remove it and set cosid.not_before past the last id issued here.",
+                    "cosid never replaces it silently: its ceilings guard against the clock moving back. Remove it "
+                    "and set cosid.not_before past the last id this server issued in its static namespaces (an "
+                    "older copy of the file is not enough: ids were issued since).",
                     sizeof(problem_hint));
             return false;
     }
@@ -185,41 +216,38 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         strlcpy(hint, "Fix cosid.static_slots and restart the server.", sizeof(hint));
         code = ERRCODE_CONFIG_FILE_ERROR;
     } else {
+        // Another window of this (ns, slot) still open (a release asked for, not done yet) is
+        // released first: its exact last timestamp is then in the model before the new floor
+        // is read, and its release can never lower the file below the new window's ids.
+        for (int j = 0; j < shared->npool; ++j) {
+            PoolEntry* o = &shared->pool[j];
+            LWLockAcquire(shared->lock, LW_SHARED);
+            bool other = j != i && o->state == kLeased && o->is_static && o->slot == slot && strcmp(o->ns, ns) == 0;
+            LWLockRelease(shared->lock);
+            if (other) release_static(j);
+        }
         // floor: what this slot may already have issued, and the not-befores
-        int64 window_ceiling = 0;
-        uint32 window_timeline = timeline;
+        int64 window_value = 0;
         int64 ns_not_before = 0;
         cpp_call([&] {
             const cosid::StateWindow* w = model.find_window(ns, slot);
-            if (w != nullptr) {
-                window_ceiling = w->ceiling_ms;
-                window_timeline = w->timeline;
-            }
+            if (w != nullptr) window_value = w->ceiling_ms;
             ns_not_before = model.not_before_of(ns);
         });
-        if (window_timeline != timeline) {
-            model_loaded = false;  // read again at the next request: the administrator may remove it
-            snprintf(error, sizeof(error), "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; "
-                     "this server is on timeline %u", state_file_path(), slot, ns, window_timeline, timeline);
-            strlcpy(hint, "This server was promoted or recovered to a point in time: its copy of the file may be "
-                    "older than what the server it came from issued. Give it another static slot; or, if that server "
-                    "never issues again, remove the file and set cosid.not_before past its last id.", sizeof(hint));
+        int64 floor = int_max(int_max(window_value, ns_not_before), not_before_ms());
+        int64 ceiling = int_max(floor, clock_ms()) + setting_static_ahead_ms;
+        change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
+        char write_error[300];
+        if (!save_model(write_error, sizeof(write_error))) {
+            snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
+            strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
+                    "of the file's directory (cosid.state_file).", sizeof(hint));
         } else {
-            int64 floor = int_max(int_max(window_ceiling, ns_not_before), not_before_ms());
-            int64 ceiling = int_max(floor, clock_ms()) + setting_static_ahead_ms;
-            change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
-            char write_error[300];
-            if (!save_model(write_error, sizeof(write_error))) {
-                snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
-                strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
-                        "of the file's directory (cosid.state_file).", sizeof(hint));
-            } else {
-                r.slot = slot;
-                r.fence = 0;
-                r.floor = floor;
-                r.ceiling = ceiling;
-                r.expires_at = ceiling;
-            }
+            r.slot = slot;
+            r.fence = 0;
+            r.floor = floor;
+            r.ceiling = ceiling;
+            r.expires_at = ceiling;
         }
     }
     int64 done = mono_ms();
@@ -254,9 +282,13 @@ void renew_static(int i) {
 
     int64 now = clock_ms();
     int64 target = int_max(ceiling, now + setting_static_ahead_ms);
-    char error[300] = "";
+    char error[400] = "";
     bool ok = true;
-    if (target > ceiling) {
+    if (target > ceiling && !ensure_model()) {
+        // (a keeper started again that cannot read the file: it never writes over it)
+        strlcpy(error, problem, sizeof(error));
+        ok = false;
+    } else if (target > ceiling) {
         uint32 timeline = GetWALInsertionTimeLine();
         change_model([&] { model.set_window(k.ns, k.slot, target, timeline); });
         ok = save_model(error, sizeof(error));
@@ -301,11 +333,20 @@ void release_static(int i) {
     strlcpy(k.ns, e->ns, sizeof(k.ns));
     k.slot = e->slot;
     end_lease_locked(e);
+    // Never below another live window of the slot (serve_static_request allows none; this
+    // holds whatever path gets here).
+    for (int j = 0; j < shared->npool; ++j) {
+        PoolEntry* o = &shared->pool[j];
+        if (o->state == kLeased && o->is_static && o->slot == k.slot && strcmp(o->ns, k.ns) == 0)
+            value = int_max(value, static_cast<int64>(pg_atomic_read_u64(&o->ceiling)));
+    }
     LWLockRelease(shared->lock);
     ConditionVariableBroadcast(&shared->cv);
 
     // The file may keep the ceiling (always safe); the exact value spares a restart the wait
     // for the clock to pass the ceiling.
+    count(shared->stats.releases);
+    if (!ensure_model()) return;  // it keeps the ceilings: never written from a model not read from it
     uint32 timeline = GetWALInsertionTimeLine();
     change_model([&] { model.set_window(k.ns, k.slot, value, timeline); });
     char error[300];
@@ -315,7 +356,6 @@ void release_static(int i) {
                       errdetail("The file keeps the slot's ceiling, which is above every id issued.")));
     // On failure `model` went back to the ceiling too: the next window starts above it (a
     // wait of at most cosid.static_ahead), never below.
-    count(shared->stats.releases);
 }
 
 bool raise_static_not_before(const char* ns, int64 floor_ms, char* error, size_t len) {
