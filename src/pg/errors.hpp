@@ -8,3 +8,4 @@
 #define COSID_BEFORE_FLOOR_TIMEOUT MAKE_SQLSTATE('Z', 'C', '0', '0', '4')  // clock far behind the window
 #define COSID_OUT_OF_RANGE MAKE_SQLSTATE('Z', 'C', '0', '0', '5')       // time outside the layout
 #define COSID_KEEPER_UNAVAILABLE MAKE_SQLSTATE('Z', 'C', '0', '0', '6') // keeper not running or store failing
+#define COSID_STATIC_STATE MAKE_SQLSTATE('Z', 'C', '0', '0', '7')     // static slot: state file unusable or unwritable

@@ -7,6 +7,7 @@
 #include "layout.hpp"
 #include "settings.hpp"
 #include "state.hpp"
+#include "static_keeper.hpp"
 #include "store.hpp"
 
 using namespace cosid;
@@ -22,6 +23,7 @@ PG_FUNCTION_INFO_V1(cosid_release_slot);
 PG_FUNCTION_INFO_V1(cosid_layout_check);
 PG_FUNCTION_INFO_V1(cosid_unpack);
 PG_FUNCTION_INFO_V1(cosid_store_clock_offset);
+PG_FUNCTION_INFO_V1(cosid_static_slot);
 }
 
 namespace {
@@ -67,14 +69,6 @@ void read_layout_args(FunctionCallInfo fcinfo, LayoutArgs* a) {
     strlcpy(a->unit, unit, sizeof(a->unit));
 }
 
-void require_admin(const char* what) {
-    Oid admin = get_role_oid("cosid_admin", true);
-    if (superuser() || (OidIsValid(admin) && has_privs_of_role(GetUserId(), admin))) return;
-    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied to %s", what),
-                    errdetail("Only superusers and members of role cosid_admin may release or revoke slots."),
-                    errhint("GRANT cosid_admin TO the role that needs it.")));
-}
-
 const char* entry_state_name(const PoolEntry& e, uint64 word) {
     switch (e.state) {
         case kWanted: return "wanted";
@@ -118,8 +112,8 @@ extern "C" Datum cosid_pool(PG_FUNCTION_ARGS) {
         if (e.state == kEmpty) continue;
         uint64 word = pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&e.word));
         Layout layout = entry_layout(e);
-        Datum v[10];
-        bool nulls[10] = {false};
+        Datum v[11];
+        bool nulls[11] = {false};
         v[0] = CStringGetTextDatum(e.ns);
         bool leased = e.state == kLeased;
         v[1] = Int32GetDatum(e.slot);
@@ -138,6 +132,8 @@ extern "C" Datum cosid_pool(PG_FUNCTION_ARGS) {
         }
         nulls[7] = nulls[8] = !issued;
         v[9] = CStringGetTextDatum(entry_state_name(e, word));
+        v[10] = CStringGetTextDatum(leased && e.is_static ? "static" : static_slot_for(e.ns) >= 0 ? "static" : "lease");
+        if (leased && e.is_static) nulls[2] = nulls[5] = true;  // no fence, no expiry: no store
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
     }
     return (Datum)0;
@@ -153,8 +149,8 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     pg_atomic_uint64* counters[] = {&s->acquires, &s->renewals, &s->renewal_failures, &s->leases_lost,
                                     &s->duplicate_owner_keys, &s->clock_skew_events, &s->waits_at_ceiling,
                                     &s->ids_issued, &s->releases, &s->store_transactions};
-    Datum v[13];
-    bool nulls[13] = {false};
+    Datum v[17];
+    bool nulls[17] = {false};
     int c = 0;
     for (pg_atomic_uint64* counter : counters) v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(counter)));
     v[c++] = CStringGetTextDatum(shared->owner_key);
@@ -162,6 +158,16 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     memcpy(uuid, &shared->incarnation_uuid, sizeof(pg_uuid_t));
     v[c++] = UUIDPGetDatum(uuid);
     v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->store_failovers)));
+    // Static slots: the state file, and whether anything guards them against the clock
+    // moving back across a restart (NULL: no static slots).
+    bool any_static = static_slots_configured();
+    bool file = setting_state_file != nullptr && setting_state_file[0] != '\0';
+    nulls[c] = !any_static || !file;
+    v[c++] = CStringGetTextDatum(state_file_path());
+    nulls[c] = !any_static;
+    v[c++] = BoolGetDatum(file);
+    v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->static_writes)));
+    v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->static_write_failures)));
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
 }
 
@@ -261,3 +267,13 @@ extern "C" Datum cosid_unpack(PG_FUNCTION_ARGS) {
 
 // The C variable, not current_setting(): see cosid._store_clock_offset in the SQL script.
 extern "C" Datum cosid_store_clock_offset(PG_FUNCTION_ARGS) { PG_RETURN_INT64(setting_store_clock_offset_ms); }
+
+// cosid._static_slot(namespace): the static slot this instance gives it, NULL when it leases
+// from the store (or the library is not preloaded: no settings).
+extern "C" Datum cosid_static_slot(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0) || shared == nullptr) PG_RETURN_NULL();
+    char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    int32 slot = static_slot_for(ns);
+    if (slot < 0) PG_RETURN_NULL();
+    PG_RETURN_INT32(slot);
+}

@@ -301,7 +301,8 @@ void wait_for_lease(const char* ns) {
     }
     int64 start = mono_ms();
     int timeout = acquire_timeout_ms();
-    char error[256] = "";
+    char error[512] = "";
+    char error_hint[256] = "";
     int error_code = 0;
     int64 earliest_expiry = 0;
     int tries = 0;  // transient store errors the keeper retried for this namespace
@@ -326,6 +327,7 @@ void wait_for_lease(const char* ns) {
                 }
                 e->request_seen_at = mono_ms();
                 strlcpy(error, e->error, sizeof(error));
+                strlcpy(error_hint, e->error_hint, sizeof(error_hint));
                 error_code = e->error_code;
                 if (e->earliest_expiry != 0) earliest_expiry = e->earliest_expiry;
                 if (e->tries > 0) {
@@ -352,6 +354,12 @@ void wait_for_lease(const char* ns) {
     ConditionVariableCancelSleep();
     if (leased) return;
     keeper_cannot_serve(here, checks_before);
+    int32 static_slot = static_slot_for(ns);
+    if (error[0] != '\0' && static_slot >= 0)
+        ereport(ERROR, (errcode(error_code), errmsg("%s", error),
+                        errdetail("Namespace \"%s\" uses static slot %d (cosid.static_slots): its windows come from "
+                                  "the state file, not from a lease store.", ns, static_slot),
+                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
     if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),
@@ -614,6 +622,23 @@ int64 issue(Gen* g) {
                 if (pg_atomic_read_u64(&e->generation) == g->generation && e->next_renew_at > 0) e->next_renew_at = 0;
                 LWLockRelease(shared->lock);
                 wake_keeper();
+            }
+            if (elapsed_ms(wait_start) >= timeout) {
+                char static_error[200] = "";
+                LWLockAcquire(shared->lock, LW_SHARED);
+                bool is_static = pg_atomic_read_u64(&e->generation) == g->generation && e->is_static;
+                if (is_static) strlcpy(static_error, e->static_error, sizeof(static_error));
+                LWLockRelease(shared->lock);
+                if (is_static)
+                    ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
+                                    errmsg("cosid window on static slot %d of namespace \"%s\" ended and its next "
+                                           "ceiling was not written", g->slot, g->ns),
+                                    errdetail("The state file holds the ceiling %s; no id is issued past it. %s%s",
+                                              ms_to_text(ceiling),
+                                              static_error[0] != '\0' ? "The last write failed: " : "",
+                                              static_error[0] != '\0' ? static_error : "The keeper did not write a new one in time."),
+                                    errhint("Free space on, or fix the permissions of, the directory of the state "
+                                            "file (cosid.state_file).")));
             }
             if (elapsed_ms(wait_start) >= timeout)
                 ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),

@@ -15,9 +15,11 @@
 // mid-acquire) is released at its ceiling, which bounds anything issued in it.
 #include "keeper.hpp"
 
+#include "errors.hpp"
 #include "issue_word.hpp"
 #include "settings.hpp"
 #include "state.hpp"
+#include "static_keeper.hpp"
 #include "store.hpp"
 #include "store_errors.hpp"
 
@@ -63,7 +65,7 @@ bool transient(int sqlerrcode) { return store_error_is_transient(unpack_sql_stat
 void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
     for (int j = 0; j < shared->npool; ++j) {
         PoolEntry* o = &shared->pool[j];
-        if (j == except || o->state != kLeased || o->slot != slot || strcmp(o->ns, ns) != 0) continue;
+        if (j == except || o->state != kLeased || o->is_static || o->slot != slot || strcmp(o->ns, ns) != 0) continue;
         // A release of it that may have committed (outcome unknown) explains the new grant:
         // not a loss then.
         end_lease(o, !(o->releasing && o->release_uncertain));
@@ -155,6 +157,11 @@ void serve_request(int i, int64 now) {
     e->state = kAcquiring;
     strlcpy(ns, e->ns, sizeof(ns));
     LWLockRelease(shared->lock);
+    int32 static_slot = static_slot_for(ns);
+    if (static_slot >= 0) {
+        serve_static_request(i, ns, static_slot);
+        return;
+    }
 
     StoreResult r;
     StoreError err;
@@ -225,35 +232,7 @@ void serve_request(int i, int64 now) {
         e->state = kWanted;
     } else {
         retire_stale_entries_locked(i, ns, r.slot);
-        // The entry came from kEmpty, so no backend is in the middle of a claim on it: its word
-        // may be reset.  Everything a generator copies is written before the generation that
-        // makes the lease visible (write barrier; backends read it under the lock anyway).
-        e->slot = r.slot;
-        e->fence = r.fence;
-        e->floor = r.floor;
-        e->expires_at = r.expires_at;
-        pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        pg_atomic_write_u64(&e->word, issue_word::kFresh);
-        e->timestamp_bits = r.timestamp_bits;
-        e->slot_bits = r.slot_bits;
-        e->sequence_bits = r.sequence_bits;
-        e->epoch_ms = r.epoch_ms;
-        e->unit_ms = r.unit_ms;
-        e->tolerance_ms = r.tolerance_ms;
-        e->users = 0;
-        e->observed_word = issue_word::kFresh;
-        e->idle_since = done;
-        e->release_requested = false;
-        e->releasing = false;
-        e->next_renew_at = done + setting_ttl_ms / 3;
-        e->backoff_ms = 0;
-        e->error[0] = '\0';
-        e->earliest_expiry = 0;
-        e->tries = 0;
-        e->last_error[0] = '\0';
-        pg_write_barrier();
-        pg_atomic_write_u64(&e->generation, ++shared->next_generation);
-        e->state = kLeased;
+        install_window_locked(e, r, false, done);
     }
     LWLockRelease(shared->lock);
     if (ok) {
@@ -285,6 +264,11 @@ bool release_entry(int i) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (e->state != kLeased) {
         LWLockRelease(shared->lock);
+        return true;
+    }
+    if (e->is_static) {  // no store: closed, and its last timestamp kept in the state file
+        LWLockRelease(shared->lock);
+        release_static(i);
         return true;
     }
     if (!e->releasing) {
@@ -348,7 +332,12 @@ void renew_entry(int i) {
     int32 slot = e->slot;
     int64 fence = e->fence;
     int64 tol = e->tolerance_ms;
+    bool is_static = e->is_static;
     LWLockRelease(shared->lock);
+    if (is_static) {
+        renew_static(i);
+        return;
+    }
 
     StoreResult r;
     StoreError err;
@@ -434,12 +423,82 @@ void check_store_failovers() {
                             "floors the store raised, unless cosid_store_settings() says not to raise them.")));
 }
 
+// cosid_adopt's request: the namespace's floor is raised where its windows come from (the
+// store, or the state file of a static slot), then every open window of this instance in
+// it is closed, so that the next one starts above the floor.  The keeper acquires nothing
+// in between (one loop), so no window of the namespace that this instance issues on after
+// the answer started below the floor.
+void serve_raise_request() {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (shared->raise.state != kRaisePosted) {
+        LWLockRelease(shared->lock);
+        return;
+    }
+    RaiseRequest q = shared->raise;
+    LWLockRelease(shared->lock);
+
+    char error[256] = "";
+    int code = 0;
+    if (static_slot_for(q.ns) >= 0) {
+        // The floor was computed with the caller's layout: it must be the one static windows use.
+        StoreResult l;
+        StoreError err;
+        if (!store_local_namespace(q.ns, &l, &err)) {
+            strlcpy(error, err.message, sizeof(error));
+            code = err.sqlerrcode != 0 ? err.sqlerrcode : ERRCODE_INTERNAL_ERROR;
+        } else if (!l.row || l.timestamp_bits != q.timestamp_bits || l.slot_bits != q.slot_bits ||
+                   l.sequence_bits != q.sequence_bits || l.epoch_ms != q.epoch_ms || l.unit_ms != q.unit_ms) {
+            snprintf(error, sizeof(error), "here %d/%d/%d bits, epoch " INT64_FORMAT " ms, unit %s; in database \"%s\" %s",
+                     q.timestamp_bits, q.slot_bits, q.sequence_bits, q.epoch_ms, q.unit_ms == 1000 ? "s" : "ms",
+                     setting_database, l.row ? "another layout" : "no such namespace");
+            code = ERRCODE_INVALID_OBJECT_DEFINITION;
+        } else if (!raise_static_not_before(q.ns, q.floor_ms, error, sizeof(error))) {
+            code = COSID_STATIC_STATE;
+        }
+    } else {
+        StoreResult r;
+        StoreError err;
+        if (!store_raise_floor(q.ns, q.floor_ms, q.timestamp_bits, q.slot_bits, q.sequence_bits, q.epoch_ms,
+                               q.unit_ms, &r, &err)) {
+            strlcpy(error, err.message, sizeof(error));
+            code = err.sqlerrcode != 0 ? err.sqlerrcode : ERRCODE_INTERNAL_ERROR;
+        }
+    }
+    int closed = 0;
+    for (int i = 0; code == 0 && i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        // A window whose floor is at or above the raised one issues above it already.
+        bool open = e->state == kLeased && !e->releasing && e->floor < q.floor_ms && strcmp(e->ns, q.ns) == 0;
+        LWLockRelease(shared->lock);
+        if (!open) continue;
+        // Closes the word at once; a release the store does not confirm stays pending (closed).
+        release_entry(i);
+        closed++;
+    }
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (shared->raise.state == kRaisePosted && shared->raise.id == q.id) {
+        shared->raise.answered_at = mono_ms();
+        shared->raise.state = code == 0 ? kRaiseDone : kRaiseFailed;
+        strlcpy(shared->raise.error, error, sizeof(shared->raise.error));
+        shared->raise.error_code = code;
+        shared->raise.leases_closed = closed;
+    }
+    LWLockRelease(shared->lock);
+    if (code == 0)
+        ereport(LOG, (errmsg("cosid: namespace \"%s\" issues no timestamp at or below " INT64_FORMAT " ms from now on "
+                             "(cosid_adopt); %d window%s of this instance closed",
+                             q.ns, q.floor_ms, closed, closed == 1 ? "" : "s")));
+    ConditionVariableBroadcast(&shared->cv);
+}
+
 int request_cursor = 0;  // requests are served round-robin across passes
 
 long keeper_pass(bool serve_requests) {
     int64 pass_start = mono_ms();
     long sleep_ms = 1000;
     bool requests_due = false;
+    if (serve_requests) serve_raise_request();
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -640,6 +699,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
 
     apply_store_timeouts();
     recover_interrupted_requests();
+    static_keeper_start();
 
     tick_context = AllocSetContextCreate(TopMemoryContext, "cosid keeper", ALLOCSET_DEFAULT_SIZES);
 

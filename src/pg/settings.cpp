@@ -2,6 +2,8 @@
 
 #include <time.h>
 
+#include "static_state.hpp"
+
 namespace cosid::pg {
 
 char* setting_database = nullptr;
@@ -18,6 +20,74 @@ int setting_max_namespaces = 256;
 int setting_store_clock_offset_ms = 0;
 char* setting_test_keeper_exit = nullptr;
 uint64 namespace_setting_generation = 0;
+char* setting_static_slots = nullptr;
+char* setting_state_file = nullptr;
+int setting_static_ahead_ms = 10000;
+char* setting_not_before = nullptr;
+
+namespace {
+// Parsed once, in the postmaster (both settings need a restart); inherited by every process.
+cosid::StaticSlots parsed_static_slots;
+int64 parsed_not_before_ms = 0;
+
+// Check hooks must not throw: a C++ exception (out of memory) is a rejected value.
+// (GUC_check_errdetail is called after the C++ objects are gone: it allocates.)
+bool check_static_slots(char** newval, void** extra, GucSource source) {
+    char problem[256] = "";
+    try {
+        cosid::StaticSlots parsed;
+        if (auto p = cosid::parse_static_slots(*newval ? *newval : "", &parsed)) strlcpy(problem, p->c_str(), sizeof(problem));
+    } catch (...) {
+        strlcpy(problem, "out of memory", sizeof(problem));
+    }
+    if (problem[0] == '\0') return true;
+    GUC_check_errdetail("%s", problem);
+    GUC_check_errhint("Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
+                      "or both (\"5, orders:7\").");
+    return false;
+}
+void assign_static_slots(const char* newval, void* extra) {
+    try {
+        cosid::StaticSlots parsed;
+        if (!cosid::parse_static_slots(newval ? newval : "", &parsed)) parsed_static_slots = parsed;
+    } catch (...) {
+    }
+}
+bool check_not_before(char** newval, void** extra, GucSource source) {
+    char problem[256] = "";
+    try {
+        int64_t ms = 0;
+        if (auto p = cosid::parse_timestamp_ms(*newval ? *newval : "", &ms)) strlcpy(problem, p->c_str(), sizeof(problem));
+    } catch (...) {
+        strlcpy(problem, "out of memory", sizeof(problem));
+    }
+    if (problem[0] == '\0') return true;
+    GUC_check_errdetail("%s", problem);
+    GUC_check_errhint("Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00'.");
+    return false;
+}
+void assign_not_before(const char* newval, void* extra) {
+    int64_t ms = 0;
+    try {
+        if (cosid::parse_timestamp_ms(newval ? newval : "", &ms)) ms = 0;
+    } catch (...) {
+        ms = 0;
+    }
+    parsed_not_before_ms = ms;
+}
+}  // namespace
+
+int32 static_slot_for(const char* ns) {
+    if (parsed_static_slots.empty()) return -1;
+    try {
+        auto slot = parsed_static_slots.slot_for(ns);
+        return slot ? *slot : -1;
+    } catch (...) {
+        return -1;  // (a std::string of a namespace name: only out of memory)
+    }
+}
+bool static_slots_configured() { return !parsed_static_slots.empty(); }
+int64 not_before_ms() { return parsed_not_before_ms; }
 
 bool valid_namespace_name(const char* name) {
     size_t n = strlen(name);
@@ -69,7 +139,26 @@ void define_settings() {
         DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
                                    nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
                                    nullptr);
+        DefineCustomStringVariable("cosid.static_slots",
+                                   "Static slots: namespaces that take their slot from this setting instead of "
+                                   "leasing one from the store (e.g. '7', or 'orders:7, default:3').",
+                                   nullptr, &setting_static_slots, "", PGC_POSTMASTER, 0, check_static_slots,
+                                   assign_static_slots, nullptr);
+        DefineCustomStringVariable("cosid.state_file",
+                                   "File that keeps the static slots' ceilings across restarts (relative to the "
+                                   "data directory; empty: none).",
+                                   nullptr, &setting_state_file, "cosid.state", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
+                                   nullptr, nullptr, nullptr);
+        DefineCustomStringVariable("cosid.not_before",
+                                   "Static slots issue no timestamp at or before this time (e.g. a migrated "
+                                   "generator's last id).",
+                                   nullptr, &setting_not_before, "", PGC_POSTMASTER, 0, check_not_before,
+                                   assign_not_before, nullptr);
     }
+    DefineCustomIntVariable("cosid.static_ahead",
+                            "How far ahead of the clock a static slot's ceiling is written to the state file.",
+                            nullptr, &setting_static_ahead_ms, 10000, 200, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+                            nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.ttl", "How long a lease lasts without renewal; renewed every ttl/3.", nullptr,
                             &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);

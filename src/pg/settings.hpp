@@ -18,6 +18,10 @@ extern int setting_clock_offset_ms;   // cosid.clock_offset (superuser; tests)
 extern int setting_store_clock_offset_ms;  // cosid.store_clock_offset (superuser; tests; read by SQL)
 extern char* setting_test_keeper_exit;    // cosid.test_keeper_exit_after_acquire (superuser; tests)
 extern uint64 namespace_setting_generation;  // bumped whenever cosid.namespace is assigned
+extern char* setting_static_slots;    // cosid.static_slots ('' = every namespace leases from the store)
+extern char* setting_state_file;      // cosid.state_file ('' = none: nothing guards a restart against the clock)
+extern int setting_static_ahead_ms;   // cosid.static_ahead
+extern char* setting_not_before;      // cosid.not_before (text as set; not_before_ms() parsed)
 
 void define_settings();
 int acquire_timeout_ms();
@@ -35,5 +39,10 @@ inline TimestampTz ms_to_timestamptz(int64 ms) {
                                              1000) * 1000;
 }
 bool valid_namespace_name(const char* name);
+// The static slot cosid.static_slots gives namespace `ns`, -1 when it leases from the store.
+int32 static_slot_for(const char* ns);
+bool static_slots_configured();
+// cosid.not_before in Unix ms, 0 when unset.
+int64 not_before_ms();
 
 }  // namespace cosid::pg

@@ -67,7 +67,8 @@ static void startup_shmem() {
         Stats* st = &shared->stats;
         for (pg_atomic_uint64* c : {&st->acquires, &st->renewals, &st->renewal_failures, &st->leases_lost,
                                     &st->duplicate_owner_keys, &st->clock_skew_events, &st->waits_at_ceiling,
-                                    &st->ids_issued, &st->releases, &st->store_transactions, &st->store_failovers})
+                                    &st->ids_issued, &st->releases, &st->store_transactions, &st->store_failovers,
+                                    &st->static_writes, &st->static_write_failures})
             pg_atomic_init_u64(c, 0);
         shared->store_failovers_seen = -1;
         shared->npool = pool_size();
@@ -98,6 +99,14 @@ void require_preloaded(const char* function) {
                         errhint("Add cosid to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
+void require_admin(const char* what) {
+    Oid admin = get_role_oid("cosid_admin", true);
+    if (superuser() || (OidIsValid(admin) && has_privs_of_role(GetUserId(), admin))) return;
+    ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE), errmsg("permission denied to %s", what),
+                    errdetail("Only superusers and members of role cosid_admin may %s.", what),
+                    errhint("GRANT cosid_admin TO the role that needs it.")));
+}
+
 void end_lease_locked(PoolEntry* e) {
     // After the OR no claim succeeds (a claim is a compare-and-swap on an open word).
     pg_atomic_fetch_or_u64(&e->word, cosid::issue_word::kClosed);
@@ -111,13 +120,50 @@ void end_lease_locked(PoolEntry* e) {
     e->release_requested = false;
     e->releasing = false;
     e->error[0] = '\0';
+    e->error_hint[0] = '\0';
     e->error_code = 0;
     e->earliest_expiry = 0;
+}
+
+void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, int64 now_mono) {
+    // The entry came from kEmpty, so no backend is in the middle of a claim on it: its word
+    // may be reset.  Everything a generator copies is written before the generation that
+    // makes the lease visible (write barrier; backends read it under the lock anyway).
+    e->is_static = is_static;
+    e->slot = r.slot;
+    e->fence = r.fence;
+    e->floor = r.floor;
+    e->expires_at = r.expires_at;
+    pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
+    pg_atomic_write_u64(&e->word, cosid::issue_word::kFresh);
+    e->timestamp_bits = r.timestamp_bits;
+    e->slot_bits = r.slot_bits;
+    e->sequence_bits = r.sequence_bits;
+    e->epoch_ms = r.epoch_ms;
+    e->unit_ms = r.unit_ms;
+    e->tolerance_ms = r.tolerance_ms;
+    e->users = 0;
+    e->observed_word = cosid::issue_word::kFresh;
+    e->idle_since = now_mono;
+    e->release_requested = false;
+    e->releasing = false;
+    e->next_renew_at = now_mono + (is_static ? setting_static_ahead_ms / 2 : setting_ttl_ms / 3);
+    e->backoff_ms = 0;
+    e->error[0] = '\0';
+    e->error_hint[0] = '\0';
+    e->static_error[0] = '\0';
+    e->earliest_expiry = 0;
+    e->tries = 0;
+    e->last_error[0] = '\0';
+    pg_write_barrier();
+    pg_atomic_write_u64(&e->generation, ++shared->next_generation);
+    e->state = kLeased;
 }
 
 void drop_request_locked(PoolEntry* e) {
     e->state = kEmpty;
     e->error[0] = '\0';
+    e->error_hint[0] = '\0';
     e->error_code = 0;
     e->earliest_expiry = 0;
 }

@@ -25,6 +25,7 @@
 #pragma once
 #include "layout.hpp"
 #include "pg.hpp"
+#include "store.hpp"
 
 namespace cosid::pg {
 
@@ -39,7 +40,8 @@ enum EntryState : uint32 {
 struct PoolEntry {
     uint32 state;
     char ns[NAMEDATALEN];
-    // the lease
+    // the lease, or a static slot's window (is_static: no store; fence 0, expires_at = ceiling)
+    bool is_static;
     int32 slot;
     int64 fence;
     int64 floor;
@@ -82,8 +84,10 @@ struct PoolEntry {
     int64 request_seen_at;  // mono ms: a waiter was last seen, which catches that case)
     int64 retry_at;        // mono ms: when the keeper tries this request again
     int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
-    char error[256];       // set by the keeper when the request cannot be served: fail now
+    char error[512];       // set by the keeper when the request cannot be served: fail now
     int error_code;        // the store's SQLSTATE for it
+    char error_hint[256];  // static slots: what to do about it ('' = the caller's own hint)
+    char static_error[200];  // static slots: why the next ceiling could not be written ('' = none)
     int tries;             // store answers that were transient errors, retried
     char last_error[256];  // the last transient error, for the caller's message at its timeout
 };
@@ -102,7 +106,25 @@ inline cosid::Layout entry_layout(const PoolEntry& e) {
 struct Stats {
     pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
         clock_skew_events, waits_at_ceiling, ids_issued, releases, store_transactions,
-        store_failovers;  // new timelines of the store seen by this instance's keeper
+        store_failovers,  // new timelines of the store seen by this instance's keeper
+        static_writes, static_write_failures;  // state file writes (each fsync'd) and failed ones
+};
+
+// cosid_adopt() asks the keeper to raise a namespace's floor: one request at a time.
+enum RaiseState : uint32 { kRaiseIdle = 0, kRaisePosted, kRaiseDone, kRaiseFailed };
+struct RaiseRequest {
+    uint32 state;
+    uint64 id;             // which request: a waiter that gave up does not read another's answer
+    char ns[NAMEDATALEN];
+    int64 floor_ms;        // every id issued from now on has a timestamp above this
+    // the layout the caller computed the floor with (the store refuses another)
+    int timestamp_bits, slot_bits, sequence_bits, unit_ms;
+    int64 epoch_ms;
+    char error[256];
+    int error_code;
+    int leases_closed;     // this instance's windows of the namespace closed by the raise
+    int64 answered_at;     // mono ms: an answer its waiter never took (it was cancelled) is
+                           // cleared by the next caller after a while
 };
 
 struct SharedState {
@@ -125,6 +147,7 @@ struct SharedState {
     int64 store_failovers_seen;  // the store's failover count when the keeper last looked; -1: never
     bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
+    RaiseRequest raise;    // under the lock
     Stats stats;
     uint64 next_generation;  // under the lock: the last lease generation handed out
     uint64 next_request_id;  // under the lock: the last request id handed out
@@ -153,6 +176,9 @@ inline HazardSlot* claiming() { return reinterpret_cast<HazardSlot*>(&shared->po
 // Under the lock: the entry's lease ended.  Closes its word, forgets its generation, and
 // leaves it draining until no backend is in the middle of a claim on it.
 void end_lease_locked(PoolEntry* e);
+// Under the lock: entry e (a request being served, so no backend claims on it) now holds the
+// window `r` (slot, fence, floor, expires_at, ceiling and the layout fields), and is visible.
+void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, int64 now_mono);
 // Under the lock: a request (wanted, acquiring) nobody waits for any more is forgotten (the
 // keeper after an answer nobody waits for; the last waiter to give up).
 void drop_request_locked(PoolEntry* e);
@@ -164,6 +190,8 @@ bool lease_lost_locked(uint64 generation);
 bool entry_has_hazard(int i);
 
 void install_shmem_hooks();
+// Raises a clear error unless the user is a superuser or a member of cosid_admin.
+void require_admin(const char* what);
 // Raises a clear error when the library was not preloaded.
 void require_preloaded(const char* function);
 void wake_keeper();

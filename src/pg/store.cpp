@@ -499,4 +499,50 @@ bool store_sync_local_namespace(const char* ns, const StoreResult& layout, Store
     return ok;
 }
 
+namespace {
+void read_layout(const TextRow& r, StoreResult* out) {
+    out->timestamp_bits = get_int32(r, 1, 0);
+    out->slot_bits = get_int32(r, 2, 0);
+    out->sequence_bits = get_int32(r, 3, 0);
+    out->epoch_ms = get_int64(r, 4, 0);
+    out->unit_ms = get_int32(r, 5, 1);
+    out->tolerance_ms = get_int64(r, 6, 0);
+    out->found = true;
+}
+}  // namespace
+
+bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    memset(out, 0, sizeof(*out));
+    const char* args[1] = {ns};
+    bool ok = run_spi("SELECT timestamp_bits, slot_bits, sequence_bits, epoch_ms, "
+                      "CASE unit WHEN 's' THEN 1000 ELSE 1 END, tolerance_ms FROM cosid.namespace WHERE name = $1",
+                      1, args, &row, err);
+    if (ok && row.present) read_layout(row, out);
+    out->row = row.present;
+    return ok;
+}
+
+namespace {
+void read_raise(const TextRow& r, StoreResult* out) {
+    out->floor = get_int64(r, 1, 0);
+    out->found = true;
+}
+}  // namespace
+
+bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int slot_bits, int sequence_bits,
+                       int64 epoch_ms, int unit_ms, StoreResult* out, StoreError* err) {
+    char floor[32], ts[16], slot[16], seq[16], epoch[32];
+    snprintf(floor, sizeof(floor), INT64_FORMAT, floor_ms);
+    snprintf(ts, sizeof(ts), "%d", timestamp_bits);
+    snprintf(slot, sizeof(slot), "%d", slot_bits);
+    snprintf(seq, sizeof(seq), "%d", sequence_bits);
+    snprintf(epoch, sizeof(epoch), INT64_FORMAT, epoch_ms);
+    const char* args[7] = {ns, floor, slot, seq, ts, epoch, unit_ms == 1000 ? "s" : "ms"};
+    return run("SELECT r FROM cosid._durable() durable, "
+               "cosid.raise_floor($1::text, $2::bigint, $3::int, $4::int, $5::int, $6::bigint, $7::text) r",
+               7, args, read_raise, out, err);
+}
+
 }  // namespace cosid::pg

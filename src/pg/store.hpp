@@ -50,5 +50,12 @@ bool store_read_state(StoreResult* out, StoreError* err);
 // With a remote store: copies the namespace's layout (as an acquire returned it) into this
 // instance's cosid.namespace, or fails with 42P17 when a local definition differs.
 bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err);
+// The layout of `ns` in this instance's cosid.namespace (static slots; always SPI): the
+// layout fields as an acquire returns them; row = false when it is not defined here.
+bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err);
+// cosid_adopt: raises the namespace's not-before in the store (cosid.raise_floor), after the
+// store checked that the caller's layout is its own; the new not-before in `floor`.
+bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int slot_bits, int sequence_bits,
+                       int64 epoch_ms, int unit_ms, StoreResult* out, StoreError* err);
 
 }  // namespace cosid::pg

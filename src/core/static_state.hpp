@@ -1,0 +1,111 @@
+// Static slots: the parsing of their two settings, the state file that remembers how far each
+// was used, and the arithmetic of adopting an existing id column.  Pure C++: no PostgreSQL
+// headers.
+//
+// A static slot is not leased from the store, so nothing outside this instance knows which ids
+// it issued: the state file is the only memory of the window ceilings, and losing a ceiling
+// could issue an id twice.  Hence the strict parsing (anything unexpected is Corrupt, never
+// guessed at), the checksum, and the durable write.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layout.hpp"
+
+namespace cosid {
+
+// 1 to 63 of [A-Za-z0-9_.:-], as the CHECK of cosid.namespace in sql/cosid--1.0.sql.
+bool valid_namespace_name(const std::string& name);
+
+// --- cosid.static_slots ---
+// "7" (every namespace uses slot 7), "orders:7, default:3", or "5, orders:7" (orders uses 7,
+// every other namespace 5).  A name may contain ':', so an item splits at its last ':'.
+struct StaticSlots {
+    std::optional<int32_t> any;  // the bare number
+    std::vector<std::pair<std::string, int32_t>> named;
+    bool empty() const { return !any && named.empty(); }
+    std::optional<int32_t> slot_for(const std::string& ns) const;  // named first, then any
+};
+// Nothing when the text is valid (blank text: no static slots); else a message naming the
+// offending item, and *out is left alone.
+std::optional<std::string> parse_static_slots(const std::string& text, StaticSlots* out);
+
+// --- cosid.not_before ---
+// "YYYY-MM-DD[T ]HH:MM[:SS[.fraction]]" and a required zone: Z, +HH, +HH:MM or +HHMM (or -).
+// A zone is required because the server's TimeZone may differ from the writer's.  Years
+// 1970-9999; the fraction (1-9 digits) is truncated to ms.  Blank text gives 0 (no value).
+std::optional<std::string> parse_timestamp_ms(const std::string& text, int64_t* out_ms);
+// "2026-12-03 07:20:17.816Z", UTC, for messages.
+std::string format_timestamp_ms(int64_t ms);
+
+// CRC-32C (Castagnoli), as the state file's checksum line uses it.
+uint32_t crc32c(const std::string& bytes);
+
+// --- the state file ---
+//   # cosid static slot state: written by the cosid keeper; do not edit (...)
+//   cosid_state_version 1
+//   system_identifier 7312345678901234567
+//   window orders 7 1733250000123 1        namespace, slot, ceiling (Unix ms), timeline
+//   not_before orders 1733250000000        namespace, Unix ms
+//   crc32c 1a2b3c4d                        over every byte before this line
+struct StateWindow {
+    std::string ns;
+    int32_t slot;
+    int64_t ceiling_ms;
+    uint32_t timeline;
+};
+struct StateNotBefore {
+    std::string ns;
+    int64_t ms;
+};
+struct StateFile {
+    uint64_t system_identifier = 0;
+    std::vector<StateWindow> windows;        // at most one per (ns, slot)
+    std::vector<StateNotBefore> not_before;  // at most one per ns
+    const StateWindow* find_window(const std::string& ns, int32_t slot) const;
+    void set_window(const std::string& ns, int32_t slot, int64_t ceiling_ms, uint32_t timeline);
+    int64_t not_before_of(const std::string& ns) const;         // 0 when none
+    void raise_not_before(const std::string& ns, int64_t ms);  // keeps the max
+};
+constexpr int kStateFileVersion = 1;
+constexpr size_t kMaxStateFileBytes = size_t{1} << 20;
+
+// Callers must use valid namespace names, slots 0-65535 and ceilings >= 0, or the text will
+// not read back.
+std::string serialize_state(const StateFile& f);
+
+enum class LoadStatus { Ok, Missing, Unreadable, Corrupt, FutureVersion };
+struct LoadResult {
+    LoadStatus status;
+    std::string message;  // one sentence, without the path (the caller adds it)
+    StateFile file;       // for Ok
+};
+// Ok, Corrupt or FutureVersion.  The version line is checked first, so that a newer file is
+// reported as such even when this version cannot read the rest of it.
+LoadResult parse_state(const std::string& text);
+// Missing when the file does not exist; Unreadable when it cannot be read, is a directory or
+// is larger than kMaxStateFileBytes; else parse_state.
+LoadResult load_state(const std::string& path);
+// Writes path + ".tmp", fsyncs it, renames it over path and fsyncs the directory, so that a
+// crash leaves either the old or the new file.  Nothing when all of it succeeded; else a
+// message naming the step, the file and strerror, the temporary file removed.
+std::optional<std::string> save_state(const std::string& path, const StateFile& f);
+
+// --- cosid_adopt ---
+// For a column whose largest value is max_id, read in `layout`: every tick after floor_ms
+// yields ids > max_id.  Negative: max_id < 0, every id is larger (floor_ms 0).  LastTick: max_id
+// is in the layout's last tick, no larger id exists (floor_ms is that tick).
+struct AdoptFloor {
+    enum Status { Ok, Negative, LastTick } status;
+    int64_t floor_ms;
+};
+AdoptFloor adopt_floor(const Layout& layout, int64_t max_id);
+// The latest epoch (Unix ms, a multiple of the unit) with the layout's bit widths with which
+// an id issued at now_ms exceeds max_id.  It may be negative (no usable epoch), and the caller
+// must still check that now_ms fits the timestamp field from that epoch.
+int64_t latest_epoch_exceeding(const Layout& layout, int64_t max_id, int64_t now_ms);
+
+}  // namespace cosid

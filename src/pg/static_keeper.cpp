@@ -1,0 +1,375 @@
+// The keeper's side of static slots.  The state file holds, per (namespace, slot), a
+// timestamp no id of that slot ever exceeded: a ceiling written before any id below it was
+// issued, or the exact last timestamp once a window was closed.  The keeper is its only
+// writer and keeps a copy in its own memory (`model`); every change is written to a
+// temporary file, fsync'd, renamed over the file and the directory fsync'd (src/core
+// static_state.cpp) before anything relies on it.
+//
+// What a static window never does: reach past what the file durably holds.  A ceiling is
+// published to the backends only after the write that holds it succeeded; a failed write
+// leaves the backends at the old ceiling, where they wait and then fail (ZC002) naming it.
+#include "static_keeper.hpp"
+
+#include "boundary.hpp"
+#include "errors.hpp"
+#include "issue_word.hpp"
+#include "settings.hpp"
+#include "state.hpp"
+#include "static_state.hpp"
+#include "store.hpp"
+
+namespace cosid::pg {
+
+namespace {
+
+cosid::StateFile model;     // the file as the keeper last wrote or read it
+cosid::StateFile saved;     // `model` before the change being written (no C++ object lives on
+                            // a stack that an ereport(ERROR) could unwind)
+bool model_loaded = false;  // false: read it (again) before the next window
+char problem[400];          // why the file cannot be used ('' = none known)
+char problem_hint[256];
+char path_buffer[MAXPGPATH];
+
+bool have_file() { return setting_state_file != nullptr && setting_state_file[0] != '\0'; }
+
+// Under the lock or not: a copy of the entry's identity.
+struct EntryKey {
+    char ns[NAMEDATALEN];
+    int32 slot;
+};
+
+// Reads the file into `model`.  A missing file is an empty one (floors from cosid.not_before);
+// an unreadable, corrupt or foreign one is never replaced: every static request fails with
+// `problem` until an administrator fixes or removes it (it is read again at each request).
+// `model_loaded` is set only by a load that passed every check: nothing is ever written
+// from a model that did not come from this server's own file (renewals and releases ask
+// here first).
+bool ensure_model() {
+    if (model_loaded) return true;
+    uint64 system_id = GetSystemIdentifier();
+    uint32 timeline = GetWALInsertionTimeLine();
+    if (!have_file()) {
+        cpp_call([&] {
+            model = cosid::StateFile{};
+            model.system_identifier = system_id;
+        });
+        model_loaded = true;
+        return true;
+    }
+    cosid::LoadStatus status;
+    char message[300];
+    uint64 file_system_id = 0;
+    uint32 other_timeline = 0;  // a window written on another timeline, 0: none
+    char other_ns[NAMEDATALEN] = "";
+    int32 other_slot = -1;
+    cpp_call([&] {
+        cosid::LoadResult r = cosid::load_state(state_file_path());
+        status = r.status;
+        strlcpy(message, r.message.c_str(), sizeof(message));
+        if (r.status == cosid::LoadStatus::Ok) {
+            file_system_id = r.file.system_identifier;
+            for (const cosid::StateWindow& w : r.file.windows)
+                if (w.timeline != timeline) {
+                    other_timeline = w.timeline;
+                    strlcpy(other_ns, w.ns.c_str(), sizeof(other_ns));
+                    other_slot = w.slot;
+                    break;
+                }
+            if (file_system_id == system_id && other_timeline == 0) model = r.file;
+        } else if (r.status == cosid::LoadStatus::Missing) {
+            model = cosid::StateFile{};
+            model.system_identifier = system_id;
+        }
+    });
+    switch (status) {
+        case cosid::LoadStatus::Ok:
+            if (file_system_id != system_id) {
+                snprintf(problem, sizeof(problem),
+                         "cosid state file \"%s\" belongs to another PostgreSQL system (system identifier " UINT64_FORMAT
+                         "; this server's is " UINT64_FORMAT ")",
+                         state_file_path(), file_system_id, system_id);
+                strlcpy(problem_hint,
+                        "It was copied from another server, whose static slots it describes. Give this server its "
+                        "own static slots, remove the file and set cosid.not_before past the last id this server "
+                        "issued in them (if any).",
+                        sizeof(problem_hint));
+                return false;
+            }
+            if (other_timeline != 0) {
+                // A promoted standby or a recovery to a point in time: the file is a copy,
+                // older than what the server it came from issued since (on any of its slots).
+                snprintf(problem, sizeof(problem),
+                         "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
+                         "is on timeline %u",
+                         state_file_path(), other_slot, other_ns, other_timeline, timeline);
+                strlcpy(problem_hint,
+                        "This server was promoted or recovered to a point in time: its copy of the file may be older "
+                        "than what the server it came from issued since, which may still issue on these slots. Give "
+                        "this server its own static slots, remove the file and set cosid.not_before past that "
+                        "server's last id.",
+                        sizeof(problem_hint));
+                return false;
+            }
+            break;
+        case cosid::LoadStatus::Missing:
+            break;
+        case cosid::LoadStatus::FutureVersion:
+            snprintf(problem, sizeof(problem), "cosid state file \"%s\" cannot be read: %s", state_file_path(), message);
+            strlcpy(problem_hint, "Install the cosid version that wrote it, or a newer one.", sizeof(problem_hint));
+            return false;
+        default:
+            snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), message);
+            strlcpy(problem_hint,
+                    "cosid never replaces it silently: its ceilings guard against the clock moving back. Remove it "
+                    "and set cosid.not_before past the last id this server issued in its static namespaces (an "
+                    "older copy of the file is not enough: ids were issued since).",
+                    sizeof(problem_hint));
+            return false;
+    }
+    problem[0] = '\0';
+    model_loaded = true;
+    return true;
+}
+
+// A change to `model`: `change` runs on it after a copy is kept in `saved`.
+template <typename F>
+void change_model(F&& change) {
+    cpp_call([&] {
+        saved = model;
+        change();
+    });
+}
+
+// Writes `model`; on failure puts the copy from before the change back (nothing was issued
+// under the new values) and says why.
+bool save_model(char* error, size_t len) {
+    if (!have_file()) return true;  // none configured: nothing is durable (the WARNING at start)
+    bool ok = cpp_call([&] {
+        auto failed = cosid::save_state(state_file_path(), model);
+        if (failed) {
+            strlcpy(error, failed->c_str(), len);
+            model = saved;
+        }
+        return !failed;
+    });
+    count(ok ? shared->stats.static_writes : shared->stats.static_write_failures);
+    return ok;
+}
+
+int64 int_max(int64 a, int64 b) { return a > b ? a : b; }
+
+}  // namespace
+
+const char* state_file_path() {
+    if (!have_file()) return "";
+    if (is_absolute_path(setting_state_file)) return setting_state_file;
+    snprintf(path_buffer, sizeof(path_buffer), "%s/%s", DataDir, setting_state_file);
+    return path_buffer;
+}
+
+void static_keeper_start() {
+    if (!static_slots_configured()) return;
+    model_loaded = false;  // a keeper started again reads what the last one wrote
+    if (!have_file()) {
+        ereport(WARNING, (errmsg("cosid static slots run without a state file (cosid.state_file is empty)"),
+                          errdetail("Nothing protects their ids against the clock moving back across a restart."),
+                          errhint("Set cosid.state_file (the default, \"cosid.state\" in the data directory, is "
+                                  "right for most servers).")));
+        ensure_model();
+        return;
+    }
+    if (!ensure_model()) {
+        ereport(WARNING, (errmsg("%s", problem), errdetail("Static namespaces issue no id until it is fixed."),
+                          errhint("%s", problem_hint)));
+        return;
+    }
+    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    ereport(LOG, (errmsg("cosid static slots \"%s\": state file \"%s\" holds %d window%s", setting_static_slots,
+                         state_file_path(), windows, windows == 1 ? "" : "s")));
+}
+
+void serve_static_request(int i, const char* ns, int32 slot) {
+    PoolEntry* e = &shared->pool[i];
+    char error[400] = "";
+    char hint[256] = "";
+    int code = COSID_STATIC_STATE;
+    StoreResult r;
+    StoreError err;
+    memset(&r, 0, sizeof(r));
+    uint32 timeline = GetWALInsertionTimeLine();
+    if (!ensure_model()) {
+        strlcpy(error, problem, sizeof(error));
+        strlcpy(hint, problem_hint, sizeof(hint));
+    } else if (!store_local_namespace(ns, &r, &err)) {
+        snprintf(error, sizeof(error), "cosid could not read namespace \"%s\" in database \"%s\": %s", ns,
+                 setting_database, err.message);
+        code = err.sqlerrcode;
+    } else if (!r.row) {
+        snprintf(error, sizeof(error), "cosid namespace \"%s\" does not exist in database \"%s\"", ns,
+                 setting_database);
+        code = ERRCODE_UNDEFINED_OBJECT;
+        snprintf(hint, sizeof(hint), "A static slot takes its layout from there: create it with "
+                 "cosid_namespace_create('%s') in database \"%s\".", ns, setting_database);
+    } else if (slot >= (1 << r.slot_bits)) {
+        snprintf(error, sizeof(error), "cosid.static_slots gives namespace \"%s\" slot %d, but its layout has %d slot "
+                 "bits (slots 0 to %d)", ns, slot, r.slot_bits, (1 << r.slot_bits) - 1);
+        strlcpy(hint, "Fix cosid.static_slots and restart the server.", sizeof(hint));
+        code = ERRCODE_CONFIG_FILE_ERROR;
+    } else {
+        // Another window of this (ns, slot) still open (a release asked for, not done yet) is
+        // released first: its exact last timestamp is then in the model before the new floor
+        // is read, and its release can never lower the file below the new window's ids.
+        for (int j = 0; j < shared->npool; ++j) {
+            PoolEntry* o = &shared->pool[j];
+            LWLockAcquire(shared->lock, LW_SHARED);
+            bool other = j != i && o->state == kLeased && o->is_static && o->slot == slot && strcmp(o->ns, ns) == 0;
+            LWLockRelease(shared->lock);
+            if (other) release_static(j);
+        }
+        // floor: what this slot may already have issued, and the not-befores
+        int64 window_value = 0;
+        int64 ns_not_before = 0;
+        cpp_call([&] {
+            const cosid::StateWindow* w = model.find_window(ns, slot);
+            if (w != nullptr) window_value = w->ceiling_ms;
+            ns_not_before = model.not_before_of(ns);
+        });
+        int64 floor = int_max(int_max(window_value, ns_not_before), not_before_ms());
+        int64 ceiling = int_max(floor, clock_ms()) + setting_static_ahead_ms;
+        change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
+        char write_error[300];
+        if (!save_model(write_error, sizeof(write_error))) {
+            snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
+            strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
+                    "of the file's directory (cosid.state_file).", sizeof(hint));
+        } else {
+            r.slot = slot;
+            r.fence = 0;
+            r.floor = floor;
+            r.ceiling = ceiling;
+            r.expires_at = ceiling;
+        }
+    }
+    int64 done = mono_ms();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (error[0] != '\0') {
+        // Every waiter fails at once with it; asked again, the keeper looks again (a fixed
+        // file, a created namespace).
+        strlcpy(e->error, error, sizeof(e->error));
+        strlcpy(e->error_hint, hint, sizeof(e->error_hint));
+        e->error_code = code;
+        e->state = kWanted;
+        e->retry_at = done + 1000;
+        if (e->waiters <= 0 || done - e->request_seen_at > 2000) drop_request_locked(e);
+    } else {
+        install_window_locked(e, r, true, done);
+        count(shared->stats.acquires);
+    }
+    LWLockRelease(shared->lock);
+    if (error[0] != '\0') ereport(LOG, (errmsg("%s", error), errhint("%s", hint)));
+    ConditionVariableBroadcast(&shared->cv);
+}
+
+void renew_static(int i) {
+    PoolEntry* e = &shared->pool[i];
+    EntryKey k;
+    LWLockAcquire(shared->lock, LW_SHARED);
+    strlcpy(k.ns, e->ns, sizeof(k.ns));
+    k.slot = e->slot;
+    int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
+    int64 backoff = e->backoff_ms;
+    LWLockRelease(shared->lock);
+
+    int64 now = clock_ms();
+    int64 target = int_max(ceiling, now + setting_static_ahead_ms);
+    char error[400] = "";
+    bool ok = true;
+    if (target > ceiling && !ensure_model()) {
+        // (a keeper started again that cannot read the file: it never writes over it)
+        strlcpy(error, problem, sizeof(error));
+        ok = false;
+    } else if (target > ceiling) {
+        uint32 timeline = GetWALInsertionTimeLine();
+        change_model([&] { model.set_window(k.ns, k.slot, target, timeline); });
+        ok = save_model(error, sizeof(error));
+    }
+    int64 done = mono_ms();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (ok) {
+        // Published only now that the file holds it; a ceiling only grows.
+        if (static_cast<uint64>(target) > pg_atomic_read_u64(&e->ceiling))
+            pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(target));
+        e->expires_at = target;
+        e->static_error[0] = '\0';
+        e->backoff_ms = 0;
+        // Again when half of `ahead` is left (on this clock; a step forward wakes the keeper
+        // through a backend waiting at the ceiling).
+        e->next_renew_at = done + Max(target - now - setting_static_ahead_ms / 2, 50);
+    } else {
+        strlcpy(e->static_error, error, sizeof(e->static_error));
+        e->backoff_ms = backoff == 0 ? 100 : Min(backoff * 2, 5000);
+        e->next_renew_at = done + e->backoff_ms;
+    }
+    LWLockRelease(shared->lock);
+    if (!ok && backoff == 0)
+        ereport(LOG, (errmsg("cosid could not write the next ceiling of static slot %d in \"%s\": %s", k.slot, k.ns,
+                             error),
+                      errdetail("Ids stop at the ceiling the file holds; the write is tried again with backoff.")));
+    ConditionVariableBroadcast(&shared->cv);
+}
+
+void release_static(int i) {
+    PoolEntry* e = &shared->pool[i];
+    EntryKey k;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (e->state != kLeased) {
+        LWLockRelease(shared->lock);
+        return;
+    }
+    // After the OR nothing is claimed on it: its answer is the exact last timestamp issued.
+    uint64 last_word = pg_atomic_fetch_or_u64(&e->word, issue_word::kClosed);
+    std::optional<int64> last = issue_word::last_issued_ms(entry_layout(*e), last_word);
+    int64 value = last ? *last : e->floor;
+    strlcpy(k.ns, e->ns, sizeof(k.ns));
+    k.slot = e->slot;
+    end_lease_locked(e);
+    // Never below another live window of the slot (serve_static_request allows none; this
+    // holds whatever path gets here).
+    for (int j = 0; j < shared->npool; ++j) {
+        PoolEntry* o = &shared->pool[j];
+        if (o->state == kLeased && o->is_static && o->slot == k.slot && strcmp(o->ns, k.ns) == 0)
+            value = int_max(value, static_cast<int64>(pg_atomic_read_u64(&o->ceiling)));
+    }
+    LWLockRelease(shared->lock);
+    ConditionVariableBroadcast(&shared->cv);
+
+    // The file may keep the ceiling (always safe); the exact value spares a restart the wait
+    // for the clock to pass the ceiling.
+    count(shared->stats.releases);
+    if (!ensure_model()) return;  // it keeps the ceilings: never written from a model not read from it
+    uint32 timeline = GetWALInsertionTimeLine();
+    change_model([&] { model.set_window(k.ns, k.slot, value, timeline); });
+    char error[300];
+    if (!save_model(error, sizeof(error)))
+        ereport(LOG, (errmsg("cosid could not write the last timestamp of static slot %d in \"%s\": %s", k.slot, k.ns,
+                             error),
+                      errdetail("The file keeps the slot's ceiling, which is above every id issued.")));
+    // On failure `model` went back to the ceiling too: the next window starts above it (a
+    // wait of at most cosid.static_ahead), never below.
+}
+
+bool raise_static_not_before(const char* ns, int64 floor_ms, char* error, size_t len) {
+    if (!ensure_model()) {
+        strlcpy(error, problem, len);
+        return false;
+    }
+    change_model([&] { model.raise_not_before(ns, floor_ms); });
+    char write_error[300];
+    if (!save_model(write_error, sizeof(write_error))) {
+        snprintf(error, len, "cosid could not write its state file: %s", write_error);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace cosid::pg
