@@ -1,7 +1,7 @@
 # cosid: PGXS build of a C++17 extension, plus the GoogleTest unit tests of the pure core.
 MODULE_big = cosid
 EXTENSION = cosid
-DATA = sql/cosid--1.0.sql
+DATA = $(wildcard sql/cosid--*.sql)
 PGFILEDESC = "cosid - leased-window Snowflake ids"
 
 CORE_SRCS = $(wildcard src/core/*.cpp)
@@ -24,6 +24,10 @@ include $(PGXS)
 
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 override CXXFLAGS += -std=c++17 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
+# The test command builds with COSID_WERROR=1: a warning on any major fails it.
+ifdef COSID_WERROR
+override CXXFLAGS += -Werror
+endif
 override CPPFLAGS := -Isrc/core -isystem $(includedir_server) -isystem $(shell $(PG_CONFIG) --includedir) \
 	$(filter-out -I$(includedir_server),$(CPPFLAGS))
 SHLIB_LINK += -lstdc++ -lpq
@@ -44,3 +48,10 @@ EXTRA_CLEAN = test/unit/run_unit test/out test/out_isolation test/tmp_check test
 
 test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	g++ -std=c++17 -O1 -g -Wall -Wextra -Isrc/core -o $@ test/model/model_compare.cpp $(CORE_SRCS)
+
+# make dist: the release archive PGXN takes, a zip of the committed tree named after
+# META.json's version (test/meta/check_meta.py checks that file).
+DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json | head -1)
+.PHONY: dist
+dist:
+	git -C $(srcdir) archive --format zip --prefix=cosid-$(DIST_VERSION)/ -o $(abspath cosid-$(DIST_VERSION).zip) HEAD

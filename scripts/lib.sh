@@ -3,7 +3,8 @@
 set -euo pipefail
 
 COSID_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PG_BIN="/usr/lib/postgresql/15/bin"
+# Debian's PostgreSQL 15, or another major's bin directory (COSID_PG_BIN, scripts/test.sh).
+PG_BIN="${COSID_PG_BIN:-/usr/lib/postgresql/15/bin}"
 PG_USER="postgres"
 
 log() { printf '\n==> %s\n' "$*"; }
@@ -15,7 +16,7 @@ as_pg() {
 install_prerequisites() {
     local need=()
     for p in postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev libkrb5-dev libipc-run-perl \
-             libgtest-dev g++ make procps pgbouncer; do
+             libgtest-dev g++ make procps pgbouncer python3 debhelper postgresql-server-dev-all dpkg-dev; do
         dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
     done
     if [ "${#need[@]}" -gt 0 ]; then
@@ -29,7 +30,7 @@ install_prerequisites() {
 
 build_and_install() {
     log "building and installing cosid"
-    make -C "$COSID_ROOT" -s -j2 >/dev/null
+    make -C "$COSID_ROOT" -s -j2 "$@" >/dev/null
     make -C "$COSID_ROOT" -s install >/dev/null
 }
 
@@ -74,5 +75,5 @@ stop_server() {
 # psql_at DIR PORT DB [psql args...]
 psql_at() {
     local dir="$1" port="$2" db="$3"; shift 3
-    as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -d "$db" "$@"
+    as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -d "$db" "$@"
 }

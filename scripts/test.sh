@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every test of cosid: GoogleTest on the core, pg_regress and isolation specs against
-# temporary instances that preload cosid, then the end-to-end scripts under test/e2e.
+# temporary instances that preload cosid, then the end-to-end scripts under test/e2e, on
+# Debian's PostgreSQL 15; and, beside them, the other majors in ../shared/pg (scripts/majors.sh).
 # Run as root on a fresh Debian 12 machine; it installs what it needs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 install_prerequisites
-build_and_install
+build_and_install COSID_WERROR=1  # a warning fails the test command
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
@@ -26,6 +27,21 @@ grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' 
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
+log "META.json (PGXN meta spec) and make dist"
+python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
+version=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$COSID_ROOT/META.json" 2>/dev/null || echo none)
+if make -C "$COSID_ROOT" -s dist DIST_DIR="$work" > "$work/dist.log" 2>&1; then
+    python3 "$COSID_ROOT/test/meta/check_dist.py" "$work" "$(git -C "$COSID_ROOT" ls-files | wc -l)" "$version" \
+        >> "$work/meta.log" 2>&1 || true
+else
+    sed 's/^/#   /' "$work/dist.log"; echo "not ok - make dist" >> "$work/meta.log"
+fi
+grep '^not ok' "$work/meta.log" || true
+meta_ok=$(grep -c '^ok' "$work/meta.log" || true); meta_bad=$(grep -c '^not ok' "$work/meta.log" || true)
+echo "META.json and make dist: $meta_ok passed, $meta_bad failed"
+total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_bad))
+[ "$meta_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
+
 # pg_regress and initdb refuse root: run them as postgres in a copy of the tree.
 cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
       "$COSID_ROOT/test" "$COSID_ROOT/src" "$work/"
@@ -43,6 +59,16 @@ fi
 total_passed=$((total_passed + $(grep -cE '\.\.\. ok' "$work/installcheck.log")))
 echo "# pg_regress and isolation took $((SECONDS - started)) s"
 
+# The other PostgreSQL majors (../shared/pg) run beside the end-to-end scripts below, one
+# major at a time, in their own build trees, servers and sockets (scripts/majors.sh).
+log "the Debian package (scripts/package.sh), then PostgreSQL 16 to 19 (scripts/majors.sh), in the background"
+majors_started=$SECONDS
+{
+    bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1; echo $? > "$work/package.rc"
+    bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" > "$work/majors.log" 2>&1
+} &
+majors_pid=$!
+
 status=0
 passed=0
 failed=0
@@ -54,7 +80,36 @@ for t in "$COSID_ROOT"/test/e2e/*.sh; do
     echo "# $(basename "$t") took $((SECONDS - started)) s"
 done
 echo
-echo "e2e: $passed passed, $failed failed"
+echo "e2e (PostgreSQL 15): $passed passed, $failed failed"
 total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
+
+log "PostgreSQL 16 to 19"
+majors_status=0
+wait "$majors_pid" || majors_status=$?
+cat "$work/majors.log"
+echo "# the other majors took $((SECONDS - majors_started)) s (beside the end-to-end scripts)"
+mp=$(grep -oE '^majors: [0-9]+ passed' "$work/majors.log" | grep -oE '[0-9]+' || true)
+mf=$(grep -oE '^majors: [0-9]+ passed, [0-9]+ failed' "$work/majors.log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
+total_passed=$((total_passed + ${mp:-0})); total_failed=$((total_failed + ${mf:-0}))
+if [ "$majors_status" != 0 ]; then
+    status=1
+    [ -z "$mf" ] && total_failed=$((total_failed + 1))
+fi
+
+# dpkg -i replaces the development install of PostgreSQL 15's cosid: only after the suites.
+log "the Debian package: dpkg -i into PostgreSQL 15, smoke test, dpkg -r"
+tail -3 "$work/package.log"
+deb=$(ls "$work"/deb/postgresql-15-cosid_*_amd64.deb 2>/dev/null | head -1 || true)
+if [ "$(cat "$work/package.rc" 2>/dev/null)" = 0 ] && [ -n "$deb" ]; then
+    total_passed=$((total_passed + 1))
+    if bash "$COSID_ROOT/test/package/smoke.sh" "$deb" "$work" > "$work/smoke.log" 2>&1; then :; else status=1; fi
+    cat "$work/smoke.log"
+    total_passed=$((total_passed + $(grep -c '^ok' "$work/smoke.log" || true)))
+    total_failed=$((total_failed + $(grep -c '^not ok' "$work/smoke.log" || true)))
+else
+    cat "$work/package.log"; echo "not ok - the package was not built"
+    total_failed=$((total_failed + 1)); status=1
+fi
+make -C "$COSID_ROOT" -s install >/dev/null  # the development install again, as before the package
 echo "total: $total_passed passed, $total_failed failed"
 exit $status

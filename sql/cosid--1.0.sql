@@ -26,10 +26,7 @@ CREATE TABLE cosid.namespace (
     epoch_ms        bigint NOT NULL,
     unit            text NOT NULL CHECK (unit IN ('ms', 's')),
     tolerance_ms    bigint NOT NULL CHECK (tolerance_ms >= 0),
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    -- Store-clock Unix ms: no window of the namespace starts below it (cosid_adopt raises it
-    -- above the largest id of a column it adopts).  It only grows.
-    not_before_ms   bigint NOT NULL DEFAULT 0 CHECK (not_before_ms >= 0)
+    created_at      timestamptz NOT NULL DEFAULT now()
 );
 
 -- One row per slot.  Times are store-clock Unix milliseconds; a holder issues t with
@@ -324,10 +321,10 @@ BEGIN
                        owner_key   = p_owner_key,
                        incarnation = p_incarnation,
                        fence       = l.fence + 1,
-                       floor       = greatest(l.next_floor, v_ns.not_before_ms),
+                       floor       = l.next_floor,
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms),
-                       next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms)
+                       ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor),
+                       next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor)
                  WHERE l.namespace = p_namespace AND l.slot = c.slot
                    AND (l.incarnation IS NULL
                         OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 5)))
@@ -432,35 +429,6 @@ BEGIN
         RETURN QUERY SELECT r.slot, r.fence, r.next_floor, r.previous_owner_key;
     END IF;
 END $$;
-
--- cosid_adopt, through the keeper: no window of the namespace starts at or below p_floor_ms
--- from now on.  The caller computed the floor from an id with its layout: the store's must
--- be the same, or the floor means another time.  Returns the namespace's not-before.
-CREATE FUNCTION cosid.raise_floor(p_namespace text, p_floor_ms bigint, p_slot_bits int, p_sequence_bits int,
-                                  p_timestamp_bits int, p_epoch_ms bigint, p_unit text)
-RETURNS bigint
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    v_ns cosid.namespace := cosid._namespace_row(p_namespace);
-    v    bigint;
-BEGIN
-    IF p_floor_ms IS NULL OR p_floor_ms < 0 THEN
-        RAISE EXCEPTION 'cosid floor must be a non-negative Unix time in ms, got %', p_floor_ms
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF (v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits, v_ns.epoch_ms, v_ns.unit)
-       IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit) THEN
-        RAISE EXCEPTION 'here %/%/% bits, epoch % ms, unit %; in the lease store %/%/% bits, epoch % ms, unit %',
-            p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit,
-            v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits, v_ns.epoch_ms, v_ns.unit
-            USING ERRCODE = 'invalid_object_definition';
-    END IF;
-    UPDATE cosid.namespace n SET not_before_ms = greatest(n.not_before_ms, p_floor_ms)
-     WHERE n.name = p_namespace RETURNING n.not_before_ms INTO v;
-    RETURN v;
-END $$;
-REVOKE ALL ON FUNCTION cosid.raise_floor(text, bigint, int, int, int, bigint, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cosid.raise_floor(text, bigint, int, int, int, bigint, text) TO cosid_keeper;
 
 REVOKE ALL ON FUNCTION cosid.acquire(text, text, uuid, bigint, int) FROM PUBLIC;
 REVOKE ALL ON FUNCTION cosid.renew(text, int, uuid, bigint, bigint) FROM PUBLIC;
@@ -653,46 +621,20 @@ END $$;
 REVOKE ALL ON FUNCTION cosid_store_follow_timeline() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid_store_follow_timeline() TO cosid_admin;
 
--- Static slots are not in the store: cosid_leases() says so instead of listing free slots
--- as if they were all there is.
-CREATE FUNCTION cosid._static_notice(p_namespace text) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    v_slot int;
-    v_static text := pg_catalog.current_setting('cosid.static_slots', true);
-BEGIN
-    IF p_namespace IS NOT NULL THEN
-        v_slot := cosid._static_slot(p_namespace);
-        IF v_slot IS NOT NULL THEN
-            RAISE NOTICE 'cosid namespace "%" uses static slot % on this instance: it has no lease in the store',
-                p_namespace, v_slot
-                USING DETAIL = 'Its windows come from the state file (cosid.state_file); cosid_pool() shows them. '
-                               'The rows listed are the store''s, which this instance does not use for it.';
-        END IF;
-    ELSIF v_static IS NOT NULL AND v_static <> '' THEN
-        RAISE NOTICE 'this instance has static slots (cosid.static_slots = ''%''): they have no leases in the store',
-            v_static
-            USING DETAIL = 'Their windows come from the state file (cosid.state_file); cosid_pool() shows them.';
-    END IF;
-    RETURN true;
-END $$;
-
 CREATE FUNCTION cosid_leases(namespace text DEFAULT NULL)
 RETURNS TABLE (namespace text, slot int, owner_key text, incarnation uuid, fence bigint,
                expires_at timestamptz, floor bigint, ceiling bigint, next_floor bigint,
                state text)
 LANGUAGE sql STABLE AS $$
-    WITH now AS MATERIALIZED (  -- once: the notice is said once
-        SELECT cosid.store_now() AS ms,
-               CASE WHEN $1 IS NOT NULL THEN (cosid._namespace_row($1)).name END AS checked,
-               cosid._static_notice($1) AS noticed)
     SELECT l.namespace, l.slot, l.owner_key, l.incarnation, l.fence,
            to_timestamp(l.expires_at / 1000.0), l.floor, l.ceiling, l.next_floor,
            CASE WHEN l.incarnation IS NULL THEN 'free'
                 WHEN l.expires_at > now.ms THEN 'held'
                 ELSE 'expired' END
-    FROM now, cosid.lease l
-    WHERE now.noticed AND ($1 IS NULL OR l.namespace = now.checked)
+    FROM (SELECT cosid.store_now() AS ms,
+                 CASE WHEN $1 IS NOT NULL THEN (cosid._namespace_row($1)).name END AS checked) AS now,
+         cosid.lease l
+    WHERE $1 IS NULL OR l.namespace = now.checked
     ORDER BY l.namespace, l.slot
 $$;
 
@@ -722,16 +664,14 @@ AS 'MODULE_PATHNAME', 'cosid_next_namespace' LANGUAGE C VOLATILE PARALLEL UNSAFE
 
 CREATE FUNCTION cosid_pool(OUT namespace text, OUT slot int, OUT fence bigint, OUT floor bigint,
                            OUT ceiling bigint, OUT expires_at timestamptz, OUT backends int,
-                           OUT last_issued bigint, OUT last_id bigint, OUT state text, OUT kind text)
+                           OUT last_issued bigint, OUT last_id bigint, OUT state text)
 RETURNS SETOF record AS 'MODULE_PATHNAME', 'cosid_pool' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION cosid_stats(OUT acquires bigint, OUT renewals bigint, OUT renewal_failures bigint,
                             OUT leases_lost bigint, OUT duplicate_owner_keys bigint,
                             OUT clock_skew_events bigint, OUT waits_at_ceiling bigint,
                             OUT ids_issued bigint, OUT releases bigint, OUT store_transactions bigint,
-                            OUT owner_key text, OUT incarnation uuid, OUT store_failovers bigint,
-                            OUT static_state_file text, OUT static_clock_guard boolean,
-                            OUT static_writes bigint, OUT static_write_failures bigint)
+                            OUT owner_key text, OUT incarnation uuid, OUT store_failovers bigint)
 AS 'MODULE_PATHNAME', 'cosid_stats' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION cosid_release() RETURNS int
@@ -739,117 +679,6 @@ AS 'MODULE_PATHNAME', 'cosid_release_own' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION cosid_release(namespace text, slot int) RETURNS text
 AS 'MODULE_PATHNAME', 'cosid_release_slot' LANGUAGE C VOLATILE CALLED ON NULL INPUT;
-
-CREATE FUNCTION cosid._static_slot(namespace text) RETURNS int
-AS 'MODULE_PATHNAME', 'cosid_static_slot' LANGUAGE C STABLE;
-
-CREATE FUNCTION cosid._adopt_raise(p_namespace text, p_max_id bigint, p_timestamp_bits int, p_slot_bits int,
-                                   p_sequence_bits int, p_epoch_ms bigint, p_unit text) RETURNS bigint
-AS 'MODULE_PATHNAME', 'cosid_adopt_raise' LANGUAGE C VOLATILE CALLED ON NULL INPUT;
-REVOKE ALL ON FUNCTION cosid._adopt_raise(text, bigint, int, int, int, bigint, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cosid._adopt_raise(text, bigint, int, int, int, bigint, text) TO cosid_admin;
-
--- Puts an existing id column on cosid: every id the namespace issues from now on is larger
--- than the column's largest value, and the column's default becomes cosid_next(namespace).
--- One transaction, under an ACCESS EXCLUSIVE lock on the table (no row arrives between the
--- largest value and the new default).  The floor's raise is made by the keeper in its own
--- committed transaction before this one ends: a rollback leaves it raised, which is
--- harmless (ids only move up).
-CREATE FUNCTION cosid_adopt(tbl regclass, col name, namespace text DEFAULT 'default')
-RETURNS TABLE (adopted_table regclass, adopted_column name, adopted_namespace text, largest_id bigint,
-               ids_above timestamptz, old_default text, new_default text, sequence text,
-               sequence_action text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-#variable_conflict use_variable
-DECLARE
-    v_ns      cosid.namespace;
-    v_att     record;
-    v_max     bigint;
-    v_floor   bigint;
-    v_seq     text;
-    v_users   int;
-    v_action  text := 'none';
-    v_old     text;
-    v_new     text;
-BEGIN
-    IF tbl IS NULL OR col IS NULL OR $3 IS NULL THEN
-        RAISE EXCEPTION 'cosid_adopt: arguments must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF NOT (pg_has_role('cosid_admin', 'MEMBER')
-            OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)) THEN
-        RAISE EXCEPTION 'permission denied to adopt id columns into cosid'
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'Only superusers and members of role cosid_admin may adopt id columns into cosid.',
-                  HINT = 'GRANT cosid_admin TO the role that needs it.';
-    END IF;
-    v_ns := cosid._namespace_row($3);
-    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated, c.relkind, c.relowner INTO v_att
-      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-     WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'column "%" of relation % does not exist', col, tbl USING ERRCODE = 'undefined_column';
-    END IF;
-    IF v_att.relkind NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = 'wrong_object_type';
-    END IF;
-    IF v_att.attgenerated <> '' THEN
-        RAISE EXCEPTION 'column "%" of % is a generated column', col, tbl
-            USING ERRCODE = 'feature_not_supported', DETAIL = 'A generated column cannot have a default.';
-    END IF;
-    IF v_att.atttypid <> 'bigint'::regtype THEN
-        RAISE EXCEPTION 'cosid ids need a bigint column; column "%" of % is %', col, tbl, format_type(v_att.atttypid, NULL)
-            USING ERRCODE = 'datatype_mismatch',
-                  DETAIL = CASE WHEN v_att.atttypid IN ('integer'::regtype, 'smallint'::regtype)
-                                THEN 'cosid ids are 63-bit numbers; they do not fit a ' || format_type(v_att.atttypid, NULL) || '.'
-                                WHEN v_att.atttypid = 'uuid'::regtype
-                                THEN 'A uuid column cannot hold bigint ids, and its values have no order cosid could continue.'
-                                ELSE 'cosid ids are bigint values.' END,
-                  HINT = CASE WHEN v_att.atttypid IN ('integer'::regtype, 'smallint'::regtype)
-                              THEN format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint (it rewrites the table and its indexes, and every column referencing it must change too), then adopt it.', tbl, col)
-                              WHEN v_att.atttypid = 'uuid'::regtype
-                              THEN 'Keep the uuid key and add a bigint column with DEFAULT cosid_next() for order, or give new tables cosid ids.'
-                              ELSE 'Convert the column to bigint first.' END;
-    END IF;
-    IF NOT pg_has_role(v_att.relowner, 'MEMBER') THEN
-        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
-    END IF;
-
-    -- No row arrives between the largest value and the new default.
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO v_max;
-    SELECT pg_get_expr(d.adbin, d.adrelid) INTO v_old FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = v_att.attnum;
-    v_seq := pg_get_serial_sequence(tbl::text, col);
-
-    v_floor := cosid._adopt_raise($3, v_max, v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits,
-                                  v_ns.epoch_ms, v_ns.unit);
-
-    IF v_att.attidentity <> '' THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-        v_action := 'dropped with the identity';
-    END IF;
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.cosid_next(%L::text)', tbl, col, '@extschema@', $3);
-    SELECT pg_get_expr(d.adbin, d.adrelid) INTO v_new FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = v_att.attnum;
-    IF v_att.attidentity = '' AND v_seq IS NOT NULL THEN
-        -- Still used elsewhere (another column's default, a view): kept, no longer owned by the
-        -- column (dropping the column must not drop it); else dropped.
-        SELECT count(*) INTO v_users FROM pg_depend dp
-         WHERE dp.refclassid = 'pg_class'::regclass AND dp.refobjid = v_seq::regclass AND dp.deptype = 'n';
-        IF v_users = 0 THEN
-            EXECUTE format('DROP SEQUENCE %s', v_seq);
-            v_action := 'dropped';
-        ELSE
-            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', v_seq);
-            v_action := format('kept: %s other object%s use%s it; no longer owned by the column', v_users,
-                               CASE WHEN v_users = 1 THEN '' ELSE 's' END, CASE WHEN v_users = 1 THEN 's' ELSE '' END);
-        END IF;
-    END IF;
-    RAISE NOTICE 'cosid adopted column "%" of %: largest id %, new ids of namespace "%" are above %', col, tbl,
-        coalesce(v_max::text, 'none (empty)'), $3, coalesce(to_timestamp(v_floor / 1000.0)::text, 'any id already');
-    RETURN QUERY SELECT tbl, col, $3, v_max, to_timestamp(v_floor / 1000.0), v_old, v_new, v_seq, v_action;
-END $$;
-REVOKE ALL ON FUNCTION cosid_adopt(regclass, name, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cosid_adopt(regclass, name, text) TO cosid_admin;
-COMMENT ON FUNCTION cosid_adopt(regclass, name, text) IS 'puts an existing bigint id column on cosid: new ids above its largest, default cosid_next(namespace) (superuser or cosid_admin)';
 
 COMMENT ON FUNCTION cosid_next() IS 'next id of namespace cosid.namespace';
 COMMENT ON FUNCTION cosid_next(text) IS 'next id of the named namespace';

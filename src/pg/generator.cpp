@@ -443,11 +443,11 @@ Gen* generator_for(const char* ns) {
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid namespace name \"%s\"", ns),
                         errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".")));
     if (my_hazard < 0) {
-        if (MyProc == nullptr || MyProc->pgprocno >= shared->nclaiming)
+        if (MyProc == nullptr || COSID_MY_PROC_NUMBER() < 0 || COSID_MY_PROC_NUMBER() >= shared->nclaiming)
             ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                             errmsg("cosid_next() cannot run in this kind of process"),
                             errdetail("Ids are issued by client backends, background workers and WAL senders.")));
-        my_hazard = MyProc->pgprocno;
+        my_hazard = COSID_MY_PROC_NUMBER();
     }
     if (gens == nullptr) {
         HASHCTL ctl;

@@ -681,7 +681,7 @@ void forget_keeper(int code, Datum arg) {
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    pqsignal(SIGINT, SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
+    pqsignal(SIGINT, COSID_SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
     BackgroundWorkerUnblockSignals();
     // Backends can wake this keeper from now on, also while it backs off; whatever way it
     // exits (FATAL too), it stops being the keeper.

@@ -34,4 +34,29 @@ extern "C" {
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
+#if PG_VERSION_NUM >= 190000
+#include "utils/lsyscache.h"  // get_database_name moved here from commands/dbcommands.h
+#include "utils/tuplestore.h"  // no longer pulled in by funcapi.h
+#endif
 }
+
+// Differences between the PostgreSQL majors cosid builds against (15 to 19), in this one place.
+#if PG_VERSION_NUM < 150000
+#error "cosid needs PostgreSQL 15 or later (shmem_request_hook, InitMaterializedSRF)"
+#endif
+// This process's number among the PGPROCs (its hazard slot): PGPROC.pgprocno until 16,
+// MyProcNumber from 17 on.
+#if PG_VERSION_NUM >= 170000
+#define COSID_MY_PROC_NUMBER() (MyProcNumber)
+#else
+#define COSID_MY_PROC_NUMBER() (MyProc->pgprocno)
+#endif
+// Signal handlers take the signal's info from 19 on (SIGNAL_ARGS has two parameters), and
+// pqsignal wants PG_SIG_IGN there.
+#if PG_VERSION_NUM >= 190000
+#define COSID_SIG_IGN PG_SIG_IGN
+#define COSID_CALL_HANDLER(handler) handler(postgres_signal_arg, pg_siginfo)
+#else
+#define COSID_SIG_IGN SIG_IGN
+#define COSID_CALL_HANDLER(handler) handler(postgres_signal_arg)
+#endif

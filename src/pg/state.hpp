@@ -146,6 +146,9 @@ struct SharedState {
     bool keeper_retry_now;     // a backend of cosid.database asks a backing-off keeper to connect now
     int64 store_failovers_seen;  // the store's failover count when the keeper last looked; -1: never
     bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
+    // The static slots' state file was refused since the server started (static_keeper.cpp):
+    // it stays refused, removed or not, until a restart (with cosid.not_before set anew).
+    bool static_file_refused;
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
     RaiseRequest raise;    // under the lock
     Stats stats;

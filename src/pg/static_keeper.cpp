@@ -26,8 +26,8 @@ cosid::StateFile model;     // the file as the keeper last wrote or read it
 cosid::StateFile saved;     // `model` before the change being written (no C++ object lives on
                             // a stack that an ereport(ERROR) could unwind)
 bool model_loaded = false;  // false: read it (again) before the next window
-char problem[400];          // why the file cannot be used ('' = none known)
-char problem_hint[256];
+char problem[1400];         // why the file cannot be used ('' = none known)
+char problem_hint[512];
 char path_buffer[MAXPGPATH];
 
 bool have_file() { return setting_state_file != nullptr && setting_state_file[0] != '\0'; }
@@ -44,8 +44,32 @@ struct EntryKey {
 // `model_loaded` is set only by a load that passed every check: nothing is ever written
 // from a model that did not come from this server's own file (renewals and releases ask
 // here first).
+bool load_model();
+
+// Refused once, refused until the server restarts: an administrator who removes a refused
+// file must also set cosid.not_before (a restart setting), and the removal alone must not
+// let windows start at the old one in between.
 bool ensure_model() {
     if (model_loaded) return true;
+    if (shared->static_file_refused) {
+        if (strstr(problem, "until the server restarts") == nullptr) {
+            char was[sizeof(problem) - 40];
+            strlcpy(was, problem[0] != '\0' ? problem : "it was refused", sizeof(was));
+            snprintf(problem, sizeof(problem), "%s (refused until the server restarts)", was);
+        }
+        if (problem_hint[0] == '\0')
+            strlcpy(problem_hint, "Fix or remove the state file, set cosid.not_before past the last id issued on "
+                    "these static slots, and restart the server.", sizeof(problem_hint));
+        return false;
+    }
+    if (load_model()) return true;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->static_file_refused = true;
+    LWLockRelease(shared->lock);
+    return false;
+}
+
+bool load_model() {
     uint64 system_id = GetSystemIdentifier();
     uint32 timeline = GetWALInsertionTimeLine();
     if (!have_file()) {
@@ -60,6 +84,7 @@ bool ensure_model() {
     char message[300];
     uint64 file_system_id = 0;
     uint32 other_timeline = 0;  // a window written on another timeline, 0: none
+    int windows = 0;
     char other_ns[NAMEDATALEN] = "";
     int32 other_slot = -1;
     cpp_call([&] {
@@ -68,6 +93,7 @@ bool ensure_model() {
         strlcpy(message, r.message.c_str(), sizeof(message));
         if (r.status == cosid::LoadStatus::Ok) {
             file_system_id = r.file.system_identifier;
+            windows = static_cast<int>(r.file.windows.size());
             for (const cosid::StateWindow& w : r.file.windows)
                 if (w.timeline != timeline) {
                     other_timeline = w.timeline;
@@ -81,6 +107,18 @@ bool ensure_model() {
             model.system_identifier = system_id;
         }
     });
+    if ((status == cosid::LoadStatus::Missing || (status == cosid::LoadStatus::Ok && windows == 0)) &&
+        timeline > 1 && not_before_ms() == 0) {
+        // The file is not replicated: a standby built before the first static window has
+        // none, and a promoted one must not start at 0 on slots its primary may have used.
+        snprintf(problem, sizeof(problem),
+                 "cosid state file \"%s\" %s, and this server is on timeline %u: it was promoted or recovered to a "
+                 "point in time, and the server it came from may have issued on these static slots",
+                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window", timeline);
+        strlcpy(problem_hint, "Give this server its own static slots, set cosid.not_before past the last id the other "
+                "server issued, and restart it.", sizeof(problem_hint));
+        return false;
+    }
     switch (status) {
         case cosid::LoadStatus::Ok:
             if (file_system_id != system_id) {
@@ -125,6 +163,23 @@ bool ensure_model() {
                     "older copy of the file is not enough: ids were issued since).",
                     sizeof(problem_hint));
             return false;
+    }
+    // A keeper started again while static windows are live (this one's predecessor exited):
+    // the model holds at least their published ceilings, even if the file was changed.
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool live = e->state == kLeased && e->is_static;
+        char ns[NAMEDATALEN];
+        strlcpy(ns, e->ns, sizeof(ns));
+        int32 slot = e->slot;
+        int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
+        LWLockRelease(shared->lock);
+        if (!live) continue;
+        cpp_call([&] {
+            const cosid::StateWindow* w = model.find_window(ns, slot);
+            if (w == nullptr || w->ceiling_ms < ceiling) model.set_window(ns, slot, ceiling, timeline);
+        });
     }
     problem[0] = '\0';
     model_loaded = true;

@@ -51,14 +51,14 @@ void set_error(StoreError* err, const char* message, int sqlerrcode, bool outcom
 volatile sig_atomic_t store_cancel_seen = 0;
 void store_cancel_handler(SIGNAL_ARGS) {
     store_cancel_seen = 1;
-    StatementCancelHandler(postgres_signal_arg);
+    COSID_CALL_HANDLER(StatementCancelHandler);
 }
 void begin_store_call() {
     store_cancel_seen = 0;
     pqsignal(SIGINT, store_cancel_handler);
 }
 void end_store_call() {
-    pqsignal(SIGINT, SIG_IGN);
+    pqsignal(SIGINT, COSID_SIG_IGN);
     QueryCancelPending = false;
 }
 

@@ -248,7 +248,6 @@ check_true "every new id is larger than every old one" \
 echo "# a promoted standby refuses the static slot its copy of the file describes"
 rm -rf "$STANDBY"; mkdir -p "$STANDBY"; chown "$PG_USER" "$STANDBY"
 as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$STANDBY/data" -R -X stream >/dev/null
-cp "$FILE" "$STANDBY/data/cosid.state"; chown "$PG_USER" "$STANDBY/data/cosid.state"
 {
     echo "port = $SPORT"; echo "unix_socket_directories = '$STANDBY'"
     echo "cosid.state_file = 'cosid.state'"   # its copy, as pg_basebackup makes of the default place
@@ -256,11 +255,30 @@ cp "$FILE" "$STANDBY/data/cosid.state"; chown "$PG_USER" "$STANDBY/data/cosid.st
 as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
 as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
 sq() { psql_at "$STANDBY" "$SPORT" postgres -At "$@"; }
+# The primary's file is not in the copy (it is outside the data directory here, and never
+# replicated): a promoted server without a file must not start its slots at 0.
+out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+check_true "no file on a promoted server: ZC007 (it may be a copy of one that issued on these slots)" \
+    "$(grep -q 'ZC007' <<<"$out" && grep -q 'does not exist, and this server is on timeline 2' <<<"$out" && echo t)"
+stop_server "$STANDBY"
+cp "$FILE" "$STANDBY/data/cosid.state"; chown "$PG_USER" "$STANDBY/data/cosid.state"
+as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
 out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "cosid_next() on the promoted standby fails with ZC007: the file is from another timeline" \
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" && echo t)"
 rm "$STANDBY/data/cosid.state"
-check_true "with the file removed (as the hint says), the standby issues again" \
-    "$(wait_until 10 sq -c "SET cosid.acquire_timeout = '1s'" -c "SELECT cosid_next() > 0")"
-check_true "its new file is on timeline 2" "$(grep -q '^window default 5 [0-9]* 2$' "$STANDBY/data/cosid.state" && echo t)"
+out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+check_true "removing the file alone does not do: refused until a restart" \
+    "$(grep -q 'ZC007' <<<"$out" && grep -q 'until the server restarts' <<<"$out" && echo t)"
+# What the hint says: its own static slot, cosid.not_before past the original's last id, a restart.
+nb_ms=$(file_value default 5)
+stop_server "$STANDBY"
+{
+    echo "cosid.static_slots = '6, orders:10'"
+    echo "cosid.not_before = '$(date -u -d "@$((nb_ms / 1000)).$(printf %03d $((nb_ms % 1000)))" '+%Y-%m-%d %H:%M:%S.%3NZ')'"
+} >> "$STANDBY/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
+check_true "with its own slot and cosid.not_before, the promoted standby issues above the original's ids" \
+    "$(wait_until 10 sq -c "SET cosid.acquire_timeout = '5s'" -c "SELECT (cosid_parse(id)).slot = 6 AND $(ts_ms id default) > $nb_ms FROM (SELECT cosid_next() AS id) x")"
+check_true "its new file is on timeline 2" "$(grep -q '^window default 6 [0-9]* 2$' "$STANDBY/data/cosid.state" && echo t)"
 exit $FAIL

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The suite on the PostgreSQL majors other than Debian's 15, from the builds of the official
+# releases in ../shared/pg (their README says how they were made; Debian 12 has only 15).
+# For each major: cosid is built against it with -Wall -Wextra -Werror and installed into its
+# prefix, then pg_regress and the isolation specs run on it, and three end-to-end scripts:
+# concurrency.sh (many clients, zero duplicates), no_preload.sh (calls without the library
+# preloaded, a missing database, a hot standby) and faults_process.sh (kill -9, SIGSTOP).
+#
+#   bash scripts/majors.sh WORKDIR [MAJOR...]     (default: every major found)
+#
+# Prints one line per major and ends with "majors: P passed, F failed"; exits non-zero when
+# anything failed.  Without ../shared/pg it says so in one line and succeeds.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+SHARED_PG="${COSID_SHARED_PG:-$COSID_ROOT/../shared/pg}"
+work="$1"; shift
+majors=("$@")
+if [ "${#majors[@]}" = 0 ]; then
+    for f in "$SHARED_PG"/pg-*-bookworm-x86_64.tar.gz; do
+        [ -e "$f" ] && majors+=("$(basename "$f" | cut -d- -f2)")
+    done
+fi
+if [ "${#majors[@]}" = 0 ]; then
+    echo "majors: no builds of other PostgreSQL majors in $SHARED_PG: only Debian's 15 is tested"
+    exit 0
+fi
+E2E=(concurrency.sh no_preload.sh faults_process.sh)
+passed=0; failed=0
+for v in "${majors[@]}"; do
+    started=$SECONDS
+    prefix="/opt/pg/$v"  # compiled into the builds (see their README)
+    if [ ! -x "$prefix/bin/pg_config" ]; then
+        mkdir -p /opt/pg
+        tar -C /opt/pg -xzf "$SHARED_PG/pg-$v-bookworm-x86_64.tar.gz"
+    fi
+    b="$work/pg$v"
+    rm -rf "$b"; mkdir -p "$b"
+    cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
+          "$COSID_ROOT/test" "$COSID_ROOT/src" "$COSID_ROOT/scripts" "$b/"
+    find "$b/src" "$b/test" -name '*.o' -delete
+    rm -f "$b/test/unit/run_unit" "$b/test/model/model_compare"
+    p=0; f=0; what=""
+    if ! make -C "$b" -s -j2 COSID_WERROR=1 PG_CONFIG="$prefix/bin/pg_config" > "$b/build.log" 2>&1 ||
+       ! make -C "$b" -s install PG_CONFIG="$prefix/bin/pg_config" >> "$b/build.log" 2>&1; then
+        sed "s/^/#   pg$v: /" "$b/build.log" | tail -40
+        echo "major $v: build with -Werror FAILED"
+        failed=$((failed + 1)); continue
+    fi
+    p=$((p + 1)); what="build"
+    chown -R "$PG_USER" "$b"
+    if as_pg make -C "$b" -s installcheck PG_CONFIG="$prefix/bin/pg_config" > "$b/installcheck.log" 2>&1; then :; else
+        for d in "$b"/test/out/regression.diffs "$b"/test/out_isolation/regression.diffs; do
+            [ -f "$d" ] && sed "s/^/#   pg$v: /" "$d" | head -60
+        done
+    fi
+    ok=$(grep -cE '\.\.\. ok|^ok [0-9]+ ' "$b/installcheck.log" || true)
+    bad=$(grep -cE '\.\.\. FAILED|^not ok [0-9]+ ' "$b/installcheck.log" || true)
+    p=$((p + ok)); f=$((f + bad)); what="$what, $ok pg_regress/isolation"
+    [ "$ok" -gt 0 ] || { f=$((f + 1)); echo "#   pg$v: pg_regress ran nothing"; tail -20 "$b/installcheck.log"; }
+    for t in "${E2E[@]}"; do
+        if COSID_PG_BIN="$prefix/bin" bash "$b/test/e2e/$t" "$work/e2e-$v" > "$b/$t.log" 2>&1; then
+            p=$((p + 1))
+        else
+            f=$((f + 1)); grep -E '^not ok' "$b/$t.log" | sed "s/^/#   pg$v $t: /"; tail -5 "$b/$t.log" | sed "s/^/#   pg$v $t: /"
+        fi
+    done
+    what="$what, ${E2E[*]}"
+    echo "major $v ($("$prefix/bin/pg_config" --version)): $p passed, $f failed in $((SECONDS - started)) s ($what)"
+    passed=$((passed + p)); failed=$((failed + f))
+done
+echo "majors: $passed passed, $failed failed"
+[ "$failed" = 0 ]
