@@ -53,5 +53,6 @@ test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard s
 # META.json's version (test/meta/check_meta.py checks that file).
 DIST_VERSION = $(shell sed -n 's/^   "version": "\(.*\)",$$/\1/p' $(srcdir)/META.json | head -1)
 .PHONY: dist
+DIST_DIR ?= $(CURDIR)
 dist:
-	git -C $(srcdir) archive --format zip --prefix=cosid-$(DIST_VERSION)/ -o $(abspath cosid-$(DIST_VERSION).zip) HEAD
+	git -C $(srcdir) archive --format zip --prefix=cosid-$(DIST_VERSION)/ -o $(abspath $(DIST_DIR))/cosid-$(DIST_VERSION).zip HEAD
