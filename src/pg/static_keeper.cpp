@@ -44,40 +44,42 @@ struct EntryKey {
 // `model_loaded` is set only by a load that passed every check: nothing is ever written
 // from a model that did not come from this server's own file (renewals and releases ask
 // here first).
-bool load_model();
+bool load_model(bool* empty);
+bool save_model(char* error, size_t len);
 
-// Refused once, refused until the server restarts: an administrator who removes a refused
-// file must also set cosid.not_before (a restart setting), and the removal alone must not
-// let windows start at the old one in between.
+// Refused once, refused until the server restarts, unless the file comes back whole: an
+// administrator who removes a refused file must also set cosid.not_before (a restart
+// setting), and the removal alone must not let windows start at the old one in between.
+// A file of this system and timeline with windows (its permissions fixed, a passing read
+// error over) is taken again.
 bool ensure_model() {
     if (model_loaded) return true;
-    if (shared->static_file_refused) {
-        if (strstr(problem, "until the server restarts") == nullptr) {
-            char was[sizeof(problem) - 40];
-            strlcpy(was, problem[0] != '\0' ? problem : "it was refused", sizeof(was));
-            snprintf(problem, sizeof(problem), "%s (refused until the server restarts)", was);
-        }
-        if (problem_hint[0] == '\0')
-            strlcpy(problem_hint, "Fix or remove the state file, set cosid.not_before past the last id issued on "
-                    "these static slots, and restart the server.", sizeof(problem_hint));
-        return false;
+    bool empty = false;
+    bool ok = load_model(&empty);
+    if (ok && shared->static_file_refused && empty) {
+        snprintf(problem, sizeof(problem), "cosid state file \"%s\" was refused since the server started, and now "
+                 "holds no window (refused until the server restarts)", state_file_path());
+        strlcpy(problem_hint, "Fix or remove the state file, set cosid.not_before past the last id issued on these "
+                "static slots, and restart the server.", sizeof(problem_hint));
+        ok = false;
     }
-    if (load_model()) return true;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    shared->static_file_refused = true;
+    shared->static_file_refused = !ok;
     LWLockRelease(shared->lock);
-    return false;
+    model_loaded = ok;
+    return ok;
 }
 
-bool load_model() {
+// Reads the file into `model` and checks it; `empty`: it was missing or held no window.
+bool load_model(bool* empty) {
     uint64 system_id = GetSystemIdentifier();
     uint32 timeline = GetWALInsertionTimeLine();
+    *empty = false;
     if (!have_file()) {
         cpp_call([&] {
             model = cosid::StateFile{};
             model.system_identifier = system_id;
         });
-        model_loaded = true;
         return true;
     }
     cosid::LoadStatus status;
@@ -164,8 +166,12 @@ bool load_model() {
                     sizeof(problem_hint));
             return false;
     }
+    *empty = status == cosid::LoadStatus::Missing || windows == 0;
     // A keeper started again while static windows are live (this one's predecessor exited):
-    // the model holds at least their published ceilings, even if the file was changed.
+    // the model, and the file, hold at least their published ceilings, even if the file was
+    // changed meanwhile.
+    bool merged = false;
+    cpp_call([&] { saved = model; });
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         LWLockAcquire(shared->lock, LW_SHARED);
@@ -178,11 +184,21 @@ bool load_model() {
         if (!live) continue;
         cpp_call([&] {
             const cosid::StateWindow* w = model.find_window(ns, slot);
-            if (w == nullptr || w->ceiling_ms < ceiling) model.set_window(ns, slot, ceiling, timeline);
+            if (w == nullptr || w->ceiling_ms < ceiling) {
+                model.set_window(ns, slot, ceiling, timeline);
+                merged = true;
+            }
         });
     }
+    char write_error[300];
+    if (merged && !save_model(write_error, sizeof(write_error))) {
+        snprintf(problem, sizeof(problem), "cosid could not write the ceilings of live static windows to \"%s\": %s",
+                 state_file_path(), write_error);
+        strlcpy(problem_hint, "Free space or fix the permissions of the state file's directory.", sizeof(problem_hint));
+        return false;
+    }
+    if (merged) *empty = false;
     problem[0] = '\0';
-    model_loaded = true;
     return true;
 }
 

@@ -204,6 +204,18 @@ damage "a future version" "newer cosid" sed -i 's/^cosid_state_version 1$/cosid_
 foreign() { sed -i 's/^system_identifier .*/system_identifier 1234567890123456789/' "$FILE"; crc_fix; }
 damage "another system's file" "belongs to another PostgreSQL system" foreign
 damage "an unreadable file" "could not open" chmod 000 "$FILE"
+# A refused file that is then removed stays refused until a restart (cosid.not_before, a
+# restart setting, must come with the removal); a file that comes back whole is taken again.
+cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"; sed -i 's/^\(window default 5 \)1/\12/' "$FILE"
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+q -c "SELECT cosid_next()" >/dev/null 2>&1 || true
+rm "$FILE"
+out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+check_true "a refused file, removed: still refused until the server restarts" \
+    "$(grep -q 'ZC007' <<<"$out" && grep -q 'until the server restarts' <<<"$out" && echo t)"
+cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"; chmod 600 "$FILE"
+check_true "the good file put back is taken at once" "$(q -c "SELECT cosid_next() > 0")"
+stop_server "$DIR"
 cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"; chmod 600 "$FILE"
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
 check_true "with the file restored, ids flow again" "$(q -c "SELECT cosid_next() > 0")"
@@ -268,8 +280,8 @@ check_true "cosid_next() on the promoted standby fails with ZC007: the file is f
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" && echo t)"
 rm "$STANDBY/data/cosid.state"
 out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
-check_true "removing the file alone does not do: refused until a restart" \
-    "$(grep -q 'ZC007' <<<"$out" && grep -q 'until the server restarts' <<<"$out" && echo t)"
+check_true "removing the file alone does not do (ZC007)" \
+    "$(grep -q 'ZC007' <<<"$out" && grep -q 'does not exist, and this server is on timeline 2' <<<"$out" && echo t)"
 # What the hint says: its own static slot, cosid.not_before past the original's last id, a restart.
 nb_ms=$(file_value default 5)
 stop_server "$STANDBY"
