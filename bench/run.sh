@@ -5,9 +5,26 @@
 # Not part of the tests: timings on a shared machine are noisy, so nothing here asserts.
 #   bash bench/run.sh            (as root; installs and builds like the other scripts)
 #   QUICK=1 bash bench/run.sh    (smaller sizes, for a smoke run)
+#   COSID_PG_MAJOR=18 bash bench/run.sh   (another major from ../shared/pg, unpacked into
+#                                          /opt/pg/18; on 18 and later PostgreSQL's own
+#                                          uuidv7() is one more baseline)
+major="${COSID_PG_MAJOR:-15}"
+if [ "$major" != 15 ]; then
+    export COSID_PG_BIN="/opt/pg/$major/bin"
+    if [ ! -x "$COSID_PG_BIN/pg_config" ]; then
+        mkdir -p /opt/pg
+        tar -C /opt/pg -xzf "$(dirname "${BASH_SOURCE[0]}")/../../shared/pg/pg-$major-bookworm-x86_64.tar.gz"
+    fi
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 install_prerequisites
-build_and_install
+if [ "$major" = 15 ]; then
+    build_and_install
+else  # in a copy of the tree: its objects are built for that major
+    b="/tmp/cosid-bench-build-$major"; rm -rf "$b"; mkdir -p "$b"
+    cp -r "$COSID_ROOT"/{Makefile,cosid.control,sql,src} "$b/"; find "$b" -name '*.o' -delete
+    make -C "$b" -s -j2 PG_CONFIG="$PG_BIN/pg_config" install >/dev/null
+fi
 
 dir=/tmp/cosid-bench; port=55470
 start_server "$dir" "$port" "shared_buffers = '256MB'" "max_connections = 200" "synchronous_commit = off" \
@@ -52,7 +69,11 @@ echo "   (the loop alone, count(g): $(awk -v t="$t_empty" -v n="$N" 'BEGIN { pri
 declare -A ns
 # 'wide' has 21 sequence bits (2M ids per ms): there the 4096-per-ms cap of the default
 # layout never binds, so its row shows what one call costs.
-for f in "nextval('s1')" "nextval('s32')" "gen_random_uuid()" "cosid_next()" "cosid_next() [wide]"; do
+has_uuidv7=$(q -c "SELECT current_setting('server_version_num')::int >= 180000")  # PostgreSQL 18's own
+functions=("nextval('s1')" "nextval('s32')" "gen_random_uuid()")
+[ "$has_uuidv7" = t ] && functions+=("uuidv7()")
+functions+=("cosid_next()" "cosid_next() [wide]")
+for f in "${functions[@]}"; do
     setns=$([ "$f" = "cosid_next() [wide]" ] && echo "SET cosid.namespace = 'wide';" || true)
     t=$(q -c "$setns SELECT cosid_next()" -c "SELECT bench(\$x\$${f% \[wide\]}\$x\$, $N)" | tail -1)
     ns[$f]=$(awk -v t="$t" -v n="$N" 'BEGIN { printf "%.1f", t * 1e9 / n }')
@@ -88,11 +109,15 @@ echo "2. bulk insert: INSERT ... SELECT $ROWS_TX rows per transaction (pgbench),
 q -c "CREATE TABLE b_cosid (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" \
   -c "CREATE TABLE b_serial (id bigserial PRIMARY KEY, v int)" \
   -c "CREATE TABLE b_uuid (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), v int)" >/dev/null
+tables=(b_serial b_cosid b_uuid)
+if [ "$has_uuidv7" = t ]; then
+    q -c "CREATE TABLE b_uuidv7 (id uuid PRIMARY KEY DEFAULT uuidv7(), v int)" >/dev/null; tables+=(b_uuidv7)
+fi
 printf '   %-10s %8s %12s %10s %14s %14s\n' "table" "clients" "rows/s" "vs serial" "pk bytes/row" "vs serial"
 # (ratios are rows/s and index bytes per row against bigserial's in the same run)
 for clients in 1 4 16; do
     declare -A rps bpr
-    for tbl in b_serial b_cosid b_uuid; do
+    for tbl in "${tables[@]}"; do
         q -c "TRUNCATE $tbl" -c "CHECKPOINT" >/dev/null
         echo "INSERT INTO $tbl(v) SELECT g FROM generate_series(1, $ROWS_TX) g;" > "$dir/ins_$tbl.sql"
         chmod a+r "$dir/ins_$tbl.sql"
