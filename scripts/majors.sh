@@ -40,7 +40,8 @@ for v in "${majors[@]}"; do
     find "$b/src" "$b/test" -name '*.o' -delete
     rm -f "$b/test/unit/run_unit" "$b/test/model/model_compare"
     p=0; f=0; what=""
-    if ! make -C "$b" -s -j2 COSID_WERROR=1 PG_CONFIG="$prefix/bin/pg_config" > "$b/build.log" 2>&1 ||
+    # (niced: the 15 suite runs beside, with its timings)
+    if ! nice -n 10 make -C "$b" -s -j2 COSID_WERROR=1 PG_CONFIG="$prefix/bin/pg_config" > "$b/build.log" 2>&1 ||
        ! make -C "$b" -s install PG_CONFIG="$prefix/bin/pg_config" >> "$b/build.log" 2>&1; then
         sed "s/^/#   pg$v: /" "$b/build.log" | tail -40
         echo "major $v: build with -Werror FAILED"
