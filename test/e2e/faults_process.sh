@@ -96,8 +96,13 @@ set_conf cosid.pool_idle_timeout 10s
 holder_script "$DIR/frozen.sql" 1.5
 as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/frozen.sql" > "$DIR/frozen.out" 2>&1 &
 fpsql=$!
-sleep 0.7
-bpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(1.5)%' AND pid <> pg_backend_pid()")
+# the holder is in its pg_sleep, having issued (polled: on a loaded machine it takes a while)
+bpid=""
+for _ in $(seq 1 200); do
+    bpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(1.5)%' AND pid <> pg_backend_pid()")
+    [ -n "$bpid" ] && break; sleep 0.05
+done
+check_true "the holder sleeps after its first id" "$([ -n "$bpid" ] && echo t)"
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'f' AND state = 'active'")
 kpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
 kill -STOP "$bpid" "$kpid"
@@ -130,7 +135,8 @@ holder_script "$DIR/forced.sql" 1
 PHASE=forced; start_clients 3
 as_pg psql -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/forced.sql" > "$DIR/forced.out" 2>&1 &
 fpsql=$!
-sleep 0.5
+# the holder has issued its first id (on a loaded machine that takes more than a moment)
+check_true "the holder issued on its slot" "$(wait_until 15 bash -c "grep -q '^first ' '$DIR/forced.out' && echo t")"
 slot=$(grep '^first ' "$DIR/forced.out" | awk '{print $2}')
 check "administrator releases the slot in use" "released" "$(q -c "SELECT cosid_release('f', $slot)")"
 # what the store holds for the slot now: the released lease's next_floor, or the floor of
