@@ -110,11 +110,16 @@ int64 id_range(FunctionCallInfo fcinfo, bool max) {
     int64 ms = timestamptz_to_ms(ts);
     std::optional<int64_t> id = max ? max_id_at(l, ms) : min_id_at(l, ms);
     if (!id)
+    {
+        // (timestamptz_to_str returns a static buffer: each result copied before the next)
+        char* at = pstrdup(timestamptz_to_str(ts));
+        char* first = pstrdup(timestamptz_to_str(ms_to_timestamptz(l.epoch_ms)));
+        char* last = pstrdup(timestamptz_to_str(ms_to_timestamptz(l.max_tick() * l.unit_ms())));
         ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
-                        errmsg("timestamp %s is outside the layout of namespace \"%s\"", timestamptz_to_str(ts),
+                        errmsg("timestamp %s is outside the layout of namespace \"%s\"", at,
                                text_to_cstring(PG_GETARG_TEXT_PP(1))),
-                        errdetail("Its ids cover %s to %s.", timestamptz_to_str(ms_to_timestamptz(l.epoch_ms)),
-                                  timestamptz_to_str(ms_to_timestamptz(l.max_tick() * l.unit_ms())))));
+                        errdetail("Its ids cover %s to %s.", first, last)));
+    }
     return *id;
 }
 
@@ -168,6 +173,7 @@ extern "C" Datum cosid_from_text(PG_FUNCTION_ARGS) {
         auto v = from_text(in, &reason);
         if (v) id = *v;
         else strlcpy(why, reason.c_str(), sizeof(why));
+        why[0] = static_cast<char>(toupper(static_cast<unsigned char>(why[0])));  // a DETAIL is a sentence
         return v.has_value();
     });
     if (!ok)
