@@ -31,6 +31,7 @@ struct CachedLayout {
     int ns_len;
     LocalTransactionId lxid;
     Layout layout;
+    TupleDesc desc;  // cosid_parse's result row, blessed once per call site
 };
 static_assert(std::is_trivially_destructible_v<CachedLayout>, "lives in fn_extra");
 
@@ -129,9 +130,16 @@ extern "C" Datum cosid_parse_c(PG_FUNCTION_ARGS) {
     int64 id = id_arg(fcinfo);
     const Layout& l = layout_arg(fcinfo, 1);
     Unpacked u = l.unpack(id);
-    TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
-    desc = BlessTupleDesc(desc);
+    auto* c = static_cast<CachedLayout*>(fcinfo->flinfo->fn_extra);  // set by layout_arg
+    if (c->desc == nullptr) {
+        TupleDesc desc;
+        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "return type must be a row type");
+        MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+        c->desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+        MemoryContextSwitchTo(old);
+    }
+    TupleDesc desc = c->desc;
     Datum v[3] = {TimestampTzGetDatum(ms_to_timestamptz(u.tick * l.unit_ms())), Int32GetDatum(u.slot),
                   Int32GetDatum(u.sequence)};
     bool nulls[3] = {false, false, false};
