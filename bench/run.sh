@@ -103,6 +103,14 @@ best_of() { local best=999 t; for _ in 1 2 3; do t=$(two_loops "$1"); best=$(awk
 one=$(best_of 1); two=$(best_of 2)
 echo "   two backends in tight loops at once: ${two} s against ${one} s for one alone ($(awk -v a="$two" -v b="$one" 'BEGIN { printf "%.2fx", a / b }')); slots held: $(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'default' AND incarnation IS NOT NULL")"
 rec tight "two loops" seconds "$two" s; rec tight "one loop" seconds "$one" s
+# Decoding: the C functions against to_timestamp() on the same rows (issue 13: at most 2x).
+t_ts=$(q -c "SELECT bench('to_timestamp(g)', $N)")
+for f in "cosid_timestamp(g::bigint << 22)" "cosid_parse(g::bigint << 22)"; do
+    t=$(q -c "SELECT bench(\$x\$$f\$x\$, $N)")
+    r=$(awk -v a="$t" -v b="$t_ts" 'BEGIN { printf "%.2f", a / b }')
+    echo "   decoding $N ids with ${f%%(*}(): ${r}x the time of to_timestamp() on the same rows"
+    rec decode "${f%%(*}" ratio_to_timestamp "$r" x
+done
 
 echo
 echo "2. bulk insert: INSERT ... SELECT $ROWS_TX rows per transaction (pgbench), id as primary key"

@@ -48,8 +48,10 @@ extern "C" {
 // MyProcNumber from 17 on.
 #if PG_VERSION_NUM >= 170000
 #define COSID_MY_PROC_NUMBER() (MyProcNumber)
+#define COSID_MY_LXID() (MyProc->vxid.lxid)
 #else
 #define COSID_MY_PROC_NUMBER() (MyProc->pgprocno)
+#define COSID_MY_LXID() (MyProc->lxid)
 #endif
 // Signal handlers take the signal's info from 19 on (SIGNAL_ARGS has two parameters), and
 // pqsignal wants PG_SIG_IGN there.

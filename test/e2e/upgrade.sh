@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ALTER EXTENSION cosid UPDATE from 1.0 to 1.1 in a database that holds leases and ids, with
+# ALTER EXTENSION cosid UPDATE from 1.0 to the current version in a database that holds leases and ids, with
 # clients inserting all along: no window is lost (every lease keeps its fence, floor and
 # ceiling), zero duplicates, every id inside a window the store handed out, and the updated
 # extension is the same as a fresh 1.1 (objects, function definitions, privileges, columns).
@@ -26,7 +26,8 @@ held=$(q -c "SELECT string_agg(namespace || ':' || slot || ':' || fence || ':' |
 ceilings=$(q -c "SELECT string_agg(namespace || ':' || slot || ':' || ceiling, ',' ORDER BY namespace, slot)
                  FROM cosid.lease WHERE incarnation IS NOT NULL")
 q -c "ALTER EXTENSION cosid UPDATE" >/dev/null
-check "updated to 1.1" "1.1" "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'cosid'")"
+current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$(dirname "${BASH_SOURCE[0]}")/../../cosid.control")
+check "updated to $current" "$current" "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'cosid'")"
 check_true "every lease held before the update is still held: same fence, same floor, ceiling not lower ($held)" "$(q -c "
     WITH before AS (SELECT split_part(x, ':', 1) AS ns, split_part(x, ':', 2)::int AS slot,
                            split_part(x, ':', 3)::bigint AS fence, split_part(x, ':', 4)::bigint AS floor
@@ -37,12 +38,12 @@ check_true "every lease held before the update is still held: same fence, same f
     FROM before b JOIN c USING (ns, slot) JOIN cosid.lease l ON l.namespace = b.ns AND l.slot = b.slot")"
 n=$(q -c "SELECT count(*) FROM t")
 check_true "the clients go on inserting after the update" "$(wait_until 20 q -c "SELECT count(*) >= $n + 2000 FROM t")"
-check "the 1.1 functions answer" "lease|f" \
+check "the new functions answer" "lease|f" \
     "$(q -c "SELECT kind FROM cosid_pool() WHERE namespace = 'f' AND state = 'active' LIMIT 1")|$(q -c "SELECT static_clock_guard IS NOT NULL FROM cosid_stats()")"
 stop_clients
 final_checks
 
-echo "# the updated extension is a fresh 1.1"
+echo "# the updated extension is a fresh one"
 q -c "CREATE DATABASE fresh" >/dev/null
 psql_at "$DIR" "$PORT" fresh -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" >/dev/null
 catalog() {  # every object of the extension, functions with their definition and privileges, table columns

@@ -10,16 +10,17 @@ pkglib="$("$PG_BIN/pg_config" --pkglibdir)"; share="$("$PG_BIN/pg_config" --shar
 rm -f "$pkglib/cosid.so" "$share"/cosid.control "$share"/cosid--*.sql
 check "dpkg -i installs $(basename "$deb")" 0 "$(dpkg -i "$deb" > "$2/dpkg.log" 2>&1; echo $?)"
 check "the package owns the library, the control file and every script" 0 \
-    "$(for f in "$pkglib/cosid.so" "$share/cosid.control" "$share/cosid--1.1.sql" "$share/cosid--1.0.sql" \
-                "$share/cosid--1.0--1.1.sql"; do dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done | wc -l)"
+    "$(for f in "$pkglib/cosid.so" "$share/cosid.control" $(cd "$(dirname "$0")/../../sql" && ls cosid--*.sql | sed "s|^|$share/|"); do
+           dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done | wc -l)"
+version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$share/cosid.control")
 start_server "$dir" "$port"
 trap 'stop_server "$dir" immediate' EXIT
 q() { psql_at "$dir" "$port" postgres -At "$@"; }
-check "CREATE EXTENSION cosid from the package" "1.1" \
+check "CREATE EXTENSION cosid from the package" "$version" \
     "$(q -c "CREATE EXTENSION cosid" -c "SELECT extversion FROM pg_extension WHERE extname = 'cosid'")"
 check_true "cosid_next() issues with the packaged library preloaded" \
     "$(q -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0 AND (SELECT count(*) FROM cosid_pool()) = 1")"
-check "an update from 1.0 with the packaged scripts" "1.1" \
+check "an update from 1.0 with the packaged scripts" "$version" \
     "$(q -c "CREATE DATABASE up" >/dev/null; psql_at "$dir" "$port" up -At -c "SET client_min_messages = error" \
         -c "CREATE EXTENSION cosid VERSION '1.0'" -c "ALTER EXTENSION cosid UPDATE" \
         -c "SELECT extversion FROM pg_extension WHERE extname = 'cosid'")"
