@@ -26,7 +26,7 @@ q -c "CREATE EXTENSION cosid" \
   -c "CREATE TABLE foreign_t (id bigint PRIMARY KEY, phase text)" \
   -c "INSERT INTO foreign_t
       SELECT ((ms - $TWITTER_EPOCH) << 22) | (m << 12) | s, 'old'
-      FROM (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 3000 - g / 10 AS ms,
+      FROM (SELECT (extract(epoch FROM now()) * 1000)::bigint + 3000 - g / 10 AS ms,
                    g % 3 AS m, g % 10 AS s FROM generate_series(0, 4999) g) x" \
   -c "CREATE TABLE small_t (id int PRIMARY KEY)" -c "CREATE TABLE uuid_t (id uuid PRIMARY KEY)" \
   -c "CREATE ROLE app LOGIN" -c "GRANT ALL ON ALL TABLES IN SCHEMA public TO app" >/dev/null
