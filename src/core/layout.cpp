@@ -12,9 +12,9 @@ std::optional<std::string> Layout::validate() const {
     if (auto e = range("timestamp", timestamp_bits, kMinTimestampBits, kMaxTimestampBits)) return e;
     if (auto e = range("slot", slot_bits, kMinSlotBits, kMaxSlotBits)) return e;
     if (auto e = range("sequence", sequence_bits, kMinSequenceBits, kMaxSequenceBits)) return e;
-    if (timestamp_bits + slot_bits + sequence_bits != 63)
-        return "timestamp, slot and sequence bits must add up to 63 (one bit is the sign), got " +
-               std::to_string(timestamp_bits + slot_bits + sequence_bits);
+    if (total_bits() > kMaxTotalBits)
+        return "timestamp, slot and sequence bits must add up to at most 63 (one bit is the sign), got " +
+               std::to_string(total_bits());
     if (epoch_ms < 0) return "epoch must not be before 1970-01-01, got " + std::to_string(epoch_ms) + " ms";
     if (epoch_ms % unit_ms() != 0) return "an epoch for a second layout must be a whole second";
     return std::nullopt;
