@@ -22,6 +22,8 @@ PG_FUNCTION_INFO_V1(cosid_min_id);
 PG_FUNCTION_INFO_V1(cosid_max_id);
 PG_FUNCTION_INFO_V1(cosid_to_text);
 PG_FUNCTION_INFO_V1(cosid_from_text);
+PG_FUNCTION_INFO_V1(cosid_format);
+PG_FUNCTION_INFO_V1(cosid_from_format);
 }
 
 namespace {
@@ -94,6 +96,21 @@ int64 id_arg(FunctionCallInfo fcinfo) {
     return id;
 }
 
+// The id argument read with its namespace's layout: a layout of fewer than 63 bits has no id
+// at or past 2^total_bits (a value that would decode to a time past the layout's end).
+int64 layout_id_arg(FunctionCallInfo fcinfo, const Layout** layout) {
+    int64 id = id_arg(fcinfo);
+    const Layout& l = layout_arg(fcinfo, 1);
+    if (!l.id_fits(id))
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                        errmsg("%lld is not an id of namespace \"%s\"", static_cast<long long>(id),
+                               text_to_cstring(PG_GETARG_TEXT_PP(1))),
+                        errdetail("Its layout has %d bits: every id is below %lld.", l.total_bits(),
+                                  static_cast<long long>(int64{1} << l.total_bits()))));
+    *layout = &l;
+    return id;
+}
+
 // Unix ms <-> timestamptz (microseconds since 2000-01-01), rounding down.
 constexpr int64 kUnixToPgMicros = static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000000;
 int64 timestamptz_to_ms(TimestampTz t) {
@@ -127,8 +144,9 @@ int64 id_range(FunctionCallInfo fcinfo, bool max) {
 }  // namespace
 
 extern "C" Datum cosid_parse_c(PG_FUNCTION_ARGS) {
-    int64 id = id_arg(fcinfo);
-    const Layout& l = layout_arg(fcinfo, 1);
+    const Layout* lp;
+    int64 id = layout_id_arg(fcinfo, &lp);
+    const Layout& l = *lp;
     Unpacked u = l.unpack(id);
     auto* c = static_cast<CachedLayout*>(fcinfo->flinfo->fn_extra);  // set by layout_arg
     if (c->desc == nullptr) {
@@ -147,19 +165,21 @@ extern "C" Datum cosid_parse_c(PG_FUNCTION_ARGS) {
 }
 
 extern "C" Datum cosid_timestamp(PG_FUNCTION_ARGS) {
-    int64 id = id_arg(fcinfo);
-    const Layout& l = layout_arg(fcinfo, 1);
-    PG_RETURN_TIMESTAMPTZ(ms_to_timestamptz(l.unpack(id).tick * l.unit_ms()));
+    const Layout* l;
+    int64 id = layout_id_arg(fcinfo, &l);
+    PG_RETURN_TIMESTAMPTZ(ms_to_timestamptz(l->unpack(id).tick * l->unit_ms()));
 }
 
 extern "C" Datum cosid_slot(PG_FUNCTION_ARGS) {
-    int64 id = id_arg(fcinfo);
-    PG_RETURN_INT32(layout_arg(fcinfo, 1).unpack(id).slot);
+    const Layout* l;
+    int64 id = layout_id_arg(fcinfo, &l);
+    PG_RETURN_INT32(l->unpack(id).slot);
 }
 
 extern "C" Datum cosid_sequence(PG_FUNCTION_ARGS) {
-    int64 id = id_arg(fcinfo);
-    PG_RETURN_INT32(layout_arg(fcinfo, 1).unpack(id).sequence);
+    const Layout* l;
+    int64 id = layout_id_arg(fcinfo, &l);
+    PG_RETURN_INT32(l->unpack(id).sequence);
 }
 
 extern "C" Datum cosid_min_id(PG_FUNCTION_ARGS) { PG_RETURN_INT64(id_range(fcinfo, false)); }
@@ -188,5 +208,40 @@ extern "C" Datum cosid_from_text(PG_FUNCTION_ARGS) {
         ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
                         errmsg("invalid cosid text id: \"%s\"", in), errdetail("%s.", why),
                         errhint("A cosid text id is 11 characters of 0-9, A-Z, a-z, as cosid_to_text() writes it.")));
+    PG_RETURN_INT64(id);
+}
+
+extern "C" Datum cosid_format(PG_FUNCTION_ARGS) {
+    const Layout* l;
+    int64 id = layout_id_arg(fcinfo, &l);
+    char out[96];
+    cpp_call([&] { strlcpy(out, format_id(*l, id)->c_str(), sizeof(out)); });
+    PG_RETURN_TEXT_P(cstring_to_text(out));
+}
+
+extern "C" Datum cosid_from_format(PG_FUNCTION_ARGS) {
+    if (PG_ARGISNULL(0))
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid formatted id must not be NULL")));
+    char* in = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    const Layout& l = layout_arg(fcinfo, 1);
+    char why[160] = "";
+    int64 id = 0;
+    bool ok = cpp_call([&] {
+        std::string reason;
+        auto v = parse_formatted(l, in, &reason);
+        if (v) id = *v;
+        else strlcpy(why, reason.c_str(), sizeof(why));
+        why[0] = static_cast<char>(toupper(static_cast<unsigned char>(why[0])));  // a DETAIL is a sentence
+        return v.has_value();
+    });
+    if (!ok)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+                        errmsg("invalid cosid formatted id for namespace \"%s\": \"%s\"",
+                               text_to_cstring(PG_GETARG_TEXT_PP(1)), in),
+                        errdetail("%s.", why),
+                        errhint(l.unit == Unit::Millisecond
+                                    ? "cosid_format() writes UTC time, slot and sequence, as in 20261203T072017.816Z-3-0262."
+                                    : "cosid_format() writes UTC time, slot and sequence, as in 20261203T072017Z-3-0262 "
+                                      "(a layout in seconds).")));
     PG_RETURN_INT64(id);
 }

@@ -236,8 +236,8 @@ extern "C" Datum cosid_layout_check(PG_FUNCTION_ARGS) {
                         errdetail("Layout: %d timestamp, %d slot and %d sequence bits, epoch %lld ms, unit %s.",
                                   a.timestamp_bits, a.slot_bits, a.sequence_bits, static_cast<long long>(a.epoch_ms),
                                   a.unit),
-                        errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, and 63 minus both must be at least "
-                                "31 timestamp bits.")));
+                        errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, and total_bits (63 unless given) minus both "
+                                "must be 31 to 60 timestamp bits.")));
     PG_RETURN_VOID();
 }
 
