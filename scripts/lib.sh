@@ -16,7 +16,8 @@ as_pg() {
 install_prerequisites() {
     local need=()
     for p in postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev libkrb5-dev libipc-run-perl \
-             libgtest-dev g++ make procps pgbouncer python3 debhelper postgresql-server-dev-all dpkg-dev; do
+             libgtest-dev g++ make procps pgbouncer python3 debhelper postgresql-server-dev-all dpkg-dev \
+             postgresql-15-partman; do
         dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
     done
     if [ "${#need[@]}" -gt 0 ]; then
