@@ -3,6 +3,12 @@
 -- times of cosid_leases() as timestamptz, cosid_owners.  Nothing stored changes.
 \echo Use "ALTER EXTENSION cosid UPDATE TO '1.3'" to load this file. \quit
 
+-- The bit widths every layout keeps (cosid.layout_check also checks the epoch and that the
+-- timestamps end before PostgreSQL's last one): a row edited by hand past them is refused.
+ALTER TABLE cosid.namespace ADD CONSTRAINT namespace_layout_bits
+    CHECK (timestamp_bits BETWEEN 31 AND 60 AND slot_bits BETWEEN 1 AND 16 AND sequence_bits BETWEEN 1 AND 22
+           AND timestamp_bits + slot_bits + sequence_bits <= 63);
+
 DROP FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text);
 CREATE FUNCTION cosid_namespace_create(name text,
                                        slot_bits int DEFAULT 10,
@@ -125,7 +131,10 @@ SELECT n.name AS namespace,
        n.timestamp_bits + n.slot_bits + n.sequence_bits AS total_bits,
        n.timestamp_bits, n.slot_bits, n.sequence_bits, n.unit,
        to_timestamp(n.epoch_ms / 1000.0) AS epoch,
-       CASE WHEN e.end_ms < 9000000000000000 THEN to_timestamp(e.end_ms / 1000.0)
+       -- (days, then ms: to_timestamp's double loses the ms of far ends)
+       CASE WHEN e.end_ms <= 9224318015999999
+            THEN timestamptz 'epoch' + make_interval(days => floor(e.end_ms / 86400000)::int)
+                 + (e.end_ms % 86400000)::bigint * interval '1 millisecond'
             ELSE 'infinity'::timestamptz END AS ends,
        round(e.span_ms / (365.25 * 86400000), 1) AS lifetime_years,
        round((e.end_ms - extract(epoch FROM now()) * 1000) / (365.25 * 86400000), 1) AS years_left,

@@ -32,6 +32,12 @@ CREATE TABLE cosid.namespace (
     not_before_ms   bigint NOT NULL DEFAULT 0 CHECK (not_before_ms >= 0)
 );
 
+-- The bit widths every layout keeps (cosid.layout_check also checks the epoch and that the
+-- timestamps end before PostgreSQL's last one): a row edited by hand past them is refused.
+ALTER TABLE cosid.namespace ADD CONSTRAINT namespace_layout_bits
+    CHECK (timestamp_bits BETWEEN 31 AND 60 AND slot_bits BETWEEN 1 AND 16 AND sequence_bits BETWEEN 1 AND 22
+           AND timestamp_bits + slot_bits + sequence_bits <= 63);
+
 -- One row per slot.  Times are store-clock Unix milliseconds; a holder issues t with
 -- floor < t <= ceiling.  fence grows on every change of ownership.
 CREATE TABLE cosid.lease (
@@ -752,7 +758,10 @@ SELECT n.name AS namespace,
        n.timestamp_bits + n.slot_bits + n.sequence_bits AS total_bits,
        n.timestamp_bits, n.slot_bits, n.sequence_bits, n.unit,
        to_timestamp(n.epoch_ms / 1000.0) AS epoch,
-       CASE WHEN e.end_ms < 9000000000000000 THEN to_timestamp(e.end_ms / 1000.0)
+       -- (days, then ms: to_timestamp's double loses the ms of far ends)
+       CASE WHEN e.end_ms <= 9224318015999999
+            THEN timestamptz 'epoch' + make_interval(days => floor(e.end_ms / 86400000)::int)
+                 + (e.end_ms % 86400000)::bigint * interval '1 millisecond'
             ELSE 'infinity'::timestamptz END AS ends,
        round(e.span_ms / (365.25 * 86400000), 1) AS lifetime_years,
        round((e.end_ms - extract(epoch FROM now()) * 1000) / (365.25 * 86400000), 1) AS years_left,

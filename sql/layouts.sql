@@ -69,8 +69,8 @@ SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-3')$$);
 SELECT expect_error($$SELECT cosid_from_format('20261203T072017.816Z-3-0262', 'web_s')$$);
 SELECT error_detail($$SELECT cosid_from_format('20261303T072017.816Z-3-0262')$$);
 SELECT error_detail($$SELECT cosid_from_format('20270229T072017.816Z-3-0262')$$);
-SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-16-0262', 'web')$$);
-SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-3-0256', 'web')$$);
+SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-16-262', 'web')$$);
+SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-3-256', 'web')$$);
 SELECT error_detail($$SELECT cosid_from_format('20231231T235959.999Z-0-0000')$$);
 SELECT error_detail($$SELECT cosid_from_format('21000101T000000.000Z-0-0000')$$);
 
@@ -83,3 +83,20 @@ SELECT o.namespace, o.owner_key = s.owner_key AS this_instance, o.held, o.expire
        o.last_ceiling_at > now() - interval '1 minute' AS recent, o.namespace_slots, o.namespace_in_use,
        o.namespace_in_use_pct
 FROM cosid_owners o, cosid_stats() s WHERE o.namespace = 'web';
+
+-- every layout ends before PostgreSQL's last timestamp (294276-12-31): at most 53 timestamp
+-- bits of ms, 43 of seconds from a recent epoch
+SELECT expect_error($$SELECT cosid_namespace_create('far', slot_bits => 1, sequence_bits => 8)$$);
+SELECT expect_error($$SELECT cosid_namespace_create('far', slot_bits => 10, sequence_bits => 9, unit => 's')$$);
+SELECT cosid_namespace_create('far', slot_bits => 1, sequence_bits => 9) AS fifty_three_bits_of_ms;
+SELECT ends, lifetime_years FROM cosid_layouts WHERE namespace = 'far';
+SELECT cosid_format(9223372036854775807, 'far') AS last_of_far, cosid_timestamp(9223372036854775807, 'far') AS its_time,
+       cosid_from_format(cosid_format(9223372036854775807, 'far'), 'far') = 9223372036854775807 AS round_trip;
+-- one text per id: no leading zeros, the sequence at the layout's width
+SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-03-0262')$$);
+SELECT error_detail($$SELECT cosid_from_format('20261203T072017.816Z-3-262')$$);
+-- the table keeps the bit widths, whoever writes it
+SELECT expect_error($$UPDATE cosid.namespace SET sequence_bits = 30 WHERE name = 'far'$$);
+SELECT expect_error($$UPDATE cosid.namespace SET timestamp_bits = 61 WHERE name = 'far'$$);
+-- the internal unpacker refuses an id past a short layout too
+SELECT expect_error($$SELECT cosid.unpack(9007199254740992, 41, 4, 8, 1704067200000, 'ms')$$);

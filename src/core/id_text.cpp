@@ -89,7 +89,9 @@ std::optional<int64_t> from_text(const std::string& text, std::string* why) {
 std::optional<std::string> format_id(const Layout& l, int64_t id) {
     if (!l.id_fits(id)) return std::nullopt;
     const Unpacked u = l.unpack(id);
-    const int64_t ms = u.tick * l.unit_ms();
+    const std::optional<int64_t> tick_ms = l.tick_ms(u.tick);
+    if (!tick_ms) return std::nullopt;  // past PostgreSQL's last timestamp (a layout made before that rule)
+    const int64_t ms = *tick_ms;
     const int64_t days = floor_div(ms, 86400000), in_day = ms - days * 86400000;
     int64_t y, m, d;
     civil_from_days(days, &y, &m, &d);
@@ -106,11 +108,14 @@ std::optional<int64_t> parse_formatted(const Layout& l, const std::string& t, st
     const bool ms_unit = l.unit == Unit::Millisecond;
     const std::string shape = ms_unit ? "it is not of the form YYYYMMDDTHHMMSS.mmmZ-slot-sequence"
                                       : "it is not of the form YYYYMMDDTHHMMSSZ-slot-sequence (a layout in seconds)";
+    // Only the text cosid_format writes: no leading zeros in the slot, the sequence with the
+    // digits of the layout's largest, so that each id has exactly one text.
     // The date: a year of 4 or more digits (years past 9999 only in very long layouts).
     const size_t date_len = run_of_digits(t, 0);
     int64_t y, mo, d, h, mi, s, frac = 0, slot, seq;
-    if (date_len < 8 || date_len > 12 || !digits(t, 0, date_len - 4, &y) || !digits(t, date_len - 4, 2, &mo) ||
-        !digits(t, date_len - 2, 2, &d)) {
+    // (a year past 9999 has no leading zero: one text per id)
+    if (date_len < 8 || date_len > 12 || (date_len > 8 && t[0] == '0') || !digits(t, 0, date_len - 4, &y) ||
+        !digits(t, date_len - 4, 2, &mo) || !digits(t, date_len - 2, 2, &d)) {
         *why = shape;
         return std::nullopt;
     }
@@ -134,8 +139,8 @@ std::optional<int64_t> parse_formatted(const Layout& l, const std::string& t, st
     }
     p += 2;
     const size_t slot_len = run_of_digits(t, p);
-    if (slot_len == 0 || slot_len > 9 || !digits(t, p, slot_len, &slot) || p + slot_len >= t.size() ||
-        t[p + slot_len] != '-') {
+    if (slot_len == 0 || slot_len > 9 || (slot_len > 1 && t[p] == '0') || !digits(t, p, slot_len, &slot) ||
+        p + slot_len >= t.size() || t[p + slot_len] != '-') {
         *why = shape;
         return std::nullopt;
     }
@@ -143,6 +148,11 @@ std::optional<int64_t> parse_formatted(const Layout& l, const std::string& t, st
     const size_t seq_len = run_of_digits(t, p);
     if (seq_len == 0 || seq_len > 9 || p + seq_len != t.size() || !digits(t, p, seq_len, &seq)) {
         *why = shape;
+        return std::nullopt;
+    }
+    if (seq_len != static_cast<size_t>(decimal_width(l.max_sequence()))) {
+        *why = "the sequence has " + std::to_string(seq_len) + " digits, the layout's " +
+               std::to_string(decimal_width(l.max_sequence()));
         return std::nullopt;
     }
     if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59) {

@@ -24,6 +24,10 @@ constexpr int kMinSequenceBits = 1, kMaxSequenceBits = 22;
 constexpr int kMaxTotalBits = 63;
 constexpr int kMinTotalBits = kMinTimestampBits + kMinSlotBits + kMinSequenceBits;
 constexpr int kJavaScriptSafeBits = 53;
+// PostgreSQL's last timestamptz, 294276-12-31 23:59:59.999 UTC, in Unix ms: a layout's
+// timestamps must end before it, so that every id's time can be shown (and multiplied out to
+// ms without overflow).  53 timestamp bits of ms or 43 of seconds reach that far.
+constexpr int64_t kLastTimestampMs = 9224318015999999LL;
 
 struct Unpacked {
     int64_t tick;      // Unix time in the layout's unit (ms or s)
@@ -40,6 +44,8 @@ struct Layout {
 
     // Returns a message naming the first broken rule, or nothing when the layout is valid.
     std::optional<std::string> validate() const;
+    // Only the bit widths' rules (a layout read back from a table, made under older rules).
+    std::optional<std::string> validate_bits() const;
 
     int total_bits() const { return timestamp_bits + slot_bits + sequence_bits; }
     int64_t unit_ms() const { return unit == Unit::Millisecond ? 1 : 1000; }
@@ -52,6 +58,12 @@ struct Layout {
     int64_t max_tick() const { return epoch_tick() + ((int64_t{1} << timestamp_bits) - 1); }
     // A tick is representable when it is not before the epoch and fits the field.
     bool tick_fits(int64_t tick) const { return tick >= epoch_tick() && tick <= max_tick(); }
+    // The Unix ms of a tick, nothing when that is past kLastTimestampMs (only in layouts made
+    // before that rule: their far-future ids).
+    std::optional<int64_t> tick_ms(int64_t tick) const {
+        if (tick > kLastTimestampMs / unit_ms()) return std::nullopt;
+        return tick * unit_ms();
+    }
     // An id of this layout: not negative and below 2^total_bits.
     bool id_fits(int64_t id) const { return id >= 0 && (static_cast<uint64_t>(id) >> total_bits()) == 0; }
 

@@ -366,8 +366,11 @@ std::optional<std::string> save_state(const std::string& path, const StateFile& 
 
 AdoptFloor adopt_floor(const Layout& layout, int64_t max_id) {
     if (max_id < 0) return AdoptFloor{AdoptFloor::Negative, 0};
+    if (!layout.id_fits(max_id)) return AdoptFloor{AdoptFloor::NotInLayout, 0};  // at or past 2^total_bits
     const int64_t tick = layout.unpack(max_id).tick;
-    return AdoptFloor{tick >= layout.max_tick() ? AdoptFloor::LastTick : AdoptFloor::Ok, tick * layout.unit_ms()};
+    const std::optional<int64_t> ms = layout.tick_ms(tick);
+    if (tick >= layout.max_tick() || !ms) return AdoptFloor{AdoptFloor::LastTick, ms.value_or(0)};
+    return AdoptFloor{AdoptFloor::Ok, *ms};
 }
 
 int64_t latest_epoch_exceeding(const Layout& layout, int64_t max_id, int64_t now_ms) {

@@ -108,6 +108,12 @@ extern "C" Datum cosid_adopt_raise(PG_FUNCTION_ARGS) {
     l.unit = strcmp(unit, "s") == 0 ? Unit::Second : Unit::Millisecond;
     AdoptFloor f = cpp_call([&] { return adopt_floor(l, max_id); });
     if (f.status == AdoptFloor::Negative) PG_RETURN_NULL();
+    if (f.status == AdoptFloor::NotInLayout)
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                        errmsg("cosid namespace \"%s\" has no id larger than " INT64_FORMAT, ns, max_id),
+                        errdetail("Its layout has %d bits: every id is below " INT64_FORMAT ".", l.total_bits(),
+                                  static_cast<int64>(int64{1} << l.total_bits())),
+                        errhint("Adopt the column into a namespace of 63 bits.")));
     if (f.status == AdoptFloor::LastTick)
         ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
                         errmsg("cosid namespace \"%s\" has no id larger than " INT64_FORMAT, ns, max_id),

@@ -1,5 +1,6 @@
 // Reading ids: cosid_parse, cosid_timestamp, cosid_slot, cosid_sequence, the id range of a
-// timestamp (cosid_min_id, cosid_max_id) and the base-62 text form.  The namespace's layout
+// timestamp (cosid_min_id, cosid_max_id), the base-62 text form and the form for people
+// (cosid_format, cosid_from_format).  The namespace's layout
 // is read from this database's cosid.namespace once per transaction and call site (kept in
 // fn_extra): a namespace's layout never changes, and one deleted and made again with
 // another layout is seen by the next transaction.  Decoding a million ids then costs a
@@ -74,6 +75,15 @@ const Layout& layout_arg(FunctionCallInfo fcinfo, int arg) {
     if (!found)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist", ns),
                         errhint("Create it with cosid_namespace_create('%s').", ns)));
+    // The table's CHECK keeps the bits in range; this keeps a row edited past it from
+    // shifting by 64 or more.
+    char invalid[256] = "";
+    cpp_call([&] {
+        if (auto e = l.validate_bits()) strlcpy(invalid, e->c_str(), sizeof(invalid));
+    });
+    if (invalid[0] != '\0')
+        ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
+                        errmsg("cosid namespace \"%s\" has an invalid layout: %s", ns, invalid)));
     if (c == nullptr) {
         c = static_cast<CachedLayout*>(MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CachedLayout)));
         fcinfo->flinfo->fn_extra = c;
@@ -89,10 +99,7 @@ int64 id_arg(FunctionCallInfo fcinfo) {
     if (PG_ARGISNULL(0))
         ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid id must not be NULL")));
     int64 id = PG_GETARG_INT64(0);
-    if (id < 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%lld is not a cosid id",
-                                                                         static_cast<long long>(id)),
-                        errdetail("cosid ids are never negative: the sign bit is always 0.")));
+    require_cosid_id(id);
     return id;
 }
 
@@ -109,6 +116,17 @@ int64 layout_id_arg(FunctionCallInfo fcinfo, const Layout** layout) {
                                   static_cast<long long>(int64{1} << l.total_bits()))));
     *layout = &l;
     return id;
+}
+
+// The time of an id's tick as a timestamptz; an error past PostgreSQL's last timestamp
+// (far-future ids of a layout made before cosid 1.3 refused such layouts).
+TimestampTz tick_timestamptz(FunctionCallInfo fcinfo, const Layout& l, int64 id) {
+    std::optional<int64_t> ms = l.tick_ms(l.unpack(id).tick);
+    if (!ms)
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                        errmsg("the time of id %lld of namespace \"%s\" is past PostgreSQL's last timestamp",
+                               static_cast<long long>(id), text_to_cstring(PG_GETARG_TEXT_PP(1)))));
+    return ms_to_timestamptz(*ms);
 }
 
 // Unix ms <-> timestamptz (microseconds since 2000-01-01), rounding down.
@@ -132,7 +150,7 @@ int64 id_range(FunctionCallInfo fcinfo, bool max) {
         // (timestamptz_to_str returns a static buffer: each result copied before the next)
         char* at = pstrdup(timestamptz_to_str(ts));
         char* first = pstrdup(timestamptz_to_str(ms_to_timestamptz(l.epoch_ms)));
-        char* last = pstrdup(timestamptz_to_str(ms_to_timestamptz(l.max_tick() * l.unit_ms())));
+        char* last = pstrdup(timestamptz_to_str(ms_to_timestamptz(l.tick_ms(l.max_tick()).value_or(kLastTimestampMs))));
         ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
                         errmsg("timestamp %s is outside the layout of namespace \"%s\"", at,
                                text_to_cstring(PG_GETARG_TEXT_PP(1))),
@@ -158,7 +176,7 @@ extern "C" Datum cosid_parse_c(PG_FUNCTION_ARGS) {
         MemoryContextSwitchTo(old);
     }
     TupleDesc desc = c->desc;
-    Datum v[3] = {TimestampTzGetDatum(ms_to_timestamptz(u.tick * l.unit_ms())), Int32GetDatum(u.slot),
+    Datum v[3] = {TimestampTzGetDatum(tick_timestamptz(fcinfo, l, id)), Int32GetDatum(u.slot),
                   Int32GetDatum(u.sequence)};
     bool nulls[3] = {false, false, false};
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
@@ -167,7 +185,7 @@ extern "C" Datum cosid_parse_c(PG_FUNCTION_ARGS) {
 extern "C" Datum cosid_timestamp(PG_FUNCTION_ARGS) {
     const Layout* l;
     int64 id = layout_id_arg(fcinfo, &l);
-    PG_RETURN_TIMESTAMPTZ(ms_to_timestamptz(l->unpack(id).tick * l->unit_ms()));
+    PG_RETURN_TIMESTAMPTZ(tick_timestamptz(fcinfo, *l, id));
 }
 
 extern "C" Datum cosid_slot(PG_FUNCTION_ARGS) {
@@ -214,8 +232,16 @@ extern "C" Datum cosid_from_text(PG_FUNCTION_ARGS) {
 extern "C" Datum cosid_format(PG_FUNCTION_ARGS) {
     const Layout* l;
     int64 id = layout_id_arg(fcinfo, &l);
-    char out[96];
-    cpp_call([&] { strlcpy(out, format_id(*l, id)->c_str(), sizeof(out)); });
+    char out[96] = "";
+    bool ok = cpp_call([&] {
+        auto text = format_id(*l, id);
+        if (text) strlcpy(out, text->c_str(), sizeof(out));
+        return text.has_value();
+    });
+    if (!ok) {
+        tick_timestamptz(fcinfo, *l, id);  // the one way format_id refuses a fitting id: says why
+        elog(ERROR, "cosid_format: id %lld cannot be formatted", static_cast<long long>(id));
+    }
     PG_RETURN_TEXT_P(cstring_to_text(out));
 }
 

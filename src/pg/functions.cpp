@@ -249,18 +249,20 @@ extern "C" Datum cosid_unpack(PG_FUNCTION_ARGS) {
     a.sequence_bits = PG_GETARG_INT32(3);
     a.epoch_ms = PG_GETARG_INT64(4);
     strlcpy(a.unit, text_to_cstring(PG_GETARG_TEXT_PP(5)), sizeof(a.unit));
-    if (id < 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%lld is not a cosid id", static_cast<long long>(id)),
-                        errdetail("cosid ids are never negative: the sign bit is always 0.")));
+    require_cosid_id(id);
     Layout l;
     char message[256];
     if (!layout_from(a, &l, message, sizeof(message)))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message)));
+    if (!l.id_fits(id))
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE), errmsg("%lld is not an id of a %d-bit layout", static_cast<long long>(id),
+                                                           l.total_bits())));
     Unpacked u = cpp_call([&] { return l.unpack(id); });
     TupleDesc desc;
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
     desc = BlessTupleDesc(desc);
-    Datum v[3] = {Int64GetDatum(u.tick * l.unit_ms()), Int32GetDatum(u.slot), Int32GetDatum(u.sequence)};
+    Datum v[3] = {Int64GetDatum(u.tick * l.unit_ms()),  // layout_from validated: no overflow
+                  Int32GetDatum(u.slot), Int32GetDatum(u.sequence)};
     bool nulls[3] = {false, false, false};
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
 }

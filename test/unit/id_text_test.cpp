@@ -74,12 +74,15 @@ TEST(IdFormat, TheIssuesExample) {
 
 TEST(IdFormat, RoundTripsEveryLayoutShapeAndKeepsOrderWithinATick) {
     std::mt19937_64 rng(11);
-    Layout layouts[4];
+    Layout layouts[5];
     layouts[1].timestamp_bits = 41; layouts[1].slot_bits = 4; layouts[1].sequence_bits = 8;  // 53 bits
     layouts[2].timestamp_bits = 33; layouts[2].slot_bits = 10; layouts[2].sequence_bits = 20;
     layouts[2].unit = Unit::Second;
     layouts[3].timestamp_bits = 31; layouts[3].slot_bits = 10; layouts[3].sequence_bits = 12;  // 53 bits, s
     layouts[3].unit = Unit::Second;
+    // the longest seconds layout: years up to 280,755 (six digits)
+    layouts[4].timestamp_bits = 43; layouts[4].slot_bits = 10; layouts[4].sequence_bits = 10;
+    layouts[4].unit = Unit::Second;
     for (const Layout& l : layouts) {
         ASSERT_FALSE(l.validate().has_value());
         const int64_t top = l.pack(l.max_tick(), l.max_slot(), l.max_sequence());
@@ -127,6 +130,16 @@ TEST(IdFormat, BadTextIsRefusedWithAReason) {
         EXPECT_NE(why.find("does not exist"), std::string::npos) << bad << ": " << why;
     }
     EXPECT_TRUE(parse_formatted(l, "20280229T000000.000Z-0-0000", &why).has_value());  // a leap day
+    // one text per id: no leading zeros, the sequence at the layout's width
+    for (const char* bad : {"020261203T072017.816Z-3-0262", "20261203T072017.816Z-03-0262"}) {
+        EXPECT_FALSE(parse_formatted(l, bad, &why).has_value()) << bad;
+        EXPECT_NE(why.find("form"), std::string::npos) << bad << ": " << why;
+    }
+    for (const char* bad : {"20261203T072017.816Z-3-262", "20261203T072017.816Z-3-00262"}) {
+        EXPECT_FALSE(parse_formatted(l, bad, &why).has_value()) << bad;
+        EXPECT_NE(why.find("digits"), std::string::npos) << bad << ": " << why;
+    }
+    EXPECT_TRUE(parse_formatted(l, "20261203T072017.816Z-0-0262", &why).has_value());
     EXPECT_FALSE(parse_formatted(l, "20261203T072017.816Z-1024-0262", &why).has_value());
     EXPECT_NE(why.find("last slot 1023"), std::string::npos) << why;
     EXPECT_FALSE(parse_formatted(l, "20261203T072017.816Z-3-4096", &why).has_value());

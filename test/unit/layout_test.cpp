@@ -128,3 +128,28 @@ TEST(Layout, ParsesUnits) {
     EXPECT_EQ(cosid::parse_unit("second"), Unit::Second);
     EXPECT_FALSE(cosid::parse_unit("minute").has_value());
 }
+
+// Every layout's timestamps end before PostgreSQL's last timestamp, so a tick times its unit
+// never overflows and every id's time can be shown.
+TEST(Layout, EndsBeforePostgresLastTimestamp) {
+    EXPECT_EQ(cosid::kLastTimestampMs + 1, cosid::days_from_civil(294277, 1, 1) * 86400000);
+    Layout l;
+    l.timestamp_bits = 53; l.slot_bits = 1; l.sequence_bits = 9;
+    EXPECT_FALSE(l.validate().has_value());
+    l.timestamp_bits = 54; l.sequence_bits = 8;
+    ASSERT_TRUE(l.validate().has_value());
+    EXPECT_NE(l.validate()->find("last timestamp"), std::string::npos) << *l.validate();
+    EXPECT_FALSE(l.validate_bits().has_value());  // a row made before the rule still reads
+    l.unit = Unit::Second;
+    l.timestamp_bits = 43; l.slot_bits = 10; l.sequence_bits = 10;
+    EXPECT_FALSE(l.validate().has_value());
+    l.timestamp_bits = 44; l.sequence_bits = 9;
+    EXPECT_TRUE(l.validate().has_value());
+    l.timestamp_bits = 60; l.slot_bits = 1; l.sequence_bits = 2;
+    EXPECT_TRUE(l.validate().has_value());
+    // such a layout's far ticks have no ms; near ones do
+    EXPECT_FALSE(l.tick_ms(l.max_tick()).has_value());
+    EXPECT_EQ(*l.tick_ms(l.epoch_tick() + 1), l.epoch_ms + 1000);
+    l = Layout{}; l.epoch_ms = cosid::kLastTimestampMs + 1;
+    EXPECT_TRUE(l.validate().has_value());
+}
