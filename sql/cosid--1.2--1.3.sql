@@ -3,11 +3,11 @@
 -- times of cosid_leases() as timestamptz, cosid_owners.  Nothing stored changes.
 \echo Use "ALTER EXTENSION cosid UPDATE TO '1.3'" to load this file. \quit
 
--- The bit widths every layout keeps (cosid.layout_check also checks the epoch and that the
+-- The bit widths and epoch every layout keeps (cosid.layout_check also checks that the
 -- timestamps end before PostgreSQL's last one): a row edited by hand past them is refused.
 ALTER TABLE cosid.namespace ADD CONSTRAINT namespace_layout_bits
     CHECK (timestamp_bits BETWEEN 31 AND 60 AND slot_bits BETWEEN 1 AND 16 AND sequence_bits BETWEEN 1 AND 22
-           AND timestamp_bits + slot_bits + sequence_bits <= 63);
+           AND timestamp_bits + slot_bits + sequence_bits <= 63 AND epoch_ms BETWEEN 0 AND 9224318015999999);
 
 DROP FUNCTION cosid_namespace_create(text, int, interval, timestamptz, int, text);
 CREATE FUNCTION cosid_namespace_create(name text,
@@ -57,6 +57,14 @@ BEGIN
     v_tol_ms := floor(extract(epoch FROM tolerance) * 1000)::bigint;
     v_epoch_ms := floor(extract(epoch FROM epoch) * 1000)::bigint;
     v_ts_bits := total_bits - slot_bits - sequence_bits;
+    -- The same call again is a no-op, also for a namespace made under older rules.
+    IF EXISTS (SELECT 1 FROM cosid.namespace n
+               WHERE n.name = cosid_namespace_create.name
+                 AND (n.slot_bits, n.sequence_bits, n.timestamp_bits, n.epoch_ms, n.unit, n.tolerance_ms)
+                     = (cosid_namespace_create.slot_bits, cosid_namespace_create.sequence_bits, v_ts_bits,
+                        v_epoch_ms, v_unit, v_tol_ms)) THEN
+        RETURN;
+    END IF;
     PERFORM cosid.layout_check(v_ts_bits, slot_bits, sequence_bits, v_epoch_ms, v_unit);
     -- A layout whose timestamps cannot cover now would only ever fail in cosid_next().
     IF epoch > now() THEN
@@ -131,10 +139,11 @@ SELECT n.name AS namespace,
        n.timestamp_bits + n.slot_bits + n.sequence_bits AS total_bits,
        n.timestamp_bits, n.slot_bits, n.sequence_bits, n.unit,
        to_timestamp(n.epoch_ms / 1000.0) AS epoch,
-       -- (days, then ms: to_timestamp's double loses the ms of far ends)
+       -- (days, then ms, in UTC: to_timestamp's double loses the ms of far ends, and days
+       -- added to a timestamptz follow the session's daylight saving time)
        CASE WHEN e.end_ms <= 9224318015999999
-            THEN timestamptz 'epoch' + make_interval(days => floor(e.end_ms / 86400000)::int)
-                 + (e.end_ms % 86400000)::bigint * interval '1 millisecond'
+            THEN (timestamp 'epoch' + make_interval(days => floor(e.end_ms / 86400000)::int)
+                  + (e.end_ms % 86400000)::bigint * interval '1 millisecond') AT TIME ZONE 'UTC'
             ELSE 'infinity'::timestamptz END AS ends,
        round(e.span_ms / (365.25 * 86400000), 1) AS lifetime_years,
        round((e.end_ms - extract(epoch FROM now()) * 1000) / (365.25 * 86400000), 1) AS years_left,

@@ -100,3 +100,16 @@ SELECT expect_error($$UPDATE cosid.namespace SET sequence_bits = 30 WHERE name =
 SELECT expect_error($$UPDATE cosid.namespace SET timestamp_bits = 61 WHERE name = 'far'$$);
 -- the internal unpacker refuses an id past a short layout too
 SELECT expect_error($$SELECT cosid.unpack(9007199254740992, 41, 4, 8, 1704067200000, 'ms')$$);
+-- cosid_layouts.ends is the same instant in any time zone (no daylight saving shift)
+SET timezone = 'Europe/Berlin';
+SELECT ends AT TIME ZONE 'UTC' AS default_ends_utc FROM cosid_layouts WHERE namespace = 'default';
+SET timezone = 'UTC';
+-- a namespace made under older rules, ending after PostgreSQL's last timestamp: making it
+-- again with its values is still a no-op; its ids near now read, its far ones answer ZC005
+SELECT cosid._namespace_insert('old_far', 1, 8, 54, 1704067200000, 'ms', 1000);
+SELECT cosid_namespace_create('old_far', slot_bits => 1, sequence_bits => 8) AS same_again;
+SELECT cosid_timestamp(cosid_min_id('2026-12-03 07:20:17.816+00', 'old_far'), 'old_far') AS near;
+SELECT expect_error($$SELECT cosid_timestamp(9223372036854775807, 'old_far')$$);
+SELECT expect_error($$SELECT cosid_format(9223372036854775807, 'old_far')$$);
+SELECT expect_error($$SELECT * FROM cosid_parse(9223372036854775807, 'old_far')$$);
+SELECT ends FROM cosid_layouts WHERE namespace = 'old_far';

@@ -18,11 +18,16 @@ std::optional<std::string> Layout::validate_bits() const {
     return std::nullopt;
 }
 
-std::optional<std::string> Layout::validate() const {
+std::optional<std::string> Layout::validate_readable() const {
     if (auto e = validate_bits()) return e;
     if (epoch_ms < 0) return "epoch must not be before 1970-01-01, got " + std::to_string(epoch_ms) + " ms";
     if (epoch_ms % unit_ms() != 0) return "an epoch for a second layout must be a whole second";
     if (epoch_ms > kLastTimestampMs) return "epoch must be before 294277-01-01, got " + std::to_string(epoch_ms) + " ms";
+    return std::nullopt;
+}
+
+std::optional<std::string> Layout::validate() const {
+    if (auto e = validate_readable()) return e;
     // epoch_tick <= 9.3e15 and 2^60: max_tick() cannot overflow here.
     if (max_tick() > kLastTimestampMs / unit_ms())
         return std::to_string(timestamp_bits) + " timestamp bits of " + (unit == Unit::Second ? "seconds" : "ms") +

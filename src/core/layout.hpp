@@ -44,8 +44,11 @@ struct Layout {
 
     // Returns a message naming the first broken rule, or nothing when the layout is valid.
     std::optional<std::string> validate() const;
-    // Only the bit widths' rules (a layout read back from a table, made under older rules).
+    // Only the bit widths' rules.
     std::optional<std::string> validate_bits() const;
+    // The bit widths' and the epoch's rules: what reading ids needs (a layout made before the
+    // end rule of validate() still reads; only its far ticks have no time: tick_ms).
+    std::optional<std::string> validate_readable() const;
 
     int total_bits() const { return timestamp_bits + slot_bits + sequence_bits; }
     int64_t unit_ms() const { return unit == Unit::Millisecond ? 1 : 1000; }

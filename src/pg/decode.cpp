@@ -75,11 +75,11 @@ const Layout& layout_arg(FunctionCallInfo fcinfo, int arg) {
     if (!found)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist", ns),
                         errhint("Create it with cosid_namespace_create('%s').", ns)));
-    // The table's CHECK keeps the bits in range; this keeps a row edited past it from
-    // shifting by 64 or more.
+    // The table's CHECK keeps the bits and epoch in range; this keeps a row edited past it
+    // (the CHECK dropped) from shifting by 64 or more.
     char invalid[256] = "";
     cpp_call([&] {
-        if (auto e = l.validate_bits()) strlcpy(invalid, e->c_str(), sizeof(invalid));
+        if (auto e = l.validate_readable()) strlcpy(invalid, e->c_str(), sizeof(invalid));
     });
     if (invalid[0] != '\0')
         ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
