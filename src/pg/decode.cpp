@@ -129,6 +129,22 @@ TimestampTz tick_timestamptz(FunctionCallInfo fcinfo, const Layout& l, int64 id)
     return ms_to_timestamptz(*ms);
 }
 
+// Runs a core parser of text ids; on failure `why` holds its reason as a sentence (a DETAIL).
+template <typename Parse>
+bool parse_text(Parse parse, int64* id, char* why, size_t len) {
+    return cpp_call([&] {
+        std::string reason;
+        std::optional<int64_t> v = parse(&reason);
+        if (v) {
+            *id = *v;
+            return true;
+        }
+        strlcpy(why, reason.c_str(), len);
+        why[0] = static_cast<char>(toupper(static_cast<unsigned char>(why[0])));
+        return false;
+    });
+}
+
 // Unix ms <-> timestamptz (microseconds since 2000-01-01), rounding down.
 constexpr int64 kUnixToPgMicros = static_cast<int64>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000000;
 int64 timestamptz_to_ms(TimestampTz t) {
@@ -214,14 +230,7 @@ extern "C" Datum cosid_from_text(PG_FUNCTION_ARGS) {
     char* in = text_to_cstring(PG_GETARG_TEXT_PP(0));
     char why[128] = "";
     int64 id = 0;
-    bool ok = cpp_call([&] {
-        std::string reason;
-        auto v = from_text(in, &reason);
-        if (v) id = *v;
-        else strlcpy(why, reason.c_str(), sizeof(why));
-        why[0] = static_cast<char>(toupper(static_cast<unsigned char>(why[0])));  // a DETAIL is a sentence
-        return v.has_value();
-    });
+    bool ok = parse_text([&](std::string* reason) { return from_text(in, reason); }, &id, why, sizeof(why));
     if (!ok)
         ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
                         errmsg("invalid cosid text id: \"%s\"", in), errdetail("%s.", why),
@@ -252,14 +261,7 @@ extern "C" Datum cosid_from_format(PG_FUNCTION_ARGS) {
     const Layout& l = layout_arg(fcinfo, 1);
     char why[160] = "";
     int64 id = 0;
-    bool ok = cpp_call([&] {
-        std::string reason;
-        auto v = parse_formatted(l, in, &reason);
-        if (v) id = *v;
-        else strlcpy(why, reason.c_str(), sizeof(why));
-        why[0] = static_cast<char>(toupper(static_cast<unsigned char>(why[0])));  // a DETAIL is a sentence
-        return v.has_value();
-    });
+    bool ok = parse_text([&](std::string* reason) { return parse_formatted(l, in, reason); }, &id, why, sizeof(why));
     if (!ok)
         ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
                         errmsg("invalid cosid formatted id for namespace \"%s\": \"%s\"",
