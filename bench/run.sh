@@ -105,7 +105,7 @@ echo "   two backends in tight loops at once: ${two} s against ${one} s for one 
 rec tight "two loops" seconds "$two" s; rec tight "one loop" seconds "$one" s
 # Decoding: the C functions against to_timestamp() on the same rows (issue 13: at most 2x).
 t_ts=$(q -c "SELECT bench('to_timestamp(g)', $N)")
-for f in "cosid_timestamp(g::bigint << 22)" "cosid_parse(g::bigint << 22)"; do
+for f in "cosid_timestamp(g::bigint << 22)" "cosid_parse(g::bigint << 22)" "cosid_format(g::bigint << 22)"; do
     t=$(q -c "SELECT bench(\$x\$$f\$x\$, $N)")
     r=$(awk -v a="$t" -v b="$t_ts" 'BEGIN { printf "%.2f", a / b }')
     echo "   decoding $N ids with ${f%%(*}(): ${r}x the time of to_timestamp() on the same rows"

@@ -13,10 +13,10 @@ as_pg() {
     if [ "$(id -un)" = "$PG_USER" ]; then "$@"; else runuser -u "$PG_USER" -- "$@"; fi
 }
 
-install_prerequisites() {
-    local need=()
-    for p in postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev libkrb5-dev libipc-run-perl \
-             libgtest-dev g++ make procps pgbouncer python3 debhelper postgresql-server-dev-all dpkg-dev; do
+# apt_install_missing PACKAGE...: installs those not installed yet (one apt-get update first).
+apt_install_missing() {
+    local need=() p
+    for p in "$@"; do
         dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
     done
     if [ "${#need[@]}" -gt 0 ]; then
@@ -25,6 +25,11 @@ install_prerequisites() {
         apt-get update -qq
         apt-get install -y -qq "${need[@]}" >/dev/null
     fi
+}
+
+install_prerequisites() {
+    apt_install_missing postgresql-15 postgresql-server-dev-15 postgresql-contrib libpq-dev libkrb5-dev libipc-run-perl \
+        libgtest-dev g++ make procps pgbouncer python3 debhelper postgresql-server-dev-all dpkg-dev
     id "$PG_USER" >/dev/null 2>&1 || useradd --system --create-home "$PG_USER"
 }
 

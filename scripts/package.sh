@@ -8,16 +8,7 @@
 # Then: dpkg -i OUTDIR/postgresql-15-cosid_*_amd64.deb
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 out="$(mkdir -p "${1:-$COSID_ROOT/build-deb}" && cd "${1:-$COSID_ROOT/build-deb}" && pwd)"
-need=()
-for p in debhelper postgresql-server-dev-all dpkg-dev g++ libpq-dev; do
-    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
-done
-if [ "${#need[@]}" -gt 0 ]; then
-    log "installing ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq "${need[@]}" >/dev/null
-fi
+apt_install_missing debhelper postgresql-server-dev-all dpkg-dev g++ libpq-dev
 tmp="$(mktemp -d /tmp/cosid-package.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/cosid"

@@ -6,6 +6,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 install_prerequisites
+apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
 build_and_install COSID_WERROR=1  # a warning fails the test command
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 trap 'rm -rf "$work"' EXIT

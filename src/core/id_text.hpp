@@ -23,4 +23,14 @@ std::optional<std::string> to_text(int64_t id);
 // `why` then says which.
 std::optional<int64_t> from_text(const std::string& text, std::string* why);
 
+// A form for people: the UTC time of the tick, the slot and the sequence, as in
+// 20261203T072017.816Z-3-0262 (a layout in seconds: 20261203T072017Z-3-0262).  The sequence
+// has the digits of the layout's largest sequence, so within one tick and slot text order is
+// id order.  Nothing for an id outside the layout (negative, or at or past 2^total_bits) or
+// whose time is past kLastTimestampMs.
+std::optional<std::string> format_id(const Layout& layout, int64_t id);
+// The id of such a text in the layout; nothing when it is malformed, names a time that does
+// not exist or is outside the layout, or a slot or sequence past the layout's; `why` says which.
+std::optional<int64_t> parse_formatted(const Layout& layout, const std::string& text, std::string* why);
+
 }  // namespace cosid

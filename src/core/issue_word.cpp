@@ -2,19 +2,11 @@
 
 namespace cosid {
 
-namespace {
-int64_t floor_div(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-    return q;
-}
-}  // namespace
-
 Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& window, int64_t now_ms,
             int64_t borrow_ms, int64_t want) {
     if (issue_word::closed(w)) return {NextStatus::Closed};
     const int64_t u = layout.unit_ms();
-    const int64_t now_tick = u == 1 ? now_ms : floor_div(now_ms, u);  // ms layouts: no division
+    const int64_t now_tick = layout.tick_of(now_ms);  // ms layouts: no division
     const bool issued = issue_word::issued(w);
     const int64_t last_tick = issued ? issue_word::tick(layout, w) : 0;
     const int64_t last_seq = issued ? issue_word::sequence(layout, w) : 0;

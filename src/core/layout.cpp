@@ -2,7 +2,7 @@
 
 namespace cosid {
 
-std::optional<std::string> Layout::validate() const {
+std::optional<std::string> Layout::validate_bits() const {
     auto range = [](const char* what, int v, int lo, int hi) -> std::optional<std::string> {
         if (v < lo || v > hi)
             return std::string(what) + " bits must be between " + std::to_string(lo) + " and " +
@@ -12,11 +12,27 @@ std::optional<std::string> Layout::validate() const {
     if (auto e = range("timestamp", timestamp_bits, kMinTimestampBits, kMaxTimestampBits)) return e;
     if (auto e = range("slot", slot_bits, kMinSlotBits, kMaxSlotBits)) return e;
     if (auto e = range("sequence", sequence_bits, kMinSequenceBits, kMaxSequenceBits)) return e;
-    if (timestamp_bits + slot_bits + sequence_bits != 63)
-        return "timestamp, slot and sequence bits must add up to 63 (one bit is the sign), got " +
-               std::to_string(timestamp_bits + slot_bits + sequence_bits);
+    if (total_bits() > kMaxTotalBits)
+        return "timestamp, slot and sequence bits must add up to at most 63 (one bit is the sign), got " +
+               std::to_string(total_bits());
+    return std::nullopt;
+}
+
+std::optional<std::string> Layout::validate_readable() const {
+    if (auto e = validate_bits()) return e;
     if (epoch_ms < 0) return "epoch must not be before 1970-01-01, got " + std::to_string(epoch_ms) + " ms";
     if (epoch_ms % unit_ms() != 0) return "an epoch for a second layout must be a whole second";
+    if (epoch_ms > kLastTimestampMs) return "epoch must be before 294277-01-01, got " + std::to_string(epoch_ms) + " ms";
+    return std::nullopt;
+}
+
+std::optional<std::string> Layout::validate() const {
+    if (auto e = validate_readable()) return e;
+    // epoch_tick <= 9.3e15 and 2^60: max_tick() cannot overflow here.
+    if (max_tick() > kLastTimestampMs / unit_ms())
+        return std::to_string(timestamp_bits) + " timestamp bits of " + (unit == Unit::Second ? "seconds" : "ms") +
+               " end after PostgreSQL's last timestamp (294276-12-31): use fewer (from a recent epoch, 53 of ms or "
+               "43 of seconds fit)";
     return std::nullopt;
 }
 

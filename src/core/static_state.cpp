@@ -1,5 +1,7 @@
 #include "static_state.hpp"
 
+#include "calendar.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,35 +49,6 @@ bool parse_decimal(const std::string& s, uint64_t max, uint64_t* out) {
     }
     *out = v;
     return true;
-}
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-
-// Howard Hinnant's days_from_civil / civil_from_days: proleptic Gregorian, no libc time zones.
-int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
-    y -= m <= 2;
-    const int64_t era = floor_div(y, 400);
-    const int64_t yoe = y - era * 400;
-    const int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
-}
-
-void civil_from_days(int64_t z, int64_t* y, int64_t* m, int64_t* d) {
-    z += 719468;
-    const int64_t era = floor_div(z, 146097);
-    const int64_t doe = z - era * 146097;
-    const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const int64_t mp = (5 * doy + 2) / 153;
-    *d = doy - (153 * mp + 2) / 5 + 1;
-    *m = mp < 10 ? mp + 3 : mp - 9;
-    *y = yoe + era * 400 + (*m <= 2);
-}
-
-int days_in_month(int64_t y, int64_t m) {
-    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    return m == 2 && leap ? 29 : days[m - 1];
 }
 
 }  // namespace
@@ -393,14 +366,17 @@ std::optional<std::string> save_state(const std::string& path, const StateFile& 
 
 AdoptFloor adopt_floor(const Layout& layout, int64_t max_id) {
     if (max_id < 0) return AdoptFloor{AdoptFloor::Negative, 0};
+    if (!layout.id_fits(max_id)) return AdoptFloor{AdoptFloor::NotInLayout, 0};  // at or past 2^total_bits
     const int64_t tick = layout.unpack(max_id).tick;
-    return AdoptFloor{tick >= layout.max_tick() ? AdoptFloor::LastTick : AdoptFloor::Ok, tick * layout.unit_ms()};
+    const std::optional<int64_t> ms = layout.tick_ms(tick);
+    if (tick >= layout.max_tick() || !ms) return AdoptFloor{AdoptFloor::LastTick, ms.value_or(0)};
+    return AdoptFloor{AdoptFloor::Ok, *ms};
 }
 
 int64_t latest_epoch_exceeding(const Layout& layout, int64_t max_id, int64_t now_ms) {
     // An id issued at now_tick is at least (now_tick - epoch_tick) << shift, which exceeds
     // max_id exactly when now_tick - epoch_tick > max_id >> shift.
-    const int64_t now_tick = floor_div(now_ms, layout.unit_ms());
+    const int64_t now_tick = layout.tick_of(now_ms);
     return (now_tick - (max_id >> (layout.slot_bits + layout.sequence_bits)) - 1) * layout.unit_ms();
 }
 

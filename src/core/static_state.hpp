@@ -99,7 +99,7 @@ std::optional<std::string> save_state(const std::string& path, const StateFile& 
 // yields ids > max_id.  Negative: max_id < 0, every id is larger (floor_ms 0).  LastTick: max_id
 // is in the layout's last tick, no larger id exists (floor_ms is that tick).
 struct AdoptFloor {
-    enum Status { Ok, Negative, LastTick } status;
+    enum Status { Ok, Negative, NotInLayout, LastTick } status;
     int64_t floor_ms;
 };
 AdoptFloor adopt_floor(const Layout& layout, int64_t max_id);

@@ -106,8 +106,21 @@ extern "C" Datum cosid_adopt_raise(PG_FUNCTION_ARGS) {
     l.sequence_bits = PG_GETARG_INT32(4);
     l.epoch_ms = PG_GETARG_INT64(5);
     l.unit = strcmp(unit, "s") == 0 ? Unit::Second : Unit::Millisecond;
+    // The layout comes as arguments (cosid_admin may call this): no shift past 63 bits below.
+    char invalid[256] = "";
+    cpp_call([&] {
+        if (auto e = l.validate_readable()) strlcpy(invalid, e->c_str(), sizeof(invalid));
+    });
+    if (invalid[0] != '\0')
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", invalid)));
     AdoptFloor f = cpp_call([&] { return adopt_floor(l, max_id); });
     if (f.status == AdoptFloor::Negative) PG_RETURN_NULL();
+    if (f.status == AdoptFloor::NotInLayout)
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                        errmsg("cosid namespace \"%s\" has no id larger than " INT64_FORMAT, ns, max_id),
+                        errdetail("Its layout has %d bits: every id is below " INT64_FORMAT ".", l.total_bits(),
+                                  static_cast<int64>(int64{1} << l.total_bits())),
+                        errhint("Adopt the column into a namespace of 63 bits.")));
     if (f.status == AdoptFloor::LastTick)
         ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
                         errmsg("cosid namespace \"%s\" has no id larger than " INT64_FORMAT, ns, max_id),

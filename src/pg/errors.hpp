@@ -9,3 +9,12 @@
 #define COSID_OUT_OF_RANGE MAKE_SQLSTATE('Z', 'C', '0', '0', '5')       // time outside the layout
 #define COSID_KEEPER_UNAVAILABLE MAKE_SQLSTATE('Z', 'C', '0', '0', '6') // keeper not running or store failing
 #define COSID_STATIC_STATE MAKE_SQLSTATE('Z', 'C', '0', '0', '7')     // static slot: state file unusable or unwritable
+
+namespace cosid::pg {
+// An id argument: never negative (the sign bit of every cosid id is 0).
+inline void require_cosid_id(int64 id) {
+    if (id < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%lld is not a cosid id", static_cast<long long>(id)),
+                        errdetail("cosid ids are never negative: the sign bit is always 0.")));
+}
+}  // namespace cosid::pg

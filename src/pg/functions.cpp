@@ -34,8 +34,9 @@ struct LayoutArgs {
     char unit[16];
 };
 
-// Validates with the core; the message is copied out before any ereport.
-bool layout_from(const LayoutArgs& a, Layout* out, char* message, size_t len) {
+// Validates with the core (only the bit widths and the epoch when `bits_only`: a layout
+// made under older rules still reads); the message is copied out before any ereport.
+bool layout_from(const LayoutArgs& a, Layout* out, char* message, size_t len, bool bits_only = false) {
     return cpp_call([&]() -> bool {
         Layout l;
         l.timestamp_bits = a.timestamp_bits;
@@ -48,7 +49,7 @@ bool layout_from(const LayoutArgs& a, Layout* out, char* message, size_t len) {
             return false;
         }
         l.unit = *unit;
-        if (auto e = l.validate()) {
+        if (auto e = bits_only ? l.validate_readable() : l.validate()) {
             strlcpy(message, e->c_str(), len);
             return false;
         }
@@ -236,8 +237,9 @@ extern "C" Datum cosid_layout_check(PG_FUNCTION_ARGS) {
                         errdetail("Layout: %d timestamp, %d slot and %d sequence bits, epoch %lld ms, unit %s.",
                                   a.timestamp_bits, a.slot_bits, a.sequence_bits, static_cast<long long>(a.epoch_ms),
                                   a.unit),
-                        errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, and 63 minus both must be at least "
-                                "31 timestamp bits.")));
+                        errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, timestamp bits (total_bits, 63 unless "
+                                "given, minus both) 31 to 60, and the timestamps end before 294277: at most 53 bits of "
+                                "ms or 43 of seconds from a recent epoch.")));
     PG_RETURN_VOID();
 }
 
@@ -249,18 +251,23 @@ extern "C" Datum cosid_unpack(PG_FUNCTION_ARGS) {
     a.sequence_bits = PG_GETARG_INT32(3);
     a.epoch_ms = PG_GETARG_INT64(4);
     strlcpy(a.unit, text_to_cstring(PG_GETARG_TEXT_PP(5)), sizeof(a.unit));
-    if (id < 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("%lld is not a cosid id", static_cast<long long>(id)),
-                        errdetail("cosid ids are never negative: the sign bit is always 0.")));
+    require_cosid_id(id);
     Layout l;
     char message[256];
-    if (!layout_from(a, &l, message, sizeof(message)))
+    if (!layout_from(a, &l, message, sizeof(message), true))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message)));
+    if (!l.id_fits(id))
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE), errmsg("%lld is not an id of a %d-bit layout", static_cast<long long>(id),
+                                                           l.total_bits())));
     Unpacked u = cpp_call([&] { return l.unpack(id); });
     TupleDesc desc;
     if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
     desc = BlessTupleDesc(desc);
-    Datum v[3] = {Int64GetDatum(u.tick * l.unit_ms()), Int32GetDatum(u.slot), Int32GetDatum(u.sequence)};
+    std::optional<int64_t> ms = l.tick_ms(u.tick);
+    if (!ms)
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                        errmsg("the time of id %lld is past PostgreSQL's last timestamp", static_cast<long long>(id))));
+    Datum v[3] = {Int64GetDatum(*ms), Int32GetDatum(u.slot), Int32GetDatum(u.sequence)};
     bool nulls[3] = {false, false, false};
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
 }

@@ -10,6 +10,8 @@
 // leaves the backends at the old ceiling, where they wait and then fail (ZC002) naming it.
 #include "static_keeper.hpp"
 
+#include <algorithm>
+
 #include "boundary.hpp"
 #include "errors.hpp"
 #include "issue_word.hpp"
@@ -227,8 +229,6 @@ bool save_model(char* error, size_t len) {
     return ok;
 }
 
-int64 int_max(int64 a, int64 b) { return a > b ? a : b; }
-
 }  // namespace
 
 const char* state_file_path() {
@@ -305,8 +305,8 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             if (w != nullptr) window_value = w->ceiling_ms;
             ns_not_before = model.not_before_of(ns);
         });
-        int64 floor = int_max(int_max(window_value, ns_not_before), not_before_ms());
-        int64 ceiling = int_max(floor, clock_ms()) + setting_static_ahead_ms;
+        int64 floor = std::max<int64>(std::max<int64>(window_value, ns_not_before), not_before_ms());
+        int64 ceiling = std::max<int64>(floor, clock_ms()) + setting_static_ahead_ms;
         change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
         char write_error[300];
         if (!save_model(write_error, sizeof(write_error))) {
@@ -352,7 +352,7 @@ void renew_static(int i) {
     LWLockRelease(shared->lock);
 
     int64 now = clock_ms();
-    int64 target = int_max(ceiling, now + setting_static_ahead_ms);
+    int64 target = std::max<int64>(ceiling, now + setting_static_ahead_ms);
     char error[400] = "";
     bool ok = true;
     if (target > ceiling && !ensure_model()) {
@@ -375,7 +375,7 @@ void renew_static(int i) {
         e->backoff_ms = 0;
         // Again when half of `ahead` is left (on this clock; a step forward wakes the keeper
         // through a backend waiting at the ceiling).
-        e->next_renew_at = done + Max(target - now - setting_static_ahead_ms / 2, 50);
+        e->next_renew_at = done + std::max<int64>(target - now - setting_static_ahead_ms / 2, 50);
     } else {
         strlcpy(e->static_error, error, sizeof(e->static_error));
         e->backoff_ms = backoff == 0 ? 100 : Min(backoff * 2, 5000);
@@ -409,7 +409,7 @@ void release_static(int i) {
     for (int j = 0; j < shared->npool; ++j) {
         PoolEntry* o = &shared->pool[j];
         if (o->state == kLeased && o->is_static && o->slot == k.slot && strcmp(o->ns, k.ns) == 0)
-            value = int_max(value, static_cast<int64>(pg_atomic_read_u64(&o->ceiling)));
+            value = std::max<int64>(value, static_cast<int64>(pg_atomic_read_u64(&o->ceiling)));
     }
     LWLockRelease(shared->lock);
     ConditionVariableBroadcast(&shared->cv);

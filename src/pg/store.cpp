@@ -343,16 +343,22 @@ void read_lease(const TextRow& r, StoreResult* out) {
     out->store_now = get_int64(r, 7, 0);
 }
 
+// A namespace's layout and tolerance, six columns from `first` on: timestamp_bits, slot_bits,
+// sequence_bits, epoch_ms, unit in ms, tolerance_ms (an acquire's answer, a local namespace).
+void read_layout_columns(const TextRow& r, int first, StoreResult* out) {
+    out->timestamp_bits = get_int32(r, first, 0);
+    out->slot_bits = get_int32(r, first + 1, 0);
+    out->sequence_bits = get_int32(r, first + 2, 0);
+    out->epoch_ms = get_int64(r, first + 3, 0);
+    out->unit_ms = get_int32(r, first + 4, 1);
+    out->tolerance_ms = get_int64(r, first + 5, 0);
+}
+
 void read_acquire(const TextRow& r, StoreResult* out) {
     read_lease(r, out);
     out->duplicate_key = get_bool(r, 8);
     out->earliest_expiry = get_int64(r, 9, 0);
-    out->timestamp_bits = get_int32(r, 10, 0);
-    out->slot_bits = get_int32(r, 11, 0);
-    out->sequence_bits = get_int32(r, 12, 0);
-    out->epoch_ms = get_int64(r, 13, 0);
-    out->unit_ms = get_int32(r, 14, 1);
-    out->tolerance_ms = get_int64(r, 15, 0);
+    read_layout_columns(r, 10, out);
 }
 
 void read_release(const TextRow& r, StoreResult* out) {
@@ -499,18 +505,6 @@ bool store_sync_local_namespace(const char* ns, const StoreResult& layout, Store
     return ok;
 }
 
-namespace {
-void read_layout(const TextRow& r, StoreResult* out) {
-    out->timestamp_bits = get_int32(r, 1, 0);
-    out->slot_bits = get_int32(r, 2, 0);
-    out->sequence_bits = get_int32(r, 3, 0);
-    out->epoch_ms = get_int64(r, 4, 0);
-    out->unit_ms = get_int32(r, 5, 1);
-    out->tolerance_ms = get_int64(r, 6, 0);
-    out->found = true;
-}
-}  // namespace
-
 bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {
     TextRow row;
     memset(&row, 0, sizeof(row));
@@ -519,7 +513,10 @@ bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {
     bool ok = run_spi("SELECT timestamp_bits, slot_bits, sequence_bits, epoch_ms, "
                       "CASE unit WHEN 's' THEN 1000 ELSE 1 END, tolerance_ms FROM cosid.namespace WHERE name = $1",
                       1, args, &row, err);
-    if (ok && row.present) read_layout(row, out);
+    if (ok && row.present) {
+        read_layout_columns(row, 1, out);
+        out->found = true;
+    }
     out->row = row.present;
     return ok;
 }

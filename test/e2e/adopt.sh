@@ -28,6 +28,7 @@ q -c "CREATE EXTENSION cosid" \
       SELECT ((ms - $TWITTER_EPOCH) << 22) | (m << 12) | s, 'old'
       FROM (SELECT (extract(epoch FROM now()) * 1000)::bigint + 3000 - g / 10 AS ms,
                    g % 3 AS m, g % 10 AS s FROM generate_series(0, 4999) g) x" \
+  -c "SELECT cosid_namespace_create('web', slot_bits => 4, sequence_bits => 8, total_bits => 53)" \
   -c "CREATE TABLE small_t (id int PRIMARY KEY)" -c "CREATE TABLE uuid_t (id uuid PRIMARY KEY)" \
   -c "CREATE ROLE app LOGIN" -c "GRANT ALL ON ALL TABLES IN SCHEMA public TO app" >/dev/null
 check_true "the foreign ids lie ahead of the ids cosid issues in 'legacy' now" \
@@ -41,6 +42,8 @@ refused() {  # refused NAME SQLSTATE TEXT SQL
 refused "ids of another epoch, years ahead in 'default'" ZC005 "epoch at or before" \
     "SELECT * FROM cosid_adopt('foreign_t', 'id')"
 check "the refused table keeps no default" "" "$(q -c "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'foreign_t'::regclass")"
+refused "63-bit ids into a 53-bit namespace" ZC005 "every id is below 9007199254740992" \
+    "SELECT * FROM cosid_adopt('foreign_t', 'id', 'web')"
 refused "an int column" 42804 "TYPE bigint" "SELECT * FROM cosid_adopt('small_t', 'id')"
 refused "a uuid column" 42804 "uuid column cannot hold bigint ids" "SELECT * FROM cosid_adopt('uuid_t', 'id')"
 refused "an unknown column" 42703 "does not exist" "SELECT * FROM cosid_adopt('serial_t', 'nope')"

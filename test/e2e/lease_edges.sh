@@ -23,7 +23,7 @@ echo "# item 2: a release that fails keeps its entry and last timestamp; no wind
 # A issues 5 ids within one second (unit s); an administrator releases the lease while a
 # locker holds the lease rows, so the keeper's release runs into its lock timeout and stays
 # pending.  B then asks for a slot with its clock put back into A's second.
-q -c "SELECT cosid_namespace_create('sec', slot_bits => 2, unit => 's')" >/dev/null
+q -c "SELECT cosid_namespace_create('sec', slot_bits => 2, sequence_bits => 18, unit => 's')" >/dev/null
 set_conf cosid.ttl 6s
 q -c "INSERT INTO ids SELECT 'A', cosid_next('sec') FROM generate_series(1, 5)" >/dev/null
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'sec' AND state = 'active'")

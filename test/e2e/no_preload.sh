@@ -14,6 +14,19 @@ for fn in "cosid_next()" "cosid_next('default')" "cosid_pool()" "cosid_stats()" 
     check "$fn without preload: HINT names shared_preload_libraries" 1 "$(grep -c 'HINT:  Add cosid to shared_preload_libraries' <<<"$out")"
 done
 check "cosid_parse works without preload" 1 "$(psql_at "$dir" "$port" postgres -At -c "SELECT (cosid_parse(4194304 + 4096)).slot")"
+# every reader, the layouts and the views, in one fresh backend that never loaded the library
+check "the readers, cosid_namespace_create and the views work without preload" \
+    "1|262|0SZRv9Y1Ejm|386778656946532614|20261203T072017.816Z-3-0262|386778656946532614|t|53|t|0" \
+    "$(psql_at "$dir" "$port" postgres -At -c "SET timezone = 'UTC'" \
+         -c "SELECT cosid_namespace_create('web', slot_bits => 4, sequence_bits => 8, total_bits => 53)" \
+         -c "SELECT cosid_slot(4194304 + 4096), cosid_sequence(386778656946532614),
+                    cosid_to_text(386778656946532614), cosid_from_text('0SZRv9Y1Ejm'),
+                    cosid_format(386778656946532614), cosid_from_format('20261203T072017.816Z-3-0262'),
+                    cosid_min_id(cosid_timestamp(386778656946532614)) <= 386778656946532614
+                        AND 386778656946532614 <= cosid_max_id('2026-12-03 07:20:17.816+00'),
+                    (SELECT total_bits FROM cosid_layouts WHERE namespace = 'web'),
+                    (SELECT count(*) = 1024 + 16 FROM cosid_leases()),
+                    (SELECT count(*) FROM cosid_owners)" 2>&1 | tail -1)"
 check "store untouched" 0 "$(psql_at "$dir" "$port" postgres -At -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
 
 # A store server that does not preload cosid (a shared store): cosid.store_clock_offset is

@@ -439,6 +439,17 @@ TEST(Adopt, Floor) {
     }
 }
 
+// A 53-bit namespace has no id at or past 2^53: a column of 63-bit ids is not in its layout.
+TEST(Adopt, FloorOfAShortLayout) {
+    Layout web;
+    web.timestamp_bits = 41; web.slot_bits = 4; web.sequence_bits = 8;
+    ASSERT_FALSE(web.validate());
+    EXPECT_EQ(adopt_floor(web, (int64_t{1} << 53) - 1).status, AdoptFloor::LastTick);
+    EXPECT_EQ(adopt_floor(web, int64_t{1} << 53).status, AdoptFloor::NotInLayout);
+    EXPECT_EQ(adopt_floor(web, INT64_MAX).status, AdoptFloor::NotInLayout);
+    EXPECT_EQ(adopt_floor(web, web.pack(web.epoch_tick() + 5000, 15, 255)).status, AdoptFloor::Ok);
+}
+
 TEST(Adopt, LatestEpochExceeding) {
     Layout ms;
     Layout s;
