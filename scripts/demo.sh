@@ -33,8 +33,14 @@ q -c "SELECT o.id, o.note, p.ts, p.slot, p.sequence FROM orders o, cosid_parse(o
       ORDER BY o.id"
 q -c "SELECT p.slot, count(*) AS ids FROM orders, cosid_parse(orders.id) p GROUP BY 1 ORDER BY 1"
 
+log "reading ids: their text forms, and the rows of a time range through the primary key"
+q -c "SELECT id, cosid_to_text(id) AS base62, cosid_format(id) AS for_people FROM orders ORDER BY id LIMIT 3"
+q -c "SELECT count(*) AS rows_of_the_last_minute FROM orders
+      WHERE id BETWEEN cosid_min_id(now() - interval '1 minute') AND cosid_max_id(clock_timestamp())"
+
 log "the lease in the store: the slot held by this instance for a window (floor, ceiling]"
-q -c "SELECT namespace, slot, owner_key, fence, expires_at, floor, ceiling, state FROM cosid_leases() WHERE state <> 'free'"
+q -c "SELECT namespace, slot, owner_key, fence, expires_at, floor_at, ceiling_at, state FROM cosid_leases() WHERE state <> 'free'"
+q -c "SELECT * FROM cosid_owners"
 log "this instance's pool: its lease, how many backends use it, and the last id issued on it"
 q -c "SELECT * FROM cosid_pool()"
 q -c "SELECT * FROM cosid_stats()" -x
