@@ -172,8 +172,7 @@ std::optional<std::string> parse_not_before(const std::string& raw, NotBefore* o
         if (!parse_decimal(number, UINT32_MAX, &v) || v == 0)
             return "\"" + number + "\" is not a timeline (1 to 4294967295) in \"" + t + "\"";
         timeline = static_cast<uint32_t>(v);
-        t = trim(t.substr(0, at));
-        if (t.empty()) return "\"" + trim(raw) + "\" names a timeline but no timestamp";
+        t = trim(t.substr(0, at));  // (not empty: `t` was trimmed, and the suffix starts with a space)
     }
     int64_t ms = 0;
     if (auto e = parse_timestamp_ms(t, &ms)) return e;

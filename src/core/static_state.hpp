@@ -42,7 +42,7 @@ std::optional<std::string> parse_timestamp_ms(const std::string& text, int64_t* 
 // The timeline is what lets a server on timeline > 1 without a state file issue: the value
 // vouches for that one timeline only, so a copy of the setting (pg_basebackup copies the
 // configuration in the data directory) or one left from an earlier promotion vouches for
-// nothing after the next promotion.  `out_timeline` is 0 without the suffix.
+// nothing after the next promotion.  `timeline` is 0 without the suffix.
 struct NotBefore {
     int64_t ms = 0;
     uint32_t timeline = 0;

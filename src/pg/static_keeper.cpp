@@ -128,8 +128,8 @@ bool load_model(bool* empty) {
                  state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window", timeline,
                  said);
         snprintf(problem_hint, sizeof(problem_hint),
-                 "Give this server its own static slots, set cosid.not_before = '<a time past the last id the other "
-                 "server issued> on timeline %u', and restart it.", timeline);
+                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
+                 "id> on timeline %u' and restart it.", timeline);
         return false;
     }
     switch (status) {
@@ -151,13 +151,13 @@ bool load_model(bool* empty) {
                 // older than what the server it came from issued since (on any of its slots).
                 snprintf(problem, sizeof(problem),
                          "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
-                         "is on timeline %u",
+                         "is on timeline %u: it was promoted or recovered to a point in time, and its copy of the file "
+                         "may be older than what the server it came from issued since",
                          state_file_path(), other_slot, other_ns, other_timeline, timeline);
+                // (a hint reaches cosid_next() through 256-byte buffers: kept short)
                 snprintf(problem_hint, sizeof(problem_hint),
-                         "This server was promoted or recovered to a point in time: its copy of the file may be older "
-                         "than what the server it came from issued since, which may still issue on these slots. Give "
-                         "this server its own static slots, remove the file, set cosid.not_before = '<a time past "
-                         "that server's last id> on timeline %u' and restart it.",
+                         "Give this server its own static slots, remove the file, set cosid.not_before = '<a time past "
+                         "the other server's last id> on timeline %u' and restart it.",
                          timeline);
                 return false;
             }
@@ -270,7 +270,7 @@ void static_keeper_start() {
 
 void serve_static_request(int i, const char* ns, int32 slot) {
     PoolEntry* e = &shared->pool[i];
-    char error[400] = "";
+    char error[512] = "";  // as PoolEntry::error
     char hint[256] = "";
     int code = COSID_STATIC_STATE;
     StoreResult r;

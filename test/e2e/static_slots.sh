@@ -277,7 +277,8 @@ cp "$FILE" "$STANDBY/data/cosid.state"; chown "$PG_USER" "$STANDBY/data/cosid.st
 as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
 out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "cosid_next() on the promoted standby fails with ZC007: the file is from another timeline" \
-    "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" && echo t)"
+    "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" \
+       && grep -q "on timeline 2' and restart it" <<<"$out" && echo t)"
 rm "$STANDBY/data/cosid.state"
 out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "removing the file alone does not do (ZC007)" \
