@@ -161,6 +161,26 @@ std::optional<std::string> parse_timestamp_ms(const std::string& raw, int64_t* o
     return std::nullopt;
 }
 
+std::optional<std::string> parse_not_before(const std::string& raw, NotBefore* out) {
+    std::string t = trim(raw);
+    uint32_t timeline = 0;
+    const std::string suffix = " on timeline ";
+    const size_t at = t.find(suffix);
+    if (at != std::string::npos) {
+        uint64_t v = 0;
+        const std::string number = trim(t.substr(at + suffix.size()));
+        if (!parse_decimal(number, UINT32_MAX, &v) || v == 0)
+            return "\"" + number + "\" is not a timeline (1 to 4294967295) in \"" + t + "\"";
+        timeline = static_cast<uint32_t>(v);
+        t = trim(t.substr(0, at));  // (not empty: `t` was trimmed, and the suffix starts with a space)
+    }
+    int64_t ms = 0;
+    if (auto e = parse_timestamp_ms(t, &ms)) return e;
+    out->ms = ms;
+    out->timeline = timeline;
+    return std::nullopt;
+}
+
 std::string format_timestamp_ms(int64_t ms) {
     const int64_t days = floor_div(ms, 86400000), in_day = ms - days * 86400000;
     int64_t y, m, d;

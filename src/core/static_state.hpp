@@ -38,6 +38,16 @@ std::optional<std::string> parse_static_slots(const std::string& text, StaticSlo
 // A zone is required because the server's TimeZone may differ from the writer's.  Years
 // 1970-9999; the fraction (1-9 digits) is truncated to ms.  Blank text gives 0 (no value).
 std::optional<std::string> parse_timestamp_ms(const std::string& text, int64_t* out_ms);
+// cosid.not_before: a timestamp as above, optionally followed by "on timeline N" (N >= 1).
+// The timeline is what lets a server on timeline > 1 without a state file issue: the value
+// vouches for that one timeline only, so a copy of the setting (pg_basebackup copies the
+// configuration in the data directory) or one left from an earlier promotion vouches for
+// nothing after the next promotion.  `timeline` is 0 without the suffix.
+struct NotBefore {
+    int64_t ms = 0;
+    uint32_t timeline = 0;
+};
+std::optional<std::string> parse_not_before(const std::string& text, NotBefore* out);
 // "2026-12-03 07:20:17.816Z", UTC, for messages.
 std::string format_timestamp_ms(int64_t ms);
 

@@ -29,6 +29,7 @@ namespace {
 // Parsed once, in the postmaster (both settings need a restart); inherited by every process.
 cosid::StaticSlots parsed_static_slots;
 int64 parsed_not_before_ms = 0;
+uint32 parsed_not_before_timeline = 0;
 
 // Check hooks must not throw: a C++ exception (out of memory) is a rejected value.
 // (GUC_check_errdetail is called after the C++ objects are gone: it allocates.)
@@ -56,24 +57,26 @@ void assign_static_slots(const char* newval, void* extra) {
 bool check_not_before(char** newval, void** extra, GucSource source) {
     char problem[256] = "";
     try {
-        int64_t ms = 0;
-        if (auto p = cosid::parse_timestamp_ms(*newval ? *newval : "", &ms)) strlcpy(problem, p->c_str(), sizeof(problem));
+        cosid::NotBefore nb;
+        if (auto p = cosid::parse_not_before(*newval ? *newval : "", &nb)) strlcpy(problem, p->c_str(), sizeof(problem));
     } catch (...) {
         strlcpy(problem, "out of memory", sizeof(problem));
     }
     if (problem[0] == '\0') return true;
     GUC_check_errdetail("%s", problem);
-    GUC_check_errhint("Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00'.");
+    GUC_check_errhint("Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00', optionally followed by "
+                      "the timeline it vouches for: '2026-12-03 07:20:17+00 on timeline 2'.");
     return false;
 }
 void assign_not_before(const char* newval, void* extra) {
-    int64_t ms = 0;
+    cosid::NotBefore nb;
     try {
-        if (cosid::parse_timestamp_ms(newval ? newval : "", &ms)) ms = 0;
+        if (cosid::parse_not_before(newval ? newval : "", &nb)) nb = cosid::NotBefore{};
     } catch (...) {
-        ms = 0;
+        nb = cosid::NotBefore{};
     }
-    parsed_not_before_ms = ms;
+    parsed_not_before_ms = nb.ms;
+    parsed_not_before_timeline = nb.timeline;
 }
 }  // namespace
 
@@ -88,6 +91,7 @@ int32 static_slot_for(const char* ns) {
 }
 bool static_slots_configured() { return !parsed_static_slots.empty(); }
 int64 not_before_ms() { return parsed_not_before_ms; }
+uint32 not_before_timeline() { return parsed_not_before_timeline; }
 
 bool valid_namespace_name(const char* name) {
     size_t n = strlen(name);
@@ -151,7 +155,8 @@ void define_settings() {
                                    nullptr, nullptr, nullptr);
         DefineCustomStringVariable("cosid.not_before",
                                    "Static slots issue no timestamp at or before this time (e.g. a migrated "
-                                   "generator's last id).",
+                                   "generator's last id); \"... on timeline N\" also lets a server on timeline N "
+                                   "start its static slots without a state file.",
                                    nullptr, &setting_not_before, "", PGC_POSTMASTER, 0, check_not_before,
                                    assign_not_before, nullptr);
     }

@@ -44,5 +44,7 @@ int32 static_slot_for(const char* ns);
 bool static_slots_configured();
 // cosid.not_before in Unix ms, 0 when unset.
 int64 not_before_ms();
+// The timeline cosid.not_before names ("... on timeline N"), 0 when it names none.
+uint32 not_before_timeline();
 
 }  // namespace cosid::pg

@@ -112,15 +112,24 @@ bool load_model(bool* empty) {
         }
     });
     if ((status == cosid::LoadStatus::Missing || (status == cosid::LoadStatus::Ok && windows == 0)) &&
-        timeline > 1 && not_before_ms() == 0) {
+        timeline > 1 && not_before_timeline() != timeline) {
         // The file is not replicated: a standby built before the first static window has
         // none, and a promoted one must not start at 0 on slots its primary may have used.
+        // Only a cosid.not_before naming this timeline vouches for it: a value without one,
+        // or naming another, may be a copy (pg_basebackup copies the configuration in the
+        // data directory) or be left from an earlier promotion, below what was issued since.
+        char said[160] = "";
+        if (not_before_ms() != 0)
+            snprintf(said, sizeof(said), "; cosid.not_before (\"%s\") %s", setting_not_before,
+                     not_before_timeline() == 0 ? "names no timeline" : "names another timeline");
         snprintf(problem, sizeof(problem),
                  "cosid state file \"%s\" %s, and this server is on timeline %u: it was promoted or recovered to a "
-                 "point in time, and the server it came from may have issued on these static slots",
-                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window", timeline);
-        strlcpy(problem_hint, "Give this server its own static slots, set cosid.not_before past the last id the other "
-                "server issued, and restart it.", sizeof(problem_hint));
+                 "point in time, and the server it came from may have issued on these static slots%s",
+                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window", timeline,
+                 said);
+        snprintf(problem_hint, sizeof(problem_hint),
+                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
+                 "id> on timeline %u' and restart it.", timeline);
         return false;
     }
     switch (status) {
@@ -142,14 +151,14 @@ bool load_model(bool* empty) {
                 // older than what the server it came from issued since (on any of its slots).
                 snprintf(problem, sizeof(problem),
                          "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
-                         "is on timeline %u",
+                         "is on timeline %u: it was promoted or recovered to a point in time, and its copy of the file "
+                         "may be older than what the server it came from issued since",
                          state_file_path(), other_slot, other_ns, other_timeline, timeline);
-                strlcpy(problem_hint,
-                        "This server was promoted or recovered to a point in time: its copy of the file may be older "
-                        "than what the server it came from issued since, which may still issue on these slots. Give "
-                        "this server its own static slots, remove the file and set cosid.not_before past that "
-                        "server's last id.",
-                        sizeof(problem_hint));
+                // (a hint reaches cosid_next() through 256-byte buffers: kept short)
+                snprintf(problem_hint, sizeof(problem_hint),
+                         "Give this server its own static slots, remove the file, set cosid.not_before = '<a time past "
+                         "the other server's last id> on timeline %u' and restart it.",
+                         timeline);
                 return false;
             }
             break;
@@ -261,7 +270,7 @@ void static_keeper_start() {
 
 void serve_static_request(int i, const char* ns, int32 slot) {
     PoolEntry* e = &shared->pool[i];
-    char error[400] = "";
+    char error[512] = "";  // as PoolEntry::error
     char hint[256] = "";
     int code = COSID_STATIC_STATE;
     StoreResult r;

@@ -277,18 +277,30 @@ cp "$FILE" "$STANDBY/data/cosid.state"; chown "$PG_USER" "$STANDBY/data/cosid.st
 as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
 out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "cosid_next() on the promoted standby fails with ZC007: the file is from another timeline" \
-    "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" && echo t)"
+    "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" \
+       && grep -q "on timeline 2' and restart it" <<<"$out" && echo t)"
 rm "$STANDBY/data/cosid.state"
 out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "removing the file alone does not do (ZC007)" \
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'does not exist, and this server is on timeline 2' <<<"$out" && echo t)"
-# What the hint says: its own static slot, cosid.not_before past the original's last id, a restart.
+# What the hint says: its own static slot, cosid.not_before past the original's last id on this
+# timeline, a restart.  A cosid.not_before without the timeline, or naming another, does not
+# vouch for this one: it may be a copy (pg_basebackup copies postgresql.conf from the data
+# directory) or be left from an earlier promotion, below what was issued since.
 nb_ms=$(file_value default 5)
+nb_text=$(date -u -d "@$((nb_ms / 1000)).$(printf %03d $((nb_ms % 1000)))" '+%Y-%m-%d %H:%M:%S.%3NZ')
+for stale in "" " on timeline 1"; do
+    stop_server "$STANDBY"
+    { echo "cosid.static_slots = '6, orders:10'"; echo "cosid.not_before = '$nb_text$stale'"; } >> "$STANDBY/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
+    out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+    check_true "cosid.not_before '...$stale' does not vouch for timeline 2 (ZC007, the hint names it)" \
+        "$(grep -q 'ZC007' <<<"$out" && grep -q "names $([ -z "$stale" ] && echo no || echo another) timeline" <<<"$out" \
+           && grep -q "on timeline 2'" <<<"$out" && echo t)"
+done
+check "and no state file was written" "absent" "$([ -e "$STANDBY/data/cosid.state" ] && echo present || echo absent)"
 stop_server "$STANDBY"
-{
-    echo "cosid.static_slots = '6, orders:10'"
-    echo "cosid.not_before = '$(date -u -d "@$((nb_ms / 1000)).$(printf %03d $((nb_ms % 1000)))" '+%Y-%m-%d %H:%M:%S.%3NZ')'"
-} >> "$STANDBY/data/postgresql.conf"
+echo "cosid.not_before = '$nb_text on timeline 2'" >> "$STANDBY/data/postgresql.conf"
 as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
 check_true "with its own slot and cosid.not_before, the promoted standby issues above the original's ids" \
     "$(wait_until 10 sq -c "SET cosid.acquire_timeout = '5s'" -c "SELECT (cosid_parse(id)).slot = 6 AND $(ts_ms id default) > $nb_ms FROM (SELECT cosid_next() AS id) x")"

@@ -485,3 +485,31 @@ TEST(Adopt, LatestEpochExceeding) {
         EXPECT_EQ(latest_epoch_exceeding(l, -1, now_ms), now_ms / l.unit_ms() * l.unit_ms());
     }
 }
+
+// cosid.not_before may name the timeline it vouches for.
+TEST(NotBefore, TimestampWithAnOptionalTimeline) {
+    NotBefore nb;
+    ASSERT_FALSE(parse_not_before("2026-12-03 07:20:17+00", &nb));
+    EXPECT_EQ(nb.ms, ts_ok("2026-12-03 07:20:17+00"));
+    EXPECT_EQ(nb.timeline, 0u);
+    ASSERT_FALSE(parse_not_before("  2026-12-03 07:20:17.5Z on timeline 2 ", &nb));
+    EXPECT_EQ(nb.ms, ts_ok("2026-12-03 07:20:17.5Z"));
+    EXPECT_EQ(nb.timeline, 2u);
+    ASSERT_FALSE(parse_not_before("2026-12-03T07:20+01:00 on timeline 4294967295", &nb));
+    EXPECT_EQ(nb.timeline, 4294967295u);
+    ASSERT_FALSE(parse_not_before("", &nb));
+    EXPECT_EQ(nb.ms, 0);
+    EXPECT_EQ(nb.timeline, 0u);
+    NotBefore untouched;
+    untouched.ms = 77;
+    untouched.timeline = 9;
+    for (const char* bad : {"2026-12-03 07:20:17+00 on timeline 0", "2026-12-03 07:20:17+00 on timeline",
+                            "2026-12-03 07:20:17+00 on timeline -1", "2026-12-03 07:20:17+00 on timeline 4294967296",
+                            "2026-12-03 07:20:17+00 on timeline 02", "on timeline 2", "yesterday on timeline 2",
+                            "2026-12-03 07:20:17 on timeline 2"}) {
+        NotBefore v = untouched;
+        EXPECT_TRUE(parse_not_before(bad, &v)) << bad;
+        EXPECT_EQ(v.ms, 77) << bad;
+        EXPECT_EQ(v.timeline, 9u) << bad;
+    }
+}
