@@ -33,19 +33,29 @@ uint32 parsed_not_before_timeline = 0;
 
 // Check hooks must not throw: a C++ exception (out of memory) is a rejected value.
 // (GUC_check_errdetail is called after the C++ objects are gone: it allocates.)
-bool check_static_slots(char** newval, void** extra, GucSource source) {
+// `parse(text)` returns the core parser's problem, nothing when the value is good.
+template <typename Parse>
+bool check_with(const char* value, Parse parse, const char* hint) {
     char problem[256] = "";
     try {
-        cosid::StaticSlots parsed;
-        if (auto p = cosid::parse_static_slots(*newval ? *newval : "", &parsed)) strlcpy(problem, p->c_str(), sizeof(problem));
+        if (auto p = parse(std::string(value ? value : ""))) strlcpy(problem, p->c_str(), sizeof(problem));
     } catch (...) {
         strlcpy(problem, "out of memory", sizeof(problem));
     }
     if (problem[0] == '\0') return true;
     GUC_check_errdetail("%s", problem);
-    GUC_check_errhint("Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
-                      "or both (\"5, orders:7\").");
+    GUC_check_errhint("%s", hint);
     return false;
+}
+
+bool check_static_slots(char** newval, void** extra, GucSource source) {
+    return check_with(*newval,
+                      [](const std::string& v) {
+                          cosid::StaticSlots parsed;
+                          return cosid::parse_static_slots(v, &parsed);
+                      },
+                      "Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
+                      "or both (\"5, orders:7\").");
 }
 void assign_static_slots(const char* newval, void* extra) {
     try {
@@ -55,18 +65,13 @@ void assign_static_slots(const char* newval, void* extra) {
     }
 }
 bool check_not_before(char** newval, void** extra, GucSource source) {
-    char problem[256] = "";
-    try {
-        cosid::NotBefore nb;
-        if (auto p = cosid::parse_not_before(*newval ? *newval : "", &nb)) strlcpy(problem, p->c_str(), sizeof(problem));
-    } catch (...) {
-        strlcpy(problem, "out of memory", sizeof(problem));
-    }
-    if (problem[0] == '\0') return true;
-    GUC_check_errdetail("%s", problem);
-    GUC_check_errhint("Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00', optionally followed by "
+    return check_with(*newval,
+                      [](const std::string& v) {
+                          cosid::NotBefore nb;
+                          return cosid::parse_not_before(v, &nb);
+                      },
+                      "Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00', optionally followed by "
                       "the timeline it vouches for: '2026-12-03 07:20:17+00 on timeline 2'.");
-    return false;
 }
 void assign_not_before(const char* newval, void* extra) {
     cosid::NotBefore nb;
