@@ -1,10 +1,12 @@
 -- The SQL store's compare-and-set rules, called directly (as the keeper does), on a
 -- namespace of 4 slots.  Times are shown relative to the store_now each call returns, and
 -- cosid.store_clock_offset moves the store clock to make leases expire.
+SELECT cosid.store_now() AS created \gset
 SELECT cosid_namespace_create('st', slot_bits => 2, tolerance => '1 second');
 
--- acquire: lowest free slot, fence 1, floor 0, ceiling = expires_at + tolerance.
-SELECT slot, fence, floor, expires_at - store_now AS ttl, ceiling - expires_at AS tolerance,
+-- acquire: lowest free slot, fence 1, floor = the store's now when the namespace was made
+-- (a store made again never starts below one it replaces), ceiling = expires_at + tolerance.
+SELECT slot, fence, floor BETWEEN :created AND store_now AS floor_is_creation, expires_at - store_now AS ttl, ceiling - expires_at AS tolerance,
        next_floor = ceiling AS next_floor_is_ceiling, duplicate_key, earliest_expiry
 FROM cosid.acquire('st', 'hostA', '00000000-0000-0000-0000-00000000000a', 10000);
 -- same owner again: a live lease is never handed back, not even to its own incarnation (the

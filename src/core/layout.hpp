@@ -70,6 +70,11 @@ struct Layout {
     // An id of this layout: not negative and below 2^total_bits.
     bool id_fits(int64_t id) const { return id >= 0 && (static_cast<uint64_t>(id) >> total_bits()) == 0; }
 
+    // A slot of this layout.  A layout never changes under a live id (the store refuses an
+    // edit of a namespace's layout), and a window is used only on a slot that fits: pack()
+    // never spills a slot into the timestamp bits.
+    bool slot_fits(int64_t slot) const { return slot >= 0 && slot <= max_slot(); }
+
     // Callers must pass a representable tick, a slot <= max_slot() and sequence <= max_sequence().
     int64_t pack(int64_t tick, int64_t slot, int64_t sequence) const {
         return ((tick - epoch_tick()) << (slot_bits + sequence_bits)) |

@@ -1,6 +1,7 @@
-// DROP EXTENSION cosid in the store's database while slots are leased is refused: the lease
-// table is the only record of the windows handed out, and a store made again by CREATE
-// EXTENSION would start new windows that can overlap ones still in use.  A
+// DROP EXTENSION cosid in the store's database is refused while any window or next floor of
+// the store reaches past its clock: the lease table is the only record of the windows handed
+// out, and a store made again by CREATE EXTENSION starts its slots at its now (see
+// cosid._namespace_insert), which must lie above everything the old one handed out.  A
 // ProcessUtility hook (as pg_stat_statements installs one), active only when preloaded.
 #include "drop_guard.hpp"
 
@@ -25,21 +26,45 @@ bool drops_cosid(const Node* stmt) {
     return false;
 }
 
-// Live leases in this database's store; 0 when the extension is not installed here.
-int64 live_leases() {
+// What of this database's store still reaches past the store's clock: a window a holder may
+// issue in (up to its ceiling, also after its lease expired: a renewal after expiry
+// succeeds while nobody took over) or a released slot's next_floor (a window that borrowed
+// ticks ahead of the clock).  A store made again would start below them.  The lease table is
+// locked against writers first, so that no renewal moves a ceiling between this look and
+// the drop.  `count` is 0 when the extension is not installed here.
+struct Ahead {
+    int64 count = 0;
+    char until[64] = "";   // the store time the last of them ends, as text
+    char which[160] = "";  // the slot it is
+};
+
+void windows_ahead(Ahead* out) {
     SPI_connect();
-    int64 n = 0;
     int rc = SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'cosid'", true, 1);
     if (rc == SPI_OK_SELECT && SPI_processed > 0) {
-        rc = SPI_execute("SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL "
-                         "AND expires_at > cosid.store_now()",
-                         true, 1);
+        SPI_execute("LOCK TABLE cosid.lease IN SHARE MODE", false, 0);
+        rc = SPI_execute(
+            "WITH now AS MATERIALIZED (SELECT cosid.store_now() AS ms), "
+            "a AS (SELECT l.*, greatest(l.ceiling, l.next_floor) AS ends FROM cosid.lease l, now "
+            "      WHERE greatest(l.ceiling, l.next_floor) > now.ms) "
+            "SELECT (SELECT count(*) FROM a), "
+            "       pg_catalog.to_char(pg_catalog.to_timestamp(a.ends / 1000.0) AT TIME ZONE 'UTC', "
+            "                          'YYYY-MM-DD HH24:MI:SS.MS \"UTC\"'), "
+            "       pg_catalog.format('slot %s of namespace \"%s\"%s', a.slot, a.namespace, "
+            "                         CASE WHEN a.incarnation IS NOT NULL THEN ', leased by ' || a.owner_key "
+            "                              ELSE ', free, its next floor' END) "
+            "FROM a ORDER BY a.ends DESC LIMIT 1",
+            true, 1);
         bool isnull;
-        if (rc == SPI_OK_SELECT && SPI_processed > 0)
-            n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        if (rc == SPI_OK_SELECT && SPI_processed > 0) {
+            HeapTuple t = SPI_tuptable->vals[0];
+            TupleDesc d = SPI_tuptable->tupdesc;
+            out->count = DatumGetInt64(SPI_getbinval(t, d, 1, &isnull));
+            if (char* v = SPI_getvalue(t, d, 2)) strlcpy(out->until, v, sizeof(out->until));
+            if (char* v = SPI_getvalue(t, d, 3)) strlcpy(out->which, v, sizeof(out->which));
+        }
     }
     SPI_finish();
-    return n;
 }
 
 void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
@@ -47,16 +72,22 @@ void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only
                            QueryCompletion* qc) {
     new_statement();  // COPY, DO, CALL, FETCH ... start statements without ExecutorStart
     if (drops_cosid(pstmt->utilityStmt) && !store_is_remote() && in_store_database()) {
-        int64 n = live_leases();
-        if (n > 0)
+        Ahead ahead;
+        windows_ahead(&ahead);
+        if (ahead.count > 0)
             ereport(ERROR,
                     (errcode(ERRCODE_OBJECT_IN_USE),
-                     errmsg("cannot drop extension cosid while " INT64_FORMAT " slots of its lease store are leased", n),
-                     errdetail("The lease table is the only record of the windows handed out; a store made again by "
-                               "CREATE EXTENSION could start a window that overlaps one still in use."),
+                     errmsg("cannot drop extension cosid while " INT64_FORMAT
+                            " slots of its lease store have windows reaching past the store's clock",
+                            ahead.count),
+                     errdetail("The last of them ends at %s (%s). The lease table is the only record of those "
+                               "windows: a store made again by CREATE EXTENSION could start a window below an id "
+                               "still to be issued in them.",
+                               ahead.until, ahead.which),
                      errhint("Stop the writers, release this instance's slots (SELECT cosid_release(namespace, slot) "
-                             "FROM cosid_pool()), and wait until cosid_leases() shows no held slot: leases of "
-                             "other owners expire by themselves.")));
+                             "FROM cosid_pool()), and try again after %s: leases of other owners expire by "
+                             "themselves.",
+                             ahead.until)));
     }
     if (prev_process_utility != nullptr)
         prev_process_utility(pstmt, query, read_only_tree, context, params, query_env, dest, qc);

@@ -181,6 +181,19 @@ void serve_request(int i, int64 now) {
         snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);
         err.sqlerrcode = ERRCODE_INTERNAL_ERROR;
     }
+    if (ok && r.found && !make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms).slot_fits(r.slot)) {
+        // A row past the layout's slots (a hand edit): the store of this version never grants
+        // it, an older one might.  Nothing was issued in it: handed back, and an error.
+        StoreResult rel;
+        StoreError rel_err;
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
+            request_orphan_sweep();
+        snprintf(err.message, sizeof(err.message),
+                 "the lease store granted slot %d of namespace \"%s\", outside its %d slot bits", r.slot, ns,
+                 r.slot_bits);
+        err.sqlerrcode = ERRCODE_DATA_CORRUPTED;
+        ok = false;
+    }
     if (ok && r.found && store_is_remote() && !store_sync_local_namespace(ns, r, &err)) {
         // Nothing was issued in the new window: hand it back at once, and tell the caller.
         StoreResult rel;
@@ -412,8 +425,9 @@ void check_store_failovers() {
                              seen, failovers),
                       errdetail("This keeper now talks to a store with an older history: an old primary that came "
                                 "back, or a restore. Its windows may be stale."),
-                      errhint("Fence or rewind the old primary; after a restore run UPDATE cosid.store_state SET "
-                              "timeline = 0 on the store so that its next call raises the floors.")));
+                      errhint("Fence or rewind the old primary. A restored dump, a point-in-time recovery and a "
+                              "promotion raise the floors by themselves; a copy of the data directory started as "
+                              "it is does not: run SELECT cosid_store_follow_timeline(restored => true) there.")));
     if (seen < 0 || failovers <= seen) return;
     count(shared->stats.store_failovers, static_cast<uint64>(failovers - seen));
     ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a point "

@@ -92,15 +92,19 @@ struct PoolEntry {
     char last_error[256];  // the last transient error, for the caller's message at its timeout
 };
 
-// The layout of the entry's namespace, as the core wants it.
-inline cosid::Layout entry_layout(const PoolEntry& e) {
+// A layout as the core wants it, from the columns the store and the pool keep.
+inline cosid::Layout make_layout(int timestamp_bits, int slot_bits, int sequence_bits, int64 epoch_ms, int unit_ms) {
     cosid::Layout layout;
-    layout.timestamp_bits = e.timestamp_bits;
-    layout.slot_bits = e.slot_bits;
-    layout.sequence_bits = e.sequence_bits;
-    layout.epoch_ms = e.epoch_ms;
-    layout.unit = e.unit_ms == 1000 ? cosid::Unit::Second : cosid::Unit::Millisecond;
+    layout.timestamp_bits = timestamp_bits;
+    layout.slot_bits = slot_bits;
+    layout.sequence_bits = sequence_bits;
+    layout.epoch_ms = epoch_ms;
+    layout.unit = unit_ms == 1000 ? cosid::Unit::Second : cosid::Unit::Millisecond;
     return layout;
+}
+// The layout of the entry's namespace.
+inline cosid::Layout entry_layout(const PoolEntry& e) {
+    return make_layout(e.timestamp_bits, e.slot_bits, e.sequence_bits, e.epoch_ms, e.unit_ms);
 }
 
 struct Stats {
