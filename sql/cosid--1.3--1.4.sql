@@ -17,6 +17,7 @@ UPDATE cosid.store_state
    SET max_tolerance_ms = greatest(5000, (SELECT max(tolerance_ms) FROM cosid.namespace));
 ALTER TABLE cosid.store_state ADD COLUMN store_id uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid();
 ALTER TABLE cosid.store_state ADD PRIMARY KEY (store_id);
+ALTER TABLE cosid.store_state ADD COLUMN created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp();
 SELECT pg_catalog.pg_extension_config_dump('cosid.store_state', '');
 
 -- A namespace's layout and tolerance never change: ids already issued were packed with them,
@@ -111,14 +112,19 @@ BEGIN
           INTO v_count, v_here FROM cosid.store_state s;
     END IF;
     IF NOT (v_count = 1 AND v_here) THEN
-        -- Every row's limits count: the raise covers the longest lease and the largest
-        -- tolerance any of the store's histories allowed.
+        -- The raise covers the longest lease and the largest tolerance any of the store's
+        -- histories allowed.
+        -- With several rows, the newest is the one CREATE EXTENSION wrote while restoring,
+        -- with default limits: the origin's rows say what it granted.
         SELECT coalesce(bool_or(s.raise_floors_on_new_timeline), true) AS raise_flag,
                coalesce(max(s.max_ttl_ms), 60000) AS max_ttl_ms,
                coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
                coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
                coalesce(max(s.timeline), 0) AS timeline
-          INTO m FROM cosid.store_state s;
+          INTO m
+          FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
+                  FROM cosid.store_state s) s
+         WHERE v_count = 1 OR s.newest > 1;
         v_raise := v_count <> 1 OR m.raise_flag;
         v_now := cosid.store_now();
         IF v_raise THEN

@@ -223,7 +223,8 @@ CREATE TABLE cosid.store_state (
     -- lost in a failover's tail takes its tolerance with it, and one made again may have a
     -- smaller one, so the margin never comes from a namespace row.
     max_tolerance_ms bigint NOT NULL DEFAULT 5000 CHECK (max_tolerance_ms BETWEEN 0 AND 3600000),
-    store_id        uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid() PRIMARY KEY
+    store_id        uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid() PRIMARY KEY,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()  -- of this record
 );
 INSERT INTO cosid.store_state (system_identifier, timeline)
 SELECT system_identifier, cosid._timeline() FROM pg_catalog.pg_control_system();
@@ -271,14 +272,19 @@ BEGIN
           INTO v_count, v_here FROM cosid.store_state s;
     END IF;
     IF NOT (v_count = 1 AND v_here) THEN
-        -- Every row's limits count: the raise covers the longest lease and the largest
-        -- tolerance any of the store's histories allowed.
+        -- The raise covers the longest lease and the largest tolerance any of the store's
+        -- histories allowed.
+        -- With several rows, the newest is the one CREATE EXTENSION wrote while restoring,
+        -- with default limits: the origin's rows say what it granted.
         SELECT coalesce(bool_or(s.raise_floors_on_new_timeline), true) AS raise_flag,
                coalesce(max(s.max_ttl_ms), 60000) AS max_ttl_ms,
                coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
                coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
                coalesce(max(s.timeline), 0) AS timeline
-          INTO m FROM cosid.store_state s;
+          INTO m
+          FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
+                  FROM cosid.store_state s) s
+         WHERE v_count = 1 OR s.newest > 1;
         v_raise := v_count <> 1 OR m.raise_flag;
         v_now := cosid.store_now();
         IF v_raise THEN

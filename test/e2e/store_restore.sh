@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# A remote lease store lost and restored from its nightly pg_dump at the same address (issue
+# 22, item 1).  The dump is taken while slot 0 of 'orders' is free; then instance I1 acquires
+# slot 0 and issues.  The store is lost; its dump is restored into a fresh cluster (of the
+# same system identifier and timeline, as a copy of one initdb is) that takes over its
+# address; I2 (cosid.preferred_slot = 0) starts and issues while I1 goes on until its next
+# renewal.  The restored store must see that it is one (two records of its state: the
+# dump's and its CREATE EXTENSION's) and raise every floor: no (slot, tick) issued by both,
+# zero duplicate ids.  Before: I2 got slot 0 at the dumped floor and both issued the same ids.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+base="${1:-/tmp/cosid-e2e}/store_restore"
+ST="$base/store"; PST=55491        # the store's address: socket dir and port
+ST2="$base/store2"                 # the restored store's cluster, started at that address
+I1="$base/i1"; P1=55492; I2="$base/i2"; P2=55493
+DSN="host=$ST port=$PST dbname=postgres user=postgres"
+cleanup() { kill $(jobs -p) 2>/dev/null || true; [ -n "${keeper1:-}" ] && kill -CONT "$keeper1" 2>/dev/null; for d in "$I1" "$I2" "$ST" "$ST2"; do stop_server "$d" immediate; done; }
+trap cleanup EXIT
+cleanup
+rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
+q() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
+
+start_server "$ST" "$PST" "cosid.ttl = '6s'"
+q "$ST" "$PST" -c "CREATE EXTENSION cosid" \
+    -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
+    -c "SELECT cosid_namespace_create('orders', slot_bits => 2, tolerance => '300 ms')" >/dev/null
+for i in 1 2; do
+    d=$I1; p=$P1; [ $i = 2 ] && { d=$I2; p=$P2; }
+    start_server "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '6s'" "cosid.preferred_slot = 0" \
+        "cosid.acquire_timeout = '30s'" "cosid.owner_key = 'i$i'"
+    q "$d" "$p" -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY)" -c "CREATE TABLE stop ()" >/dev/null
+done
+stop_server "$I2"  # I2 starts only after the restore
+
+# The nightly dump: slot 0 of 'orders' is free in it.
+as_pg "$PG_BIN/pg_dump" -h "$ST" -p "$PST" -Fc -f "$base/store.dump" postgres
+check "the dump has slot 0 free" "" "$(q "$ST" "$PST" -c "SELECT owner_key FROM cosid.lease WHERE namespace = 'orders' AND slot = 0")"
+# The restored cluster is made ready beside the store (as a standby host would be).
+fresh_cluster "$ST2/data" 2>/dev/null || { mkdir -p "$ST2"; chown "$PG_USER" "$ST2"; fresh_cluster "$ST2/data"; }
+chown -R "$PG_USER" "$ST2"
+{ echo "port = $PST"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$ST2'";
+  echo "shared_preload_libraries = 'cosid'"; echo "fsync = off"; echo "cosid.ttl = '6s'"; } >> "$ST2/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -l "$ST2/server.log" -w start >/dev/null
+as_pg "$PG_BIN/pg_restore" -h "$ST2" -p "$PST" -d postgres "$base/store.dump" 2>"$base/restore.err" || true
+check "pg_restore reports no error" 0 "$(grep -c 'error' "$base/restore.err" || true)"
+as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -m fast -w stop >/dev/null
+
+# I1 acquires slot 0 after the dump, and issues without a pause.
+q "$I1" "$P1" -c "INSERT INTO t SELECT cosid_next('orders') FROM generate_series(1, 10)" >/dev/null
+check "I1 holds slot 0" 0 "$(q "$I1" "$P1" -c "SELECT slot FROM cosid_pool() WHERE namespace = 'orders'")"
+loop() {  # loop DIR PORT: one session inserting 2,000 ids a transaction until a row in stop;
+    # a new session after an error (an id refused past the window)
+    set +e; trap - EXIT
+    while [ ! -e "$base/stop" ]; do
+        as_pg psql -X -q -h "$1" -p "$2" -d postgres -c "DO \$\$ BEGIN
+            WHILE NOT EXISTS (SELECT 1 FROM stop) LOOP
+                INSERT INTO t SELECT cosid_next('orders') FROM generate_series(1, 2000); COMMIT;
+            END LOOP; END \$\$" >/dev/null 2>&1 || sleep 0.02
+    done
+}
+loop "$I1" "$P1" &
+
+# The store is lost; the restored one takes its address.  I1's keeper is held up meanwhile
+# (SIGSTOP), so that I1's backends go on issuing in its window as long as it lasts, as they
+# do until a renewal tells them otherwise.
+keeper1=$(q "$I1" "$P1" -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+kill -STOP "$keeper1"
+stop_server "$ST" immediate
+sed -i "s|^unix_socket_directories = '$ST2'|unix_socket_directories = '$ST'|" "$ST2/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -l "$ST2/server.log" -w start >/dev/null
+as_pg "$PG_BIN/pg_ctl" -D "$I2/data" -l "$I2/server.log" -w start >/dev/null
+check_true "I2 issues on the restored store" \
+    "$(wait_until 30 q "$I2" "$P2" -c "INSERT INTO t SELECT cosid_next('orders') FROM generate_series(1, 10) RETURNING true" 2>/dev/null | head -1)"
+loop "$I2" "$P2" &
+check_true "I2 issued 20,000 ids" "$(wait_until 30 q "$I2" "$P2" -c "SELECT count(*) >= 20000 FROM t")"
+kill -CONT "$keeper1"
+check_true "I1's lease is found lost by its renewal on the restored store" \
+    "$(wait_until 30 q "$I1" "$P1" -c "SELECT leases_lost > 0 FROM cosid_stats()")"
+touch "$base/stop"
+for i in 1 2; do d=$I1; p=$P1; [ $i = 2 ] && { d=$I2; p=$P2; }; q "$d" "$p" -c "INSERT INTO stop DEFAULT VALUES" >/dev/null; done
+wait
+
+# Every id of I2 beside every id of I1.
+q "$I1" "$P1" -c "CREATE TABLE t2 (id bigint)" >/dev/null
+as_pg psql -X -q -h "$I2" -p "$P2" -d postgres -c "COPY t TO STDOUT" |
+    as_pg psql -X -q -h "$I1" -p "$P1" -d postgres -c "COPY t2 FROM STDIN"
+echo "# I1 issued $(q "$I1" "$P1" -c "SELECT count(*) FROM t"), I2 $(q "$I1" "$P1" -c "SELECT count(*) FROM t2") ids"
+check "no id issued by both" 0 "$(q "$I1" "$P1" -c "SELECT count(*) FROM t JOIN t2 USING (id)")"
+check "no (slot, tick) issued by both" 0 "$(q "$I1" "$P1" -c "
+    SELECT count(*) FROM (SELECT DISTINCT id >> 12 FROM t) a(k) JOIN (SELECT DISTINCT id >> 12 FROM t2) b(k) USING (k)")"
+check_true "the restored store counted the restore and raised" \
+    "$(q "$ST2" "$PST" -c "SELECT count(*) = 1 AND bool_and(failovers >= 1 AND raised_at_ms > 0) FROM cosid.store_state" 2>/dev/null ||
+       q "$ST" "$PST" -c "SELECT count(*) = 1 AND bool_and(failovers >= 1 AND raised_at_ms > 0) FROM cosid.store_state")"
+grep -h 'restored from a dump' "$ST2/server.log" | head -1 | sed 's/^/# /'
+exit $FAIL
