@@ -28,8 +28,9 @@ bool drops_cosid(const Node* stmt) {
 
 // What of this database's store still reaches past the store's clock: a window a holder may
 // issue in (up to its ceiling, also after its lease expired: a renewal after expiry
-// succeeds while nobody took over) or a released slot's next_floor (a window that borrowed
-// ticks ahead of the clock).  A store made again would start below them.  The lease table is
+// succeeds while nobody took over) or a free slot's next_floor (where a released window
+// ended, which borrowed ticks may have put ahead of the clock; its old ceiling no longer
+// counts).  A store made again would start below them.  The lease table is
 // locked against writers first, so that no renewal moves a ceiling between this look and
 // the drop.  `count` is 0 when the extension is not installed here.
 struct Ahead {
@@ -45,8 +46,8 @@ void windows_ahead(Ahead* out) {
         SPI_execute("LOCK TABLE cosid.lease IN SHARE MODE", false, 0);
         rc = SPI_execute(
             "WITH now AS MATERIALIZED (SELECT cosid.store_now() AS ms), "
-            "a AS (SELECT l.*, greatest(l.ceiling, l.next_floor) AS ends FROM cosid.lease l, now "
-            "      WHERE greatest(l.ceiling, l.next_floor) > now.ms) "
+            "a AS (SELECT l.*, e.ends FROM cosid.lease l, now, LATERAL (SELECT CASE WHEN l.incarnation IS NULL "
+            "      THEN l.next_floor ELSE greatest(l.ceiling, l.next_floor) END AS ends) e WHERE e.ends > now.ms) "
             "SELECT (SELECT count(*) FROM a), "
             "       pg_catalog.to_char(pg_catalog.to_timestamp(a.ends / 1000.0) AT TIME ZONE 'UTC', "
             "                          'YYYY-MM-DD HH24:MI:SS.MS \"UTC\"'), "

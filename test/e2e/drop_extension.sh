@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# DROP EXTENSION cosid and CREATE EXTENSION cosid again in the store's database (issue 22,
+# item 2).  The drop is refused while any window or next floor of the store reaches past its
+# clock, also a lease that expired but whose ceiling (expires_at + tolerance) is still
+# ahead; the error says until when.  Once everything lies behind the clock it is accepted,
+# and the store made again starts every slot at its now: every id after it is above every
+# id before it.  Before: an expired lease with its ceiling 28 s ahead let the drop through,
+# and the new store granted slot 0 from floor 0.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+dir="${1:-/tmp/cosid-e2e}/drop_extension"; port=55494
+start_server "$dir" "$port" "cosid.ttl = '2s'"
+keeper=""
+trap '[ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null; stop_server "$dir" immediate' EXIT
+q() { psql_at "$dir" "$port" postgres -At "$@"; }
+err() { as_pg "$PG_BIN/psql" -X -q -h "$dir" -p "$port" -d postgres -v VERBOSITY=verbose -c "$1" 2>&1 >/dev/null || true; }
+
+q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '30s')" \
+  -c "SELECT cosid_namespace_create('d', slot_bits => 2, tolerance => '30s')" \
+  -c "CREATE TABLE ids (id bigint PRIMARY KEY, phase text)" \
+  -c "INSERT INTO ids SELECT cosid_next('d'), 'before' FROM generate_series(1, 5000)" >/dev/null
+
+# The keeper stops renewing (SIGSTOP) until the lease has expired: its ceiling is still
+# ~28 s ahead, and a renewal after expiry would still succeed.
+keeper=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
+kill -STOP "$keeper"
+check_true "the lease expired, its ceiling still ahead" \
+    "$(wait_until 20 q -c "SELECT state = 'expired' AND ceiling > cosid.store_now() + 20000 FROM cosid_leases('d') WHERE owner_key IS NOT NULL")"
+out=$(err "DROP EXTENSION cosid")
+check "DROP EXTENSION refused with 55006" "55006" "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)"
+ceiling_at=$(q -c "SELECT to_char(to_timestamp(ceiling / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') FROM cosid.lease WHERE namespace = 'd' AND incarnation IS NOT NULL")
+check_true "the error says until when (the ceiling, $ceiling_at UTC) and which slot" \
+    "$(grep -q "DETAIL:  The last of them ends at $ceiling_at UTC (slot 0 of namespace \"d\", leased by" <<<"$out" && grep -q "HINT: .*try again after $ceiling_at UTC" <<<"$out" && echo t)"
+check "the extension is still there" "1" "$(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+kill -CONT "$keeper"; keeper=""
+
+# A released slot's next_floor ahead of the clock (a window that borrowed ticks) holds the
+# drop too, while a released slot's old ceiling does not.
+q -c "SELECT cosid_release(namespace, slot) FROM cosid_pool()" >/dev/null
+check_true "released" "$(wait_until 10 q -c "SELECT count(*) = 0 FROM cosid.lease WHERE incarnation IS NOT NULL")"
+q -c "UPDATE cosid.lease SET next_floor = cosid.store_now() + 3000 WHERE namespace = 'd' AND slot = 1" >/dev/null
+check "refused while a free slot's next_floor is ahead" "55006" \
+    "$(err "DROP EXTENSION cosid" | grep -oE 'ERROR:  [0-9A-Z]{5}' | head -1 | cut -c9-)"
+largest=$(q -c "SELECT max(id) FROM ids")
+check_true "accepted once everything lies behind the store's clock" \
+    "$(wait_until 10 q -c "DROP EXTENSION cosid" -c "SELECT true")"
+
+# Made again: every slot starts at the store's now, above every id issued before.
+q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '30s')" \
+  -c "SELECT cosid_namespace_create('d', slot_bits => 2, tolerance => '30s')" \
+  -c "INSERT INTO ids SELECT cosid_next('d'), 'after' FROM generate_series(1, 5000)" >/dev/null
+check "every id after the re-creation is above every id before it" "0" \
+    "$(q -c "SELECT count(*) FROM ids WHERE phase = 'after' AND id <= $largest")"
+check_true "the new store's slots started at its now" \
+    "$(q -c "SELECT bool_and(floor > 0) FROM cosid.lease WHERE namespace = 'd' AND fence > 0")"
+exit $FAIL
