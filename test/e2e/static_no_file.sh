@@ -66,4 +66,12 @@ check_true "the postmaster starts a new keeper" \
     "$(wait_until 15 q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cosid keeper' AND pid <> $old")"
 check "after the keeper's restart, 0 of 5,000 ids repeat one issued before it" 0 "$(insert keeper_after 5000)"
 check_true "the first id after it is in a later tick than every id before it" "$(later keeper_after)"
+
+echo "# the clock 30 s back within a run: no borrowing, so the used-up tick waits, then a clear error"
+out=$(q -v VERBOSITY=verbose -c "SET cosid.clock_offset = -30000" -c "SET cosid.acquire_timeout = '1s'" \
+        -c "SELECT count(cosid_next('s53')) FROM generate_series(1, 10000)" 2>&1 || true)
+check_true "ZC004, saying that static slots without a state file issue nothing ahead of the clock" \
+    "$(grep -q 'ZC004' <<<"$out" && grep -q 'without a state file issue no id ahead of the clock' <<<"$out" && echo t)"
+check_true "the start WARNING names the cost: no id ahead of the clock" \
+    "$(grep -q 'none is issued ahead of the clock' "$DIR/server.log" && echo t)"
 exit $FAIL
