@@ -382,6 +382,18 @@ std::optional<std::string> save_state(const std::string& path, const StateFile& 
     return std::nullopt;
 }
 
+// --- static slots without a state file ---
+
+int64_t static_borrow_ms(bool have_state_file, int64_t max_borrow_ms) noexcept {
+    return have_state_file ? max_borrow_ms : 0;  // 0: the next tick only once the clock is in it
+}
+
+int64_t static_window_floor(int64_t recorded_ms, int64_t not_before_ms, bool have_state_file,
+                            int64_t started_ms) noexcept {
+    const int64_t known = std::max(recorded_ms, not_before_ms);
+    return have_state_file ? known : std::max(known, started_ms);
+}
+
 // --- cosid_adopt ---
 
 AdoptFloor adopt_floor(const Layout& layout, int64_t max_id) {

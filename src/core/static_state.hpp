@@ -104,6 +104,35 @@ LoadResult load_state(const std::string& path);
 // message naming the step, the file and strerror, the temporary file removed.
 std::optional<std::string> save_state(const std::string& path, const StateFile& f);
 
+// --- static slots without a state file (cosid.state_file = '') ---
+// Nothing then remembers across a restart how far a slot was used: the keeper's memory (the
+// exact last timestamp of a released window, the windows it gave) is lost with the server,
+// and with the keeper alone when the postmaster starts it again.  What a previous run may
+// have issued can then only be bounded by the clock, and it is, as long as the clock does not
+// move back across the restart, by two rules:
+//  1. no id is issued ahead of the clock: a tick whose sequence is used up waits for the
+//     clock's next tick instead of borrowing it (cosid.max_borrow does not apply), so at most
+//     2^sequence_bits ids per tick per slot.  Borrowing is what let a run issue up to the
+//     window's ceiling (now + cosid.static_ahead) ahead, which a restart could not know;
+//  2. every window the keeper gives after it started (or read its empty model again) has a
+//     floor no lower than the clock at that moment, `started_ms`.  The floor is exclusive, so
+//     the tick holding started_ms is excluded too: every id of the previous run, by rule 1, is
+//     in that tick or an earlier one.  The cost is a wait for the clock's next tick (up to a
+//     second in a seconds-unit layout) when the first window follows the start closely.
+// Within one keeper's life its memory holds each slot's last timestamp, which is above
+// started_ms whenever it is known (a window given after the start has a floor above it).
+// With a state file, the file's ceilings bound what was issued: neither rule applies.
+//
+// The borrow limit for a claim on a static window (issue_word's borrow_ms): 0 without a
+// state file, else cosid.max_borrow as given.
+int64_t static_borrow_ms(bool have_state_file, int64_t max_borrow_ms) noexcept;
+// The (exclusive) floor of a new static window of a slot: above `recorded_ms` (what the
+// file, or without one the keeper's memory, holds for the slot; 0 when nothing), the
+// not-befores (cosid.not_before, the namespace's from cosid_adopt), and without a state file
+// `started_ms` (the clock when the keeper's memory of the slots began).
+int64_t static_window_floor(int64_t recorded_ms, int64_t not_before_ms, bool have_state_file,
+                            int64_t started_ms) noexcept;
+
 // --- cosid_adopt ---
 // For a column whose largest value is max_id, read in `layout`: every tick after floor_ms
 // yields ids > max_id.  Negative: max_id < 0, every id is larger (floor_ms 0).  LastTick: max_id

@@ -162,7 +162,7 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     // Static slots: the state file, and whether anything guards them against the clock
     // moving back across a restart (NULL: no static slots).
     bool any_static = static_slots_configured();
-    bool file = setting_state_file != nullptr && setting_state_file[0] != '\0';
+    bool file = static_state_file_configured();
     nulls[c] = !any_static || !file;
     v[c++] = CStringGetTextDatum(state_file_path());
     nulls[c] = !any_static;

@@ -12,6 +12,7 @@
 #include "issue_word.hpp"
 #include "settings.hpp"
 #include "state.hpp"
+#include "static_state.hpp"
 #include "store.hpp"
 
 namespace cosid::pg {
@@ -39,6 +40,7 @@ struct Gen {
     uint64 pending_generation[kPending];  // 0: none
     bool any_pending;
     bool layout_checked;   // this database's definition of ns matches the store's
+    bool is_static;        // the lease is a static slot's window
     int32 slot;
     int64 floor;
     Layout layout;
@@ -101,6 +103,7 @@ void attach_locked(Gen* g, int i) {
     g->entry = i;
     g->generation = pg_atomic_read_u64(&e->generation);
     g->issued = false;
+    g->is_static = e->is_static;
     g->slot = e->slot;
     g->floor = e->floor;
     g->layout = entry_layout(*e);
@@ -569,9 +572,13 @@ int64 issue(Gen* g) {
         }
         int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
         uint64 w = pg_atomic_read_u64(&e->word);
+        // A static window without a state file borrows nothing ahead of the clock: a restart
+        // could not know how far it went (src/core static_state.hpp).
+        int64 borrow = g->is_static ? cosid::static_borrow_ms(static_state_file_configured(), setting_max_borrow_ms)
+                                    : setting_max_borrow_ms;
         Claim c;
         for (;;) {
-            c = claim(w, g->layout, g->slot, ClaimWindow{g->floor, ceiling}, clock_ms(), setting_max_borrow_ms, want);
+            c = claim(w, g->layout, g->slot, ClaimWindow{g->floor, ceiling}, clock_ms(), borrow, want);
             if (c.status != NextStatus::Issued) break;
             // Full barrier; on failure `w` is the word as it is now, and the claim is made again.
             if (pg_atomic_compare_exchange_u64(&e->word, &w, c.word)) break;
@@ -595,6 +602,13 @@ int64 issue(Gen* g) {
             // The tick's sequence is used up and cosid.max_borrow says wait for the clock (a
             // clock that stepped back far makes that long: bounded by cosid.acquire_timeout).
             if (wait_start == 0) wait_start = mono_ms();
+            if (elapsed_ms(wait_start) >= acquire_timeout_ms() && borrow == 0 && g->is_static)
+                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                                errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
+                                errdetail("Static slots without a state file issue no id ahead of the clock; waited "
+                                          "%d ms for it to reach the next tick.", acquire_timeout_ms()),
+                                errhint("The clock stepped back. Set cosid.state_file to let static slots borrow "
+                                        "ahead of the clock (cosid.max_borrow).")));
             if (elapsed_ms(wait_start) >= acquire_timeout_ms())
                 ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
                                 errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),

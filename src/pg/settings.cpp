@@ -95,6 +95,7 @@ int32 static_slot_for(const char* ns) {
     }
 }
 bool static_slots_configured() { return !parsed_static_slots.empty(); }
+bool static_state_file_configured() { return setting_state_file != nullptr && setting_state_file[0] != '\0'; }
 int64 not_before_ms() { return parsed_not_before_ms; }
 uint32 not_before_timeline() { return parsed_not_before_timeline; }
 

@@ -42,6 +42,10 @@ bool valid_namespace_name(const char* name);
 // The static slot cosid.static_slots gives namespace `ns`, -1 when it leases from the store.
 int32 static_slot_for(const char* ns);
 bool static_slots_configured();
+// cosid.state_file is set (not empty): static slots keep their ceilings in a file.  Without one
+// they borrow no tick ahead of the clock and start every keeper's first window after the clock
+// (src/core static_state.hpp, "static slots without a state file").
+bool static_state_file_configured();
 // cosid.not_before in Unix ms, 0 when unset.
 int64 not_before_ms();
 // The timeline cosid.not_before names ("... on timeline N"), 0 when it names none.

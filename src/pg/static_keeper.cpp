@@ -32,7 +32,12 @@ char problem[1400];         // why the file cannot be used ('' = none known)
 char problem_hint[512];
 char path_buffer[MAXPGPATH];
 
-bool have_file() { return setting_state_file != nullptr && setting_state_file[0] != '\0'; }
+// Without a state file: the clock when `model` was last reset (the keeper's start).  The
+// model knows nothing issued before it, and static_window_floor() starts no window at or
+// below it (src/core static_state.hpp, "static slots without a state file").
+int64 model_started_ms = 0;
+
+bool have_file() { return static_state_file_configured(); }
 
 // Under the lock or not: a copy of the entry's identity.
 struct EntryKey {
@@ -78,6 +83,9 @@ bool load_model(bool* empty) {
     uint32 timeline = GetWALInsertionTimeLine();
     *empty = false;
     if (!have_file()) {
+        // Every id issued before now is at or below the clock now (without a file no id is
+        // borrowed ahead of it): whatever the last keeper or server knew is covered by it.
+        model_started_ms = clock_ms();
         cpp_call([&] {
             model = cosid::StateFile{};
             model.system_identifier = system_id;
@@ -252,7 +260,10 @@ void static_keeper_start() {
     model_loaded = false;  // a keeper started again reads what the last one wrote
     if (!have_file()) {
         ereport(WARNING, (errmsg("cosid static slots run without a state file (cosid.state_file is empty)"),
-                          errdetail("Nothing protects their ids against the clock moving back across a restart."),
+                          errdetail("Nothing protects their ids against the clock moving back across a restart. "
+                                    "And so that a restart never repeats an id, none is issued ahead of the clock: "
+                                    "at most 2^sequence_bits ids per tick per slot, and the first window after a "
+                                    "start waits for the clock's next tick."),
                           errhint("Set cosid.state_file (the default, \"cosid.state\" in the data directory, is "
                                   "right for most servers).")));
         ensure_model();
@@ -314,7 +325,10 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             if (w != nullptr) window_value = w->ceiling_ms;
             ns_not_before = model.not_before_of(ns);
         });
-        int64 floor = std::max<int64>(std::max<int64>(window_value, ns_not_before), not_before_ms());
+        // Without a file the model holds only what this keeper saw: the floor is then never
+        // below the clock at its start, which is above anything an earlier run issued.
+        int64 floor = cosid::static_window_floor(window_value, std::max<int64>(ns_not_before, not_before_ms()),
+                                                 have_file(), model_started_ms);
         int64 ceiling = std::max<int64>(floor, clock_ms()) + setting_static_ahead_ms;
         change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
         char write_error[300];

@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
+#include <vector>
 
+#include "issue_word.hpp"
 #include "static_state.hpp"
 
 using namespace cosid;
@@ -512,4 +515,113 @@ TEST(NotBefore, TimestampWithAnOptionalTimeline) {
         EXPECT_EQ(v.ms, 77) << bad;
         EXPECT_EQ(v.timeline, 9u) << bad;
     }
+}
+
+// --- static slots without a state file (issue 22, item 3) ---
+
+TEST(StaticNoFile, RulesApplyOnlyWithoutAFile) {
+    EXPECT_EQ(static_borrow_ms(true, issue_word::kBorrowToCeiling), issue_word::kBorrowToCeiling);
+    EXPECT_EQ(static_borrow_ms(true, 250), 250);
+    EXPECT_EQ(static_borrow_ms(false, issue_word::kBorrowToCeiling), 0);
+    EXPECT_EQ(static_borrow_ms(false, 250), 0);
+    // with a file: the file's value and the not-befores; the keeper's start plays no part
+    EXPECT_EQ(static_window_floor(0, 0, true, 5000), 0);
+    EXPECT_EQ(static_window_floor(7000, 6000, true, 9000), 7000);
+    EXPECT_EQ(static_window_floor(6000, 7000, true, 9000), 7000);
+    // without: never below the clock at the start
+    EXPECT_EQ(static_window_floor(0, 0, false, 5000), 5000);
+    EXPECT_EQ(static_window_floor(7000, 6000, false, 5000), 7000);
+    EXPECT_EQ(static_window_floor(6000, 7000, false, 5000), 7000);
+    EXPECT_EQ(static_window_floor(6000, 7000, false, 9000), 9000);
+}
+
+namespace {
+
+// One run of a static slot: `n` ids claimed one at a time from a window (floor, floor +
+// ahead], the clock advancing `step_us` microseconds per claim (a busy slot: faster than its
+// ticks hold ids) and jumping to the time a wait ends.  Returns the clock after the last
+// claim; the ids go to `ids`.
+int64_t run_slot(const Layout& l, int64_t floor_ms, int64_t ceiling_ms, int64_t start_us, int n, int64_t borrow_ms,
+                 int64_t step_us, std::vector<int64_t>* ids) {
+    uint64_t w = issue_word::kFresh;
+    int64_t now_us = start_us;
+    for (int k = 0; k < n;) {
+        const Claim c = claim(w, l, 3, ClaimWindow{floor_ms, ceiling_ms}, now_us / 1000, borrow_ms);
+        if (c.status == NextStatus::Issued) {
+            w = c.word;
+            ids->push_back(c.id);
+            ++k;
+            now_us += step_us;
+        } else if (c.status == NextStatus::SequenceExhausted || c.status == NextStatus::BeforeFloor) {
+            now_us = std::max(now_us, c.wait_until_ms * 1000);
+        } else {
+            ADD_FAILURE() << "unexpected claim status " << static_cast<int>(c.status);
+            break;
+        }
+    }
+    return now_us;
+}
+
+// A 53-bit seconds layout with 4,096 ids per second per slot, as test/e2e/static_no_file.sh.
+Layout seconds53() {
+    Layout l;
+    l.unit = Unit::Second;
+    l.slot_bits = 4;
+    l.sequence_bits = 12;
+    l.timestamp_bits = 53 - 4 - 12;
+    EXPECT_FALSE(l.validate().has_value());
+    return l;
+}
+
+// Two runs without a state file, the second started `gap_us` after the first's last claim
+// (the clock never moving back): how many ids of the second repeat one of the first.
+int repeated_after_restart(const Layout& l, bool fixed, int64_t gap_us) {
+    const int64_t ahead = 10000, t0_us = (kDefaultEpochMs + 86400000 + 123) * 1000;
+    const int64_t borrow = fixed ? static_borrow_ms(false, issue_word::kBorrowToCeiling) : issue_word::kBorrowToCeiling;
+    std::vector<int64_t> first, second;
+    // the first run's keeper started at t0, its memory empty: floor from the rule (0 before)
+    int64_t floor = fixed ? static_window_floor(0, 0, false, t0_us / 1000) : 0;
+    int64_t now_us = run_slot(l, floor, std::max(floor, t0_us / 1000) + ahead, t0_us, 24000, borrow, 20, &first);
+    // the restart: the keeper's memory is empty again (whatever it knew is gone)
+    const int64_t start_us = now_us + gap_us;
+    floor = fixed ? static_window_floor(0, 0, false, start_us / 1000) : 0;
+    run_slot(l, floor, std::max(floor, start_us / 1000) + ahead, start_us, 5000, borrow, 20, &second);
+    const std::set<int64_t> before(first.begin(), first.end());
+    EXPECT_EQ(before.size(), first.size());
+    int repeated = 0;
+    for (int64_t id : second) repeated += before.count(id) > 0;
+    if (fixed) {
+        // nothing ahead of the clock, and the second run starts in a later tick
+        EXPECT_LE(l.tick_ms(l.unpack(first.back()).tick).value(), now_us / 1000);
+        EXPECT_GT(l.unpack(second.front()).tick, l.unpack(first.back()).tick);
+    }
+    return repeated;
+}
+
+}  // namespace
+
+TEST(StaticNoFile, ARestartNeverRepeatsAnId) {
+    const Layout s = seconds53();
+    Layout ms;  // the default layout: 4,096 ids per ms
+    // gaps: in the same ms as the last claim, within the same second, a second, past the
+    // old window's ceiling
+    for (int64_t gap_us : {0LL, 1000LL, 300000LL, 1000000LL, 12000000LL}) {
+        EXPECT_EQ(repeated_after_restart(s, true, gap_us), 0) << "gap " << gap_us << " us";
+        EXPECT_EQ(repeated_after_restart(ms, true, gap_us), 0) << "gap " << gap_us << " us";
+    }
+    // The rules before (borrowing to the ceiling, the first floor at cosid.not_before) repeated
+    // every id of a restart within the borrowed seconds, as the end-to-end test measured.
+    EXPECT_EQ(repeated_after_restart(s, false, 1000000), 5000);
+    EXPECT_GT(repeated_after_restart(s, false, 0), 0);
+}
+
+TEST(StaticNoFile, NoBorrowCapsATickAtItsSequence) {
+    const Layout l = seconds53();
+    const int64_t t0 = (kDefaultEpochMs / 1000 + 86400) * 1000;  // the start of a second
+    std::vector<int64_t> ids;
+    // 3 ticks' worth of ids asked for within a few ms: the clock must pass 2 seconds
+    const int64_t end_us = run_slot(l, static_window_floor(0, 0, false, t0 - 1), t0 + 10000, t0 * 1000, 3 * 4096,
+                                    static_borrow_ms(false, issue_word::kBorrowToCeiling), 1, &ids);
+    EXPECT_GE(end_us, (t0 + 2000) * 1000);
+    EXPECT_EQ(l.unpack(ids.back()).tick, l.tick_of(t0) + 2);
 }
