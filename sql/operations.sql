@@ -13,7 +13,7 @@ SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('op', 'origin', '00000000-0000-0000-0000-0000000000d0', 20000) \gset
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => false);
 SELECT failovers AS failovers0 FROM cosid.store_state \gset
-INSERT INTO cosid.store_state (system_identifier, timeline)  -- what pg_restore's COPY adds
+INSERT INTO cosid.store_state (system_identifier, timeline)  -- what pg_restore's COPY adds (here the newest record: as the restore's own, its defaults are not taken)
 SELECT system_identifier, timeline FROM cosid.store_state;
 SELECT count(*) AS renewed FROM cosid.renew('op', :s0, '00000000-0000-0000-0000-0000000000d0', :f0, 20000);
 SELECT count(*) AS state_rows, bool_and(failovers = :failovers0 + 1) AS counted,
