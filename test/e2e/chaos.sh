@@ -74,7 +74,7 @@ RANDOM=$SEED
 start_server "$S1" "$P1" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "max_connections = 40"
 qs S1 -q -c "CREATE EXTENSION cosid" -c "CREATE EXTENSION adminpack" \
     -c "SELECT cosid_namespace_create('x', slot_bits => 5, tolerance => '$TOL_MS ms')" \
-    -c "SELECT cosid_store_settings(max_ttl => '$MAX_TTL_MS ms', raise_floors_on_new_timeline => '${CHAOS_RAISE:-on}'::boolean)" >/dev/null
+    -c "SELECT cosid_store_settings(max_ttl => '$MAX_TTL_MS ms', max_tolerance => '1s', raise_floors_on_new_timeline => '${CHAOS_RAISE:-on}'::boolean)" >/dev/null
 qs S1 -q <<SQL >/dev/null
 CREATE FUNCTION public.write_window() RETURNS trigger LANGUAGE plpgsql AS \$\$
 BEGIN

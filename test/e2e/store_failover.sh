@@ -31,7 +31,7 @@ store_pair() {
     start_server "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'"
     psql_at "$P" "$PP" postgres -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '300 ms')" \
-        -c "SELECT cosid_store_settings(max_ttl => '3s')" >/dev/null  # the keepers' ttl: the raise covers it
+        -c "SELECT cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" >/dev/null  # the keepers' ttl and the largest tolerance (default's): the raise covers them
     rm -rf "$SB"; mkdir -p "$SB"; chown "$PG_USER" "$SB"
     as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream -S sb -c fast >/dev/null
     sed -i -e "s/^port = .*/port = $PSB/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$SB'|" \
