@@ -602,20 +602,24 @@ int64 issue(Gen* g) {
             // The tick's sequence is used up and cosid.max_borrow says wait for the clock (a
             // clock that stepped back far makes that long: bounded by cosid.acquire_timeout).
             if (wait_start == 0) wait_start = mono_ms();
-            if (elapsed_ms(wait_start) >= acquire_timeout_ms() && borrow == 0 && g->is_static)
-                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
-                                errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
-                                errdetail("Static slots without a state file issue no id ahead of the clock; waited "
-                                          "%d ms for it to reach the next tick.", acquire_timeout_ms()),
-                                errhint("The clock stepped back. Set cosid.state_file to let static slots borrow "
-                                        "ahead of the clock (cosid.max_borrow).")));
-            if (elapsed_ms(wait_start) >= acquire_timeout_ms())
-                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
-                                errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
-                                errdetail("cosid.max_borrow (%d ms) forbids issuing further ahead of this clock; waited "
-                                          "%d ms for it.", setting_max_borrow_ms, acquire_timeout_ms()),
-                                errhint("The clock stepped back, or ids are asked for faster than the layout allows; "
-                                        "raise cosid.max_borrow, or set it to -1 to borrow up to the window's end.")));
+            if (elapsed_ms(wait_start) >= acquire_timeout_ms()) {
+                // A static slot without a state file borrows nothing, whatever max_borrow says.
+                bool no_file = borrow == 0 && g->is_static;
+                ereport(ERROR,
+                        (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                         errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
+                         no_file ? errdetail("Static slots without a state file issue no id ahead of the clock; "
+                                             "waited %d ms for it to reach the next tick.",
+                                             acquire_timeout_ms())
+                                 : errdetail("cosid.max_borrow (%d ms) forbids issuing further ahead of this clock; "
+                                             "waited %d ms for it.",
+                                             setting_max_borrow_ms, acquire_timeout_ms()),
+                         no_file ? errhint("The clock stepped back. Set cosid.state_file to let static slots borrow "
+                                           "ahead of the clock (cosid.max_borrow).")
+                                 : errhint("The clock stepped back, or ids are asked for faster than the layout "
+                                           "allows; raise cosid.max_borrow, or set it to -1 to borrow up to the "
+                                           "window's end.")));
+            }
             int64 wait = c.wait_until_ms - clock_ms();
             if (wait > 1) pg_usleep(Min(wait, 100) * 1000L);
             CHECK_FOR_INTERRUPTS();
