@@ -51,6 +51,7 @@ CREATE TABLE cosid.lease (
     ceiling             bigint NOT NULL DEFAULT 0,
     next_floor          bigint NOT NULL DEFAULT 0,
     previous_owner_key  text,
+    owner_role          name,  -- the store role (login) that acquired the lease: it alone renews and releases it
     PRIMARY KEY (namespace, slot),
     CHECK ((owner_key IS NULL) = (incarnation IS NULL))
 );
@@ -157,7 +158,10 @@ SELECT pg_catalog.pg_extension_config_dump('cosid.namespace', 'WHERE name <> ''d
 SELECT pg_catalog.pg_extension_config_dump('cosid.lease', 'WHERE namespace <> ''default''');
 
 REVOKE ALL ON cosid.namespace, cosid.lease FROM PUBLIC;
-GRANT SELECT ON cosid.namespace, cosid.lease TO PUBLIC;
+-- Every column but the incarnation, which is what renew and release are called with.
+GRANT SELECT ON cosid.namespace TO PUBLIC;
+GRANT SELECT (namespace, slot, owner_key, fence, expires_at, floor, ceiling, next_floor, previous_owner_key, owner_role)
+    ON cosid.lease TO PUBLIC;
 
 -- The store's clock, in Unix ms.  cosid.store_clock_offset shifts it so that tests can move
 -- the store's clock.  It is read in C, where the library defines it as superuser-only:
@@ -291,7 +295,7 @@ BEGIN
             UPDATE cosid.lease l
                SET next_floor = greatest(l.next_floor, l.ceiling, v_now + m.max_ttl_ms + 2 * m.max_tolerance_ms),
                    previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
-                   owner_key = NULL, incarnation = NULL,
+                   owner_key = NULL, incarnation = NULL, owner_role = NULL,
                    -- far above any fence the lost tail can have used: a renewal or release from
                    -- it never matches a lease granted on this timeline
                    fence = l.fence + 4294967296;
@@ -429,6 +433,7 @@ BEGIN
                    SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                        owner_key   = p_owner_key,
                        incarnation = p_incarnation,
+                       owner_role  = session_user,
                        fence       = l.fence + 1,
                        floor       = greatest(l.next_floor, v_ns.not_before_ms),
                        expires_at  = v_now + p_ttl_ms,
@@ -455,6 +460,28 @@ BEGIN
                             AND l.expires_at > v_now);
 END $$;
 
+-- A lease belongs to the store role that acquired it (owner_role, the session's login role):
+-- only that role renews or releases it.  On a store shared by many servers, one role per
+-- server, a compromised or misconfigured server can then neither shorten, take nor hand on
+-- another's window, even knowing its incarnation (which other roles cannot read: see
+-- cosid.own_leases and cosid_leases()).  A lease acquired before cosid 1.4 has no role yet.
+CREATE FUNCTION cosid._refuse_other_role(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                                         p_what text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_role name;
+BEGIN
+    SELECT l.owner_role INTO v_role FROM cosid.lease l
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND l.incarnation = p_incarnation AND l.fence = p_fence;
+    IF FOUND AND v_role IS NOT NULL AND v_role <> session_user THEN
+        RAISE EXCEPTION 'permission denied to % slot % of cosid namespace "%"', p_what, p_slot, p_namespace
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('The lease was acquired by store role %I; only that role renews or releases it.', v_role),
+                  HINT = 'Each keeper renews and releases its own leases; an administrator frees another''s slot with cosid.revoke or cosid_release(namespace, slot).';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION cosid._refuse_other_role(text, int, uuid, bigint, text) FROM PUBLIC;
+
 -- Renew: incarnation and fence must match; a replayed renew succeeds and never shrinks.
 -- No row returned means the lease is lost.
 CREATE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
@@ -472,13 +499,16 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
+    PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
     v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
            ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
-           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor)
+           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+           owner_role = session_user
      WHERE l.namespace = p_namespace AND l.slot = p_slot
        AND l.incarnation = p_incarnation AND l.fence = p_fence
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
     RETURNING l.* INTO r;
     IF FOUND THEN
         RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now;
@@ -500,13 +530,15 @@ BEGIN
                   HINT = 'Pass the floor when nothing was issued.';
     END IF;
     PERFORM cosid._follow_timeline(NULL);
+    PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'release');
     UPDATE cosid.lease l
        SET next_floor = greatest(l.floor, least(p_last_issued, l.ceiling)),
            previous_owner_key = l.owner_key,
-           owner_key = NULL, incarnation = NULL,
+           owner_key = NULL, incarnation = NULL, owner_role = NULL,
            fence = l.fence + 1
      WHERE l.namespace = p_namespace AND l.slot = p_slot
        AND l.incarnation = p_incarnation AND l.fence = p_fence
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
     RETURNING l.* INTO r;
     IF FOUND THEN
         RETURN QUERY SELECT r.slot, r.fence, r.next_floor, v_now;
@@ -530,7 +562,7 @@ BEGIN
     UPDATE cosid.lease l
        SET next_floor = greatest(l.next_floor, l.ceiling),
            previous_owner_key = l.owner_key,
-           owner_key = NULL, incarnation = NULL,
+           owner_key = NULL, incarnation = NULL, owner_role = NULL,
            fence = l.fence + 1
      WHERE l.namespace = p_namespace AND l.slot = p_slot AND l.incarnation IS NOT NULL
     RETURNING l.* INTO r;
@@ -538,6 +570,21 @@ BEGIN
         RETURN QUERY SELECT r.slot, r.fence, r.next_floor, r.previous_owner_key;
     END IF;
 END $$;
+
+-- The leases of one incarnation acquired by the calling store role, one at a time after
+-- (namespace, slot): the keeper's look for orphans at its start.  Incarnations are not
+-- readable by other roles (cosid.lease's column privileges), so this is how a keeper finds
+-- its own.
+CREATE FUNCTION cosid.own_leases(p_incarnation uuid, p_after_namespace text, p_after_slot int)
+RETURNS TABLE (slot int, fence bigint, ceiling bigint, namespace text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT l.slot, l.fence, l.ceiling, l.namespace FROM cosid.lease l
+     WHERE l.incarnation = p_incarnation AND (l.namespace, l.slot) > (p_after_namespace, p_after_slot)
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
+     ORDER BY l.namespace, l.slot LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION cosid.own_leases(uuid, text, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.own_leases(uuid, text, int) TO cosid_keeper;
 
 -- cosid_adopt, through the keeper: no window of the namespace starts at or below p_floor_ms
 -- from now on.  The caller computed the floor from an id with its layout: the store's must
@@ -846,16 +893,21 @@ BEGIN
     RETURN true;
 END $$;
 
+-- Every slot with its lease.  Incarnations (what renew and release are called with) are shown
+-- to superusers and cosid_admin only; everything else is for every role, monitoring
+-- (pg_monitor) among them.
 CREATE FUNCTION cosid_leases(namespace text DEFAULT NULL)
 RETURNS TABLE (namespace text, slot int, owner_key text, incarnation uuid, fence bigint,
                expires_at timestamptz, floor bigint, ceiling bigint, next_floor bigint,
                state text, floor_at timestamptz, ceiling_at timestamptz, next_floor_at timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     WITH now AS MATERIALIZED (  -- once: the notice is said once
         SELECT cosid.store_now() AS ms,
                CASE WHEN $1 IS NOT NULL THEN (cosid._namespace_row($1)).name END AS checked,
-               cosid._static_notice($1) AS noticed)
-    SELECT l.namespace, l.slot, l.owner_key, l.incarnation, l.fence,
+               cosid._static_notice($1) AS noticed,
+               (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
+               OR pg_has_role(session_user, 'cosid_admin', 'MEMBER') AS admin)
+    SELECT l.namespace, l.slot, l.owner_key, CASE WHEN now.admin THEN l.incarnation END, l.fence,
            to_timestamp(l.expires_at / 1000.0), l.floor, l.ceiling, l.next_floor,
            CASE WHEN l.incarnation IS NULL THEN 'free'
                 WHEN l.expires_at > now.ms THEN 'held'

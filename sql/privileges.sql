@@ -52,3 +52,41 @@ SELECT expect_error($$SELECT * FROM cosid.revoke('by_admin', 0)$$);
 SELECT expect_error($$SELECT cosid_namespace_create('by_keeper')$$);
 RESET ROLE;
 DROP ROLE cosid_remote_keeper;
+
+-- Leases belong to the store role that acquired them (issue 23): a second keeper role, one
+-- per server as on a shared store, knowing another's incarnation (an administrator's view),
+-- can neither renew, release, nor read it, and its probes change nothing.
+CREATE ROLE keeper_one LOGIN IN ROLE cosid_keeper;
+CREATE ROLE keeper_two LOGIN IN ROLE cosid_keeper;
+SET SESSION AUTHORIZATION keeper_one;
+SELECT slot AS k1s, fence AS k1f FROM cosid.acquire('by_admin', 'server-one', '00000000-0000-0000-0000-0000000000a1', 60000) \gset
+RESET SESSION AUTHORIZATION;
+SELECT owner_role FROM cosid.lease WHERE namespace = 'by_admin' AND slot = :k1s;
+SELECT md5(string_agg(l::text, ',' ORDER BY namespace, slot)) AS before FROM cosid.lease l \gset
+SET SESSION AUTHORIZATION keeper_two;
+SELECT expect_error($$SELECT incarnation FROM cosid.lease$$);
+SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS incarnations_shown, count(*) FILTER (WHERE owner_key = 'server-one') AS its_lease_listed
+FROM cosid_leases('by_admin');
+SELECT count(*) AS own_leases_of_another FROM cosid.own_leases('00000000-0000-0000-0000-0000000000a1', '', -1);
+SELECT expect_error(format($$SELECT * FROM cosid.renew('by_admin', %s, '00000000-0000-0000-0000-0000000000a1', %s, 60000)$$, :k1s, :k1f));
+SELECT error_detail(format($$SELECT * FROM cosid.release('by_admin', %s, '00000000-0000-0000-0000-0000000000a1', %s, 0)$$, :k1s, :k1f)) AS detail;
+SELECT expect_error(format($$SELECT * FROM cosid.release('by_admin', %s, '00000000-0000-0000-0000-0000000000a1', %s, 0)$$, :k1s, :k1f));
+SELECT expect_error($$SELECT * FROM cosid.revoke('by_admin', 0)$$);
+RESET SESSION AUTHORIZATION;
+SELECT md5(string_agg(l::text, ',' ORDER BY namespace, slot)) = :'before' AS nothing_changed FROM cosid.lease l;
+-- the owning role renews and releases it, and finds it among its own
+SET SESSION AUTHORIZATION keeper_one;
+SELECT count(*) AS own_leases FROM cosid.own_leases('00000000-0000-0000-0000-0000000000a1', '', -1);
+SELECT fence = :k1f AS renewed FROM cosid.renew('by_admin', :k1s, '00000000-0000-0000-0000-0000000000a1', :k1f, 60000);
+SELECT fence = :k1f + 1 AS released FROM cosid.release('by_admin', :k1s, '00000000-0000-0000-0000-0000000000a1', :k1f, 0);
+RESET SESSION AUTHORIZATION;
+-- monitoring: a pg_monitor member reads the leases (without incarnations) and the owners
+CREATE ROLE watcher LOGIN IN ROLE pg_monitor;
+SET SESSION AUTHORIZATION watcher;
+SELECT count(*) > 0 AS leases_listed, count(incarnation) AS incarnations_shown FROM cosid_leases();
+SELECT count(*) >= 0 AS owners_listed FROM cosid_owners;
+RESET SESSION AUTHORIZATION;
+SELECT count(incarnation) > 0 AS admin_sees_incarnations FROM cosid_leases();
+DROP ROLE watcher;
+DROP ROLE keeper_one;
+DROP ROLE keeper_two;

@@ -468,6 +468,13 @@ bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 a
     char slot[16];
     snprintf(slot, sizeof(slot), "%d", after_slot);
     const char* args[3] = {incarnation, after_ns, slot};
+    // cosid.own_leases (1.4): incarnations are not readable by keeper roles, and a keeper
+    // finds only the leases its own store role acquired.  A store of an older version has no
+    // such function, and its lease table is readable.
+    if (run("SELECT slot, fence, ceiling, namespace FROM cosid.own_leases($1::uuid, $2::text, $3::int)", 3, args,
+            read_own_lease, out, err))
+        return true;
+    if (err->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION) return false;
     return run("SELECT slot, fence, ceiling, namespace FROM cosid.lease "
                "WHERE incarnation = $1::uuid AND (namespace, slot) > ($2::text, $3::int) "
                "ORDER BY namespace, slot LIMIT 1",
