@@ -5,7 +5,7 @@
 -- namespace row; every grant respects max_ttl; a new namespace's slots start at the store's
 -- now; a namespace's layout and tolerance never change and its not-before only grows; no
 -- slot outside the layout is granted; rows a logical replication worker brings into the
--- store's tables are skipped.
+-- store's tables are skipped, and a TRUNCATE of them it brings is refused.
 \echo Use "ALTER EXTENSION cosid UPDATE TO '1.4'" to load this file. \quit
 
 -- Functions that read the new columns are replaced below; first the columns.
@@ -62,12 +62,24 @@ ALTER TABLE cosid.namespace ENABLE ALWAYS TRIGGER namespace_guard;
 -- logical replication worker (apply or initial copy) brings are skipped here, silently, so
 -- that the subscription goes on with the user's tables.  The trigger fires only under
 -- session_replication_role = replica, where those workers run; its name sorts before the
--- guards, so a skipped row never reaches them.
+-- guards, so a skipped row never reaches them.  A replicated TRUNCATE (the publisher's
+-- TRUNCATE of its store) cannot be skipped by a trigger, and applied it would empty this
+-- store under its live leases: it is refused, which stops the subscription until the
+-- transaction is skipped (ALTER SUBSCRIPTION ... SKIP).
 CREATE FUNCTION cosid._keep_local() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(pg_catalog.pg_backend_pid()) a
                WHERE a.backend_type LIKE 'logical replication%') THEN
+        IF TG_OP = 'TRUNCATE' THEN
+            RAISE EXCEPTION 'cosid: a replicated TRUNCATE of %.% refused: the lease store keeps its own history',
+                            TG_TABLE_SCHEMA, TG_TABLE_NAME
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = 'A publication with the lease store''s tables (FOR ALL TABLES, FOR TABLES IN SCHEMA cosid) '
+                               'carried another server''s TRUNCATE; here it would forget the windows of live leases.',
+                      HINT = 'Skip that transaction with ALTER SUBSCRIPTION ... SKIP (lsn = the "finished at" LSN in the CONTEXT '
+                             'of this error), or publish without truncate: WITH (publish = ''insert, update, delete'').';
+        END IF;
         RETURN NULL;
     END IF;
     RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
@@ -78,10 +90,19 @@ CREATE TRIGGER keep_local BEFORE INSERT OR UPDATE OR DELETE ON cosid.namespace
     FOR EACH ROW EXECUTE FUNCTION cosid._keep_local();
 ALTER TABLE cosid.lease ENABLE REPLICA TRIGGER keep_local;
 ALTER TABLE cosid.namespace ENABLE REPLICA TRIGGER keep_local;
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.lease
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.namespace
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.lease ENABLE REPLICA TRIGGER keep_local_truncate;
+ALTER TABLE cosid.namespace ENABLE REPLICA TRIGGER keep_local_truncate;
 
 CREATE TRIGGER keep_local BEFORE INSERT OR UPDATE OR DELETE ON cosid.store_state
     FOR EACH ROW EXECUTE FUNCTION cosid._keep_local();
 ALTER TABLE cosid.store_state ENABLE REPLICA TRIGGER keep_local;
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.store_state
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.store_state ENABLE REPLICA TRIGGER keep_local_truncate;
 
 -- Called first by every store mutation, and the one place that decides whether the store
 -- still has its whole history.  It has when cosid.store_state holds exactly one row, of
