@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pg_upgrade of a cluster that preloads cosid and holds its lease store, to another major:
-# PostgreSQL 15 -> 17 (copying) and 16 -> 18 (--link).  Before the upgrade: two namespaces
+# PostgreSQL 15 -> 17 and 16 -> 17 (copying), 16 -> 18 (--link).  Before the upgrade: two namespaces
 # ('default' and 'orders'), ids in tables with primary keys, a forced release and a clean
 # shutdown (lease history: fences and next_floor).  Checks: pg_upgrade succeeds (the keeper
 # must not start in the binary-upgrade servers: it held a connection to `postgres` and
@@ -48,6 +48,25 @@ start_pg() {  # start_pg BIN DATA [postgres options]
 }
 stop_pg() { as_pg "$1/pg_ctl" -D "$2" -m fast -w stop >/dev/null; }
 
+# Debian's 15.20 stamps every new column with an attribute option of its own, pg_attver,
+# which the builds of 16.4 to 19beta1 do not know: pg_restore into them fails on the first
+# table ('unrecognized parameter "pg_attver"'), whatever the table, cosid or not.
+# attver_gap OBIN NBIN D: prints the new major's error when the pair has that gap.
+attver_gap() {
+    local opt err
+    start_pg "$1" "$3/old/data" "-c shared_preload_libraries=''"
+    opt=$(as_pg "$1/psql" -X -q -h "$3" -p "$OPORT" -d postgres -At -c "BEGIN" -c "CREATE TABLE probe (a int)" \
+              -c "SELECT array_to_string(attoptions, ', ') FROM pg_attribute WHERE attrelid = 'probe'::regclass AND attnum = 1" \
+              -c "ROLLBACK")
+    stop_pg "$1" "$3/old/data"
+    case "$opt" in *pg_attver*) ;; *) return 1 ;; esac
+    start_pg "$2" "$3/new/data" "-c shared_preload_libraries=''"
+    err=$(as_pg "$2/psql" -X -q -v ON_ERROR_STOP=1 -h "$3" -p "$NPORT" -d postgres -At -c "BEGIN" \
+              -c "CREATE TABLE probe (a int)" -c "ALTER TABLE probe ALTER COLUMN a SET ($opt)" -c "ROLLBACK" 2>&1 >/dev/null || true)
+    stop_pg "$2" "$3/new/data"
+    [ -n "$err" ] && echo "$err"
+}
+
 # upgrade_case OLD NEW MODE FROM: a cluster of major OLD at extension version FROM,
 # upgraded with pg_upgrade (MODE copy or link) to major NEW.
 upgrade_case() {
@@ -73,6 +92,13 @@ upgrade_case() {
                 "cosid.acquire_timeout = '15s'")
     printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
     printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+
+    local gap
+    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+        echo "# skipped $name: $old stamps every new column with the attribute option pg_attver, which $new"
+        echo "#   refuses ($gap): pg_upgrade fails on the first table, with or without cosid"
+        return 3
+    fi
 
     start_pg "$obin" "$D/old/data"
     # 'default' keeps CREATE EXTENSION's tolerance (1 s), 'orders' has 200 ms: the waits after
@@ -124,7 +150,9 @@ upgrade_case() {
     echo "ok - $name: pg_upgrade succeeded in $((SECONDS - started)) s"
     local slog
     slog=$(cat "$D"/new/data/pg_upgrade_output.d/*/log/pg_upgrade_server.log 2>/dev/null || true)
-    check "$name: no keeper started in pg_upgrade's servers; each said why (binary-upgrade mode)" "0|2" \
+    local starts
+    starts=$(grep -c 'database system is ready to accept connections' <<<"$slog" || true)
+    check "$name: no keeper in pg_upgrade's $starts server starts (binary-upgrade mode), each of which said so" "0|$starts" \
         "$(grep -c 'cosid keeper started' <<<"$slog" || true)|$(grep -c 'cosid: binary-upgrade mode' <<<"$slog" || true)"
 
     # The store came over as it was: namespaces and every lease row, read without the library.
@@ -159,10 +187,10 @@ upgrade_case() {
     for ns in default orders; do
         t="t_$ns"
         max_before=$(grep "^$ns:" <<<"$ids_before" | cut -d: -f3)
-        check_true "$ns: every id issued after the upgrade is above every id before it (max before $max_before)" \
+        check_true "$name, $ns: every id issued after the upgrade is above every id before it (max before $max_before)" \
             "$(qn -c "SELECT min(id) FILTER (WHERE phase <> 'before') > $max_before
                              AND max(id) FILTER (WHERE phase = 'before') = $max_before FROM $t")"
-        check "$ns: rows before, after, after the update; no duplicate" "6000|3001|3000|0" \
+        check "$name, $ns: rows before, after, after the update; no duplicate" "6000|3001|3000|0" \
             "$(qn -c "SELECT count(*) FILTER (WHERE phase = 'before') || '|' || count(*) FILTER (WHERE phase = 'after')
                              || '|' || count(*) FILTER (WHERE phase = 'updated') || '|' || count(*) - count(DISTINCT id) FROM $t")"
     done
@@ -182,7 +210,7 @@ if [ ! -d "$SHARED_PG" ]; then
     echo "# no builds of other PostgreSQL majors in $SHARED_PG: pg_upgrade 15 -> 15 only"
     upgrade_case 15 15 copy 1.2
 else
-    for c in "15 17 copy 1.2" "16 18 link 1.1"; do
+    for c in "15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1"; do
         set -- $c
         if [ ! -e "$SHARED_PG/pg-$2-bookworm-x86_64.tar.gz" ] || { [ "$1" != 15 ] && [ ! -e "$SHARED_PG/pg-$1-bookworm-x86_64.tar.gz" ]; }; then
             echo "# skipped $1 -> $2: no build of it in $SHARED_PG"
@@ -190,9 +218,14 @@ else
             echo "not ok - $1 -> $2: cosid $CURRENT is not installed in $(bin_of "$1") and $(bin_of "$2") (scripts/majors.sh installs it)"
             FAIL=1
         else
-            upgrade_case "$@"
+            rc=0; upgrade_case "$@" || rc=$?
+            [ "$rc" = 3 ] && [ "$1" = 15 ] && from15_failed=1
         fi
     done
+    if [ "${from15_failed:-0}" = 1 ]; then
+        echo "# so 15 -> 15 instead: Debian's binaries on both sides, the same binary-upgrade servers and another cluster"
+        upgrade_case 15 15 copy 1.2
+    fi
 fi
 echo "# pg_upgrade.sh took $((SECONDS - started)) s"
 exit $FAIL
