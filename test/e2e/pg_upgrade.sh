@@ -19,7 +19,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 ROOT="${1:-/tmp/cosid-e2e}/pg_upgrade"
 SHARED_PG="${COSID_SHARED_PG:-$COSID_ROOT/../shared/pg}"
-OPORT=55490; NPORT=55491
 CURRENT=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$COSID_ROOT/cosid.control")
 bin_of() {  # bin_of MAJOR
     case "$1" in
@@ -205,27 +204,48 @@ upgrade_case() {
     stop_pg "$nbin" "$D/new/data"
 }
 
-started=$SECONDS
+# spawn N OLD NEW MODE FROM: the case in the background, with ports of its own and its output
+# in a file (the cases mostly wait: for servers, pg_upgrade's steps and the raised floors).
+# A 15 -> NEW that the pg_attver gap rules out becomes 15 -> 15.
+PIDS=(); LOGS=()
+spawn() {
+    local n=$1; shift
+    (
+        RUNNING=(); trap cleanup EXIT
+        OPORT=$((55490 + 2 * n)); NPORT=$((OPORT + 1))
+        rc=0; upgrade_case "$@" || rc=$?
+        if [ "$rc" = 3 ] && [ "$1" = 15 ]; then
+            echo "# so 15 -> 15 instead: Debian's binaries on both sides, the same binary-upgrade servers and another cluster"
+            upgrade_case 15 15 "$3" "$4"
+        fi
+        exit "$FAIL"
+    ) > "$ROOT/case$n.log" 2>&1 &
+    PIDS+=($!); LOGS+=("$ROOT/case$n.log")
+}
+cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1")
 if [ ! -d "$SHARED_PG" ]; then
     echo "# no builds of other PostgreSQL majors in $SHARED_PG: pg_upgrade 15 -> 15 only"
-    upgrade_case 15 15 copy 1.2
-else
-    for c in "15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1"; do
-        set -- $c
-        if [ ! -e "$SHARED_PG/pg-$2-bookworm-x86_64.tar.gz" ] || { [ "$1" != 15 ] && [ ! -e "$SHARED_PG/pg-$1-bookworm-x86_64.tar.gz" ]; }; then
-            echo "# skipped $1 -> $2: no build of it in $SHARED_PG"
-        elif ! has_cosid "$(bin_of "$1")" || ! has_cosid "$(bin_of "$2")"; then
-            echo "not ok - $1 -> $2: cosid $CURRENT is not installed in $(bin_of "$1") and $(bin_of "$2") (scripts/majors.sh installs it)"
-            FAIL=1
-        else
-            rc=0; upgrade_case "$@" || rc=$?
-            [ "$rc" = 3 ] && [ "$1" = 15 ] && from15_failed=1
-        fi
-    done
-    if [ "${from15_failed:-0}" = 1 ]; then
-        echo "# so 15 -> 15 instead: Debian's binaries on both sides, the same binary-upgrade servers and another cluster"
-        upgrade_case 15 15 copy 1.2
-    fi
+    cases=("15 15 copy 1.2")
 fi
+started=$SECONDS
+mkdir -p "$ROOT"
+n=0
+for c in "${cases[@]}"; do
+    set -- $c
+    if [ ! -d "$SHARED_PG" ] && [ "$1" = "$2" ]; then :
+    elif [ ! -e "$SHARED_PG/pg-$2-bookworm-x86_64.tar.gz" ] ||
+         { [ "$1" != 15 ] && [ ! -e "$SHARED_PG/pg-$1-bookworm-x86_64.tar.gz" ]; }; then
+        echo "# skipped $1 -> $2: no build of it in $SHARED_PG"; continue
+    fi
+    if ! has_cosid "$(bin_of "$1")" || ! has_cosid "$(bin_of "$2")"; then
+        echo "not ok - $1 -> $2: cosid $CURRENT is not installed in $(bin_of "$1") and $(bin_of "$2") (scripts/majors.sh installs it)"
+        FAIL=1; continue
+    fi
+    spawn "$n" "$@"; n=$((n + 1))
+done
+for i in "${!PIDS[@]}"; do
+    wait "${PIDS[$i]}" || FAIL=1
+    cat "${LOGS[$i]}"
+done
 echo "# pg_upgrade.sh took $((SECONDS - started)) s"
 exit $FAIL
