@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pg_upgrade of a cluster that preloads cosid and holds its lease store, to another major:
-# PostgreSQL 15 -> 17 and 16 -> 17 (copying), 16 -> 18 (--link).  Before the upgrade: two namespaces
+# PostgreSQL 15 -> 17 and 16 -> 17 (copying), 16 -> 18 (--link), side by side; 15 -> 17 becomes
+# 15 -> 15 where the pair cannot be upgraded at all (attver_gap below).  Before the upgrade: two namespaces
 # ('default' and 'orders'), ids in tables with primary keys, a forced release and a clean
 # shutdown (lease history: fences and next_floor).  Checks: pg_upgrade succeeds (the keeper
 # must not start in the binary-upgrade servers: it held a connection to `postgres` and
