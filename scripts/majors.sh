@@ -30,7 +30,7 @@ passed=0; failed=0
 # scripts/test.sh before this lane starts, the others by the loop below), so it runs here, at
 # the end of this background lane, once every major is built and installed, rather than in
 # the 15 lane (which would have to wait for this one) or after both lanes (which would add
-# its ~60 s to every run): here it lengthens the test command only when this lane ends after
+# its 60-100 s to every run): here it lengthens the test command only when this lane ends after
 # the 15 suite.
 run_pg_upgrade() {
     local started=$SECONDS log="$work/pg_upgrade.log"

@@ -95,8 +95,7 @@ upgrade_case() {
 
     local gap
     if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
-        echo "# skipped $name: $old stamps every new column with the attribute option pg_attver, which $new"
-        echo "#   refuses ($gap): pg_upgrade fails on the first table, with or without cosid"
+        echo "# skipped $name: $old stamps every new column with the attribute option pg_attver, which $new refuses ($gap): pg_upgrade fails on the first table, with or without cosid"
         return 3
     fi
 
