@@ -693,6 +693,12 @@ void forget_keeper(int code, Datum arg) {
 }  // namespace
 
 extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
+    // Never registered in binary-upgrade mode (register_keeper); should a keeper start there
+    // anyway, it leaves before connecting, with exit code 0 so that it is not started again.
+    if (IsBinaryUpgrade) {
+        ereport(LOG, (errmsg("cosid keeper: binary-upgrade mode (pg_upgrade): exiting without connecting")));
+        proc_exit(0);
+    }
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGINT, COSID_SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
@@ -779,6 +785,15 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
 }
 
 void register_keeper() {
+    // pg_upgrade starts the old and the new cluster with -b (binary-upgrade mode) and their
+    // postgresql.conf, cosid preloaded included.  A keeper there would hold a session in
+    // cosid.database, which pg_restore drops and creates again ("database is being accessed
+    // by other users"), and would write to a store that is being copied: none is started.
+    // Nothing is lost: no backend issues ids in these servers.
+    if (IsBinaryUpgrade) {
+        ereport(LOG, (errmsg("cosid: binary-upgrade mode (pg_upgrade): the lease keeper is not started")));
+        return;
+    }
     BackgroundWorker worker;
     memset(&worker, 0, sizeof(worker));
     worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;

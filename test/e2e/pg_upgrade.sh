@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# pg_upgrade of a cluster that preloads cosid and holds its lease store, to another major:
+# PostgreSQL 15 -> 17 and 16 -> 17 (copying), 16 -> 18 (--link), side by side; 15 -> 17 becomes
+# 15 -> 15 where the pair cannot be upgraded at all (attver_gap below).  Before the upgrade: two namespaces
+# ('default' and 'orders'), ids in tables with primary keys, a forced release and a clean
+# shutdown (lease history: fences and next_floor).  Checks: pg_upgrade succeeds (the keeper
+# must not start in the binary-upgrade servers: it held a connection to `postgres` and
+# pg_restore's DROP DATABASE failed), the store comes over unchanged, the new cluster (another
+# system identifier) issues ids strictly above every id issued before in each namespace,
+# with no duplicate, after waiting for the raised floors (max_ttl 3 s + 2 x tolerance), and
+# ALTER EXTENSION cosid UPDATE works on the upgraded catalog.
+#
+#   bash test/e2e/pg_upgrade.sh WORKDIR
+#
+# Needs cosid installed into each major it uses (scripts/majors.sh installs it into 16 to 19,
+# scripts/test.sh into 15).  Bin directories: COSID_PG_BIN (15, as in scripts/lib.sh) and
+# COSID_PG16_BIN, COSID_PG17_BIN, COSID_PG18_BIN (default /opt/pg/VER/bin).  Without the builds
+# of other majors (../shared/pg) it says so and upgrades 15 -> 15, which pg_upgrade also does.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+ROOT="${1:-/tmp/cosid-e2e}/pg_upgrade"
+SHARED_PG="${COSID_SHARED_PG:-$COSID_ROOT/../shared/pg}"
+CURRENT=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$COSID_ROOT/cosid.control")
+bin_of() {  # bin_of MAJOR
+    case "$1" in
+        15) echo "$PG_BIN" ;;
+        *) local var="COSID_PG$1_BIN"; echo "${!var:-/opt/pg/$1/bin}" ;;
+    esac
+}
+has_cosid() {  # has_cosid BIN: a server and this tree's cosid installed into it
+    [ -x "$1/postgres" ] && [ -f "$("$1/pg_config" --pkglibdir)/cosid.so" ] &&
+        [ -f "$("$1/pg_config" --sharedir)/extension/cosid--$CURRENT.sql" ]
+}
+now_ms() { date +%s%3N; }
+
+# Servers started here, stopped at exit whatever happened.
+RUNNING=()
+cleanup() {
+    local d
+    for d in "${RUNNING[@]}"; do as_pg "${d%%|*}/pg_ctl" -D "${d#*|}" -m immediate -w stop >/dev/null 2>&1 || true; done
+}
+trap cleanup EXIT
+start_pg() {  # start_pg BIN DATA [postgres options]
+    local opts=()
+    [ -n "${3:-}" ] && opts=(-o "$3")
+    as_pg "$1/pg_ctl" -D "$2" -l "$2/../server.log" -w "${opts[@]}" start >/dev/null
+    RUNNING+=("$1|$2")
+}
+stop_pg() { as_pg "$1/pg_ctl" -D "$2" -m fast -w stop >/dev/null; }
+
+# Debian's 15.20 stamps every new column with an attribute option of its own, pg_attver,
+# which the builds of 16.4 to 19beta1 do not know: pg_restore into them fails on the first
+# table ('unrecognized parameter "pg_attver"'), whatever the table, cosid or not.
+# attver_gap OBIN NBIN D: prints the new major's error when the pair has that gap.
+attver_gap() {
+    local opt err
+    start_pg "$1" "$3/old/data" "-c shared_preload_libraries=''"
+    opt=$(as_pg "$1/psql" -X -q -h "$3" -p "$OPORT" -d postgres -At -c "BEGIN" -c "CREATE TABLE probe (a int)" \
+              -c "SELECT array_to_string(attoptions, ', ') FROM pg_attribute WHERE attrelid = 'probe'::regclass AND attnum = 1" \
+              -c "ROLLBACK")
+    stop_pg "$1" "$3/old/data"
+    case "$opt" in *pg_attver*) ;; *) return 1 ;; esac
+    start_pg "$2" "$3/new/data" "-c shared_preload_libraries=''"
+    err=$(as_pg "$2/psql" -X -q -v ON_ERROR_STOP=1 -h "$3" -p "$NPORT" -d postgres -At -c "BEGIN" \
+              -c "CREATE TABLE probe (a int)" -c "ALTER TABLE probe ALTER COLUMN a SET ($opt)" -c "ROLLBACK" 2>&1 >/dev/null || true)
+    stop_pg "$2" "$3/new/data"
+    [ -n "$err" ] && echo "$err"
+}
+
+# upgrade_case OLD NEW MODE FROM: a cluster of major OLD at extension version FROM,
+# upgraded with pg_upgrade (MODE copy or link) to major NEW.
+upgrade_case() {
+    local old=$1 new=$2 mode=$3 from=$4
+    local obin nbin D
+    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
+    D="$ROOT/$old-$new"
+    local name="$old -> $new (${mode}, cosid $from)"
+    echo "# pg_upgrade $name"
+    rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
+    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+    # Both clusters alike (same locale, encoding and data checksums, which pg_upgrade
+    # requires; 18 turns checksums on by default); the new one gets the old one's settings,
+    # as an operator copies postgresql.conf.
+    local i1 i2
+    as_pg "$obin/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i1=$!
+    as_pg "$nbin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
+    wait "$i1"; wait "$i2"
+    local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
+                "max_connections = 30" "fsync = off" "cosid.ttl = '2s'"
+                # above max_ttl + 2 x tolerance: the first acquires after the upgrade wait that long
+                "cosid.acquire_timeout = '15s'")
+    printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
+    printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+
+    local gap
+    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+        echo "# skipped $name: $old stamps every new column with the attribute option pg_attver, which $new refuses ($gap): pg_upgrade fails on the first table, with or without cosid"
+        return 3
+    fi
+
+    start_pg "$obin" "$D/old/data"
+    # 'default' keeps CREATE EXTENSION's tolerance (1 s), 'orders' has 200 ms: the waits after
+    # the upgrade differ by their 2 x tolerance.
+    qo -c "CREATE EXTENSION cosid VERSION '$from'" \
+       -c "SELECT cosid_store_settings(max_ttl => '3s')" \
+       -c "SELECT cosid_namespace_create('orders', slot_bits => 4, tolerance => '200 ms')" \
+       -c "CREATE TABLE t_default (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+       -c "CREATE TABLE t_orders (id bigint PRIMARY KEY DEFAULT cosid_next('orders'), phase text)" >/dev/null
+    insert_rows() {  # insert_rows PSQLFUNC PHASE: 3 backends at once, 1000 rows per table each
+        local pids=() c rc=0
+        for c in 1 2 3; do
+            "$1" -c "INSERT INTO t_default(phase) SELECT '$2' FROM generate_series(1, 1000)" \
+                 -c "INSERT INTO t_orders(phase) SELECT '$2' FROM generate_series(1, 1000)" > /dev/null &
+            pids+=($!)
+        done
+        for c in "${pids[@]}"; do wait "$c" || rc=1; done
+        return $rc
+    }
+    insert_rows qo before
+    # Lease history: a forced release hands each slot's last timestamp on (next_floor) and
+    # the next acquire raises its fence; the clean stop releases the leases again.
+    qo -c "SELECT cosid_release(namespace, slot) FROM cosid_pool() WHERE state = 'active'" >/dev/null
+    insert_rows qo before
+    stop_pg "$obin" "$D/old/data"
+    # The store as the shutdown left it, read without the library (no keeper: nothing writes).
+    start_pg "$obin" "$D/old/data" "-c shared_preload_libraries=''"
+    local store_before ids_before history
+    store_before=$(qo -c "SELECT n::text FROM cosid.namespace n ORDER BY name" \
+                      -c "SELECT l::text FROM cosid.lease l ORDER BY namespace, slot")
+    ids_before=$(qo -c "SELECT 'default:' || count(*) || ':' || max(id) FROM t_default" \
+                    -c "SELECT 'orders:' || count(*) || ':' || max(id) FROM t_orders")
+    history=$(qo -c "SELECT string_agg(namespace || ':' || slot || ':' || fence || ':' || next_floor, ',')
+                     FROM cosid.lease WHERE fence > 0")
+    stop_pg "$obin" "$D/old/data"
+    check "$name: before the upgrade, 6000 ids per namespace and slots with a lease history" "2|t" \
+        "$(grep -c ':6000:' <<<"$ids_before" || true)|$([ -n "$history" ] && echo t)"
+
+    # pg_upgrade, as postgres, from a directory it can write; logs kept (--retain) to be read.
+    local started=$SECONDS link=()
+    [ "$mode" = link ] && link=(--link)
+    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/old/data" -D "$D/new/data" \
+              -p "$OPORT" -P "$NPORT" -s "$D" -U postgres --retain --no-sync "${link[@]}") > "$D/pg_upgrade.out" 2>&1; then
+        echo "not ok - $name: pg_upgrade failed:"
+        tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+        grep -h 'ERROR' "$D"/new/data/pg_upgrade_output.d/*/log/*.log 2>/dev/null | head -5 | sed 's/^/#   /'
+        FAIL=1; return
+    fi
+    echo "ok - $name: pg_upgrade succeeded in $((SECONDS - started)) s"
+    local slog
+    slog=$(cat "$D"/new/data/pg_upgrade_output.d/*/log/pg_upgrade_server.log 2>/dev/null || true)
+    local starts
+    starts=$(grep -c 'database system is ready to accept connections' <<<"$slog" || true)
+    check "$name: no keeper in pg_upgrade's $starts server starts (binary-upgrade mode), each of which said so" "0|$starts" \
+        "$(grep -c 'cosid keeper started' <<<"$slog" || true)|$(grep -c 'cosid: binary-upgrade mode' <<<"$slog" || true)"
+
+    # The store came over as it was: namespaces and every lease row, read without the library.
+    start_pg "$nbin" "$D/new/data" "-c shared_preload_libraries=''"
+    check "$name: namespaces and every lease row (fence, floor, ceiling, next_floor) unchanged by pg_upgrade" "" \
+        "$(diff <(echo "$store_before") <(qn -c "SELECT n::text FROM cosid.namespace n ORDER BY name" \
+                                             -c "SELECT l::text FROM cosid.lease l ORDER BY namespace, slot") | head -5)"
+    stop_pg "$nbin" "$D/new/data"
+
+    # The new cluster as an operator starts it: another system identifier, so the first store
+    # call frees every lease and raises the floors; the first ids wait for them.
+    start_pg "$nbin" "$D/new/data"
+    local t0 first_orders first_default
+    t0=$(now_ms)
+    check_true "$name: the first id in 'orders' after the upgrade" "$(wait_until 30 qn -c \
+        "WITH i AS (INSERT INTO t_orders(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
+    first_orders=$(( $(now_ms) - t0 ))
+    check_true "$name: the first id in 'default' after the upgrade" "$(wait_until 30 qn -c \
+        "WITH i AS (INSERT INTO t_default(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
+    first_default=$(( $(now_ms) - t0 ))
+    echo "# first id after the upgrade: 'orders' (tolerance 200 ms) after $first_orders ms, 'default' (1 s) after $first_default ms"
+    insert_rows qn after && echo "ok - $name: 3 backends insert 1000 rows per namespace each" ||
+        { echo "not ok - $name: inserts after the upgrade failed"; FAIL=1; }
+    # The catalog pg_upgrade carried is still the old version's: the update works on it.
+    qn -c "ALTER EXTENSION cosid UPDATE" >/dev/null 2>"$D/update.err" || true
+    check "$name: ALTER EXTENSION cosid UPDATE from $from to $CURRENT" "$CURRENT|" \
+        "$(qn -c "SELECT extversion FROM pg_extension WHERE extname = 'cosid'")|$(grep -v NOTICE "$D/update.err" || true)"
+    insert_rows qn updated && echo "ok - $name: inserts after the update" ||
+        { echo "not ok - $name: inserts after the update failed"; FAIL=1; }
+
+    local ns t max_before
+    for ns in default orders; do
+        t="t_$ns"
+        max_before=$(grep "^$ns:" <<<"$ids_before" | cut -d: -f3)
+        check_true "$name, $ns: every id issued after the upgrade is above every id before it (max before $max_before)" \
+            "$(qn -c "SELECT min(id) FILTER (WHERE phase <> 'before') > $max_before
+                             AND max(id) FILTER (WHERE phase = 'before') = $max_before FROM $t")"
+        check "$name, $ns: rows before, after, after the update; no duplicate" "6000|3001|3000|0" \
+            "$(qn -c "SELECT count(*) FILTER (WHERE phase = 'before') || '|' || count(*) FILTER (WHERE phase = 'after')
+                             || '|' || count(*) FILTER (WHERE phase = 'updated') || '|' || count(*) - count(DISTINCT id) FROM $t")"
+    done
+    check_true "$name: the lease history kept: every slot's fence and next_floor at or above its value before" \
+        "$(qn -c "WITH b AS (SELECT split_part(x, ':', 1) AS ns, split_part(x, ':', 2)::int AS slot,
+                                    split_part(x, ':', 3)::bigint AS fence, split_part(x, ':', 4)::bigint AS next_floor
+                             FROM unnest(string_to_array('$history', ',')) x)
+                  SELECT count(*) > 0 AND bool_and(l.fence >= b.fence AND l.next_floor >= b.next_floor)
+                  FROM b JOIN cosid.lease l ON l.namespace = b.ns AND l.slot = b.slot")"
+    check "$name: namespaces after the upgrade" "default,orders" \
+        "$(qn -c "SELECT string_agg(name, ',' ORDER BY name) FROM cosid.namespace")"
+    stop_pg "$nbin" "$D/new/data"
+}
+
+# spawn N OLD NEW MODE FROM: the case in the background, with ports of its own and its output
+# in a file (the cases mostly wait: for servers, pg_upgrade's steps and the raised floors).
+# A 15 -> NEW that the pg_attver gap rules out becomes 15 -> 15.
+PIDS=(); LOGS=()
+spawn() {
+    local n=$1; shift
+    (
+        RUNNING=(); trap cleanup EXIT
+        OPORT=$((55490 + 2 * n)); NPORT=$((OPORT + 1))
+        rc=0; upgrade_case "$@" || rc=$?
+        if [ "$rc" = 3 ] && [ "$1" = 15 ]; then
+            echo "# so 15 -> 15 instead: Debian's binaries on both sides, the same binary-upgrade servers and another cluster"
+            upgrade_case 15 15 "$3" "$4"
+        fi
+        exit "$FAIL"
+    ) > "$ROOT/case$n.log" 2>&1 &
+    PIDS+=($!); LOGS+=("$ROOT/case$n.log")
+}
+cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1")
+if [ ! -d "$SHARED_PG" ]; then
+    echo "# no builds of other PostgreSQL majors in $SHARED_PG: pg_upgrade 15 -> 15 only"
+    cases=("15 15 copy 1.2")
+fi
+started=$SECONDS
+mkdir -p "$ROOT"
+n=0
+for c in "${cases[@]}"; do
+    set -- $c
+    if [ ! -d "$SHARED_PG" ] && [ "$1" = "$2" ]; then :
+    elif [ ! -e "$SHARED_PG/pg-$2-bookworm-x86_64.tar.gz" ] ||
+         { [ "$1" != 15 ] && [ ! -e "$SHARED_PG/pg-$1-bookworm-x86_64.tar.gz" ]; }; then
+        echo "# skipped $1 -> $2: no build of it in $SHARED_PG"; continue
+    fi
+    if ! has_cosid "$(bin_of "$1")" || ! has_cosid "$(bin_of "$2")"; then
+        echo "not ok - $1 -> $2: cosid $CURRENT is not installed in $(bin_of "$1") and $(bin_of "$2") (scripts/majors.sh installs it)"
+        FAIL=1; continue
+    fi
+    spawn "$n" "$@"; n=$((n + 1))
+done
+for i in "${!PIDS[@]}"; do
+    wait "${PIDS[$i]}" || FAIL=1
+    cat "${LOGS[$i]}"
+done
+echo "# pg_upgrade.sh took $((SECONDS - started)) s"
+exit $FAIL
