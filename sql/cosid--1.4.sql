@@ -296,6 +296,17 @@ BEGIN
         SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli), false)
           INTO v_count, v_here FROM cosid.store_state s;
     END IF;
+    IF v_count = 1 AND NOT v_here AND (SELECT s.system_identifier = 0 FROM cosid.store_state s) THEN
+        -- The one record is the mark CREATE EXTENSION leaves when a restore runs it: the
+        -- origin's record (and its limits) comes only with the dump's data, after the user
+        -- tables and theirs, and until then the store cannot tell what its origin granted.
+        RAISE EXCEPTION 'cosid lease store is being restored: it grants no window before the record of its origin''s state is restored'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'CREATE EXTENSION cosid ran in a restore (pg_restore, or a plain dump through psql: row_security off). '
+                           'The dump''s data brings the origin''s record of the store state; the first store call after it raises every floor.',
+                  HINT = 'Wait for the restore to end.  A dump without that record (cosid 1.3 or older, a partial restore): '
+                         'SELECT cosid_store_follow_timeline(restored => true) raises the floors by the default limits.';
+    END IF;
     IF NOT (v_count = 1 AND v_here) THEN
         -- The raise covers the longest lease and the largest tolerance any of the store's
         -- histories allowed.
@@ -821,6 +832,20 @@ GRANT EXECUTE ON FUNCTION cosid_namespace_create(text, int, interval, timestampt
 
 SELECT cosid_namespace_create('default');
 
+-- A store made by a restore is not new: pg_restore (and a plain dump run through psql) runs
+-- CREATE EXTENSION first, each item committed by itself, and restores the origin's record of
+-- the store state only with the data, after the user tables and theirs.  Meanwhile the store
+-- would grant windows from its now, below the ceilings its origin's holders still issue up
+-- to.  Both turn row_security off (few other sessions do): then the record written here is
+-- a mark (cluster 0, timeline 0), and the store grants nothing until the origin's record
+-- has come (two records: the raise) or cosid_store_follow_timeline(restored => true) ran.
+DO $$
+BEGIN
+    IF pg_catalog.current_setting('row_security') = 'off' THEN
+        UPDATE cosid.store_state SET system_identifier = 0, timeline = 0;
+    END IF;
+END $$;
+
 -- The store's failover behaviour and limits.  raise_floors_on_new_timeline (default on) may
 -- be turned off only where the store replicates synchronously to every standby that can be
 -- promoted: then no committed lease change is lost in a failover, and new acquires need not
@@ -846,6 +871,13 @@ BEGIN
         RAISE EXCEPTION 'cosid max_tolerance must be between 0 and 1 hour, got %', max_tolerance
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Every store call reads the limits (cosid._follow_timeline) and holds its lock on the
+    -- table until it commits: waiting for them all here puts every grant made under the old
+    -- limits before this change in the WAL.  Otherwise an acquire that read max_ttl 60 s
+    -- commits after a lowering to 1 s, and a failover that loses its commit but keeps the
+    -- lowering raises the floors by 1 s while its holder issues for 60 (the same for a
+    -- namespace made with a tolerance above a lowered max_tolerance).
+    LOCK TABLE cosid.store_state IN ACCESS EXCLUSIVE MODE;
     SELECT n.name, n.tolerance_ms INTO v_used FROM cosid.namespace n
      WHERE n.tolerance_ms > v_tol ORDER BY n.tolerance_ms DESC, n.name LIMIT 1;
     IF FOUND THEN
