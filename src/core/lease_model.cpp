@@ -45,9 +45,70 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
     return order;
 }
 
-LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms) : tolerance_(tolerance_ms) {
+int64_t namespace_first_floor(int64_t store_now, std::optional<int64_t> raised_at, const StoreLimits& limits) {
+    // The margin is the store's, not the new definition's tolerance (see the header).
+    if (!raised_at) return store_now;
+    return std::max(store_now, *raised_at + limits.raise_margin_ms());
+}
+
+bool store_may_be_dropped(const std::vector<LeaseRow>& rows, int64_t now) {
+    for (const LeaseRow& r : rows)
+        if (reaches_until(r) > now) return false;
+    return true;
+}
+
+std::optional<std::string> namespace_change_refused(const NamespaceDefinition& before,
+                                                    const NamespaceDefinition& after) {
+    const Layout &a = before.layout, &b = after.layout;
+    if (a.timestamp_bits != b.timestamp_bits || a.slot_bits != b.slot_bits || a.sequence_bits != b.sequence_bits ||
+        a.epoch_ms != b.epoch_ms || a.unit != b.unit)
+        return std::string("a namespace's layout never changes: ids of it may exist, and another layout would "
+                           "read them as other times and slots, and issue them again");
+    if (before.tolerance_ms != after.tolerance_ms)
+        return std::string("a namespace's tolerance never changes: live leases' ceilings were computed with it");
+    if (after.not_before_ms < before.not_before_ms)
+        return std::string("a namespace's not_before only grows");
+    return std::nullopt;
+}
+
+LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms, int64_t first_floor_ms) : tolerance_(tolerance_ms) {
     rows_.resize(size_t{1} << slot_bits);
-    for (size_t i = 0; i < rows_.size(); ++i) rows_[i].slot = static_cast<int32_t>(i);
+    for (size_t i = 0; i < rows_.size(); ++i) {
+        LeaseRow& r = rows_[i];
+        r.slot = static_cast<int32_t>(i);
+        r.floor = r.ceiling = r.next_floor = first_floor_ms;
+    }
+}
+
+LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms, const StoreLimits& limits, int64_t first_floor_ms)
+    : LeaseTable(slot_bits, tolerance_ms, first_floor_ms) {
+    // A larger tolerance would put ceilings above what a raise's 2 x max_tolerance covers.
+    if (tolerance_ms > limits.max_tolerance_ms)
+        throw StoreLimitExceeded("tolerance " + std::to_string(tolerance_ms) + " ms is above the store's max_tolerance (" +
+                                 std::to_string(limits.max_tolerance_ms) + " ms)");
+    limits_ = limits;
+}
+
+void LeaseTable::check_ttl(int64_t ttl_ms) const {
+    // A longer lease would put a ceiling above what a raise's max_ttl covers.
+    if (limits_ && ttl_ms > limits_->max_ttl_ms)
+        throw StoreLimitExceeded("lease ttl " + std::to_string(ttl_ms) + " ms is longer than the store allows (" +
+                                 std::to_string(limits_->max_ttl_ms) + " ms)");
+}
+
+int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {
+    const int64_t raised = now + limits.raise_margin_ms();
+    int freed = 0;
+    for (LeaseRow& r : rows_) {
+        r.next_floor = std::max({r.next_floor, r.ceiling, raised});
+        if (r.has_owner()) r.previous_owner_key = r.owner_key;
+        r.owner_key.clear();
+        r.incarnation.clear();
+        r.fence += kLostHistoryFenceStep;
+        ++freed;
+    }
+    raised_at_ = now;
+    return freed;
 }
 
 
@@ -58,6 +119,7 @@ SlotState LeaseTable::state(int32_t slot, int64_t now) const {
 }
 
 AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
+    check_ttl(req.ttl_ms);
     AcquireResult out;
     for (const auto& r : rows_)
         if (r.has_owner() && r.expires_at > now && r.owner_key == req.key && r.incarnation != req.incarnation)
@@ -85,6 +147,7 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
 
 std::optional<LeaseRow> LeaseTable::renew(int32_t slot, const std::string& incarnation, int64_t fence,
                                           int64_t ttl_ms, int64_t now) {
+    check_ttl(ttl_ms);
     LeaseRow& r = rows_.at(static_cast<size_t>(slot));
     if (!r.has_owner() || r.incarnation != incarnation || r.fence != fence) return std::nullopt;
     r.expires_at = std::max(r.expires_at, now + ttl_ms);

@@ -5,8 +5,10 @@
 // The safety invariant these rules keep is stated in window_invariant.hpp.
 // All times are store-clock Unix milliseconds.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,75 @@ struct LeaseRow {
 };
 
 enum class SlotState { Free, Held, Expired };
+
+// The store's limits (cosid.store_state.max_ttl_ms and max_tolerance_ms), set on the store
+// beforehand: every grant's ttl is at most max_ttl and every namespace's tolerance at most
+// max_tolerance.  They are limits and not records of what was granted because the record
+// would be lost in the same tail as the grant that needed it (a failover, a dump): only a
+// bound that held before the loss bounds what the lost tail handed out.
+struct StoreLimits {
+    int64_t max_ttl_ms = 60000;       // the longest lease the store grants
+    int64_t max_tolerance_ms = 5000;  // the largest tolerance any namespace may have
+
+    // How far above its now a store that lost its history starts every next window, and a
+    // namespace made after that: see LeaseTable::raise_after_lost_history.
+    int64_t raise_margin_ms() const { return max_ttl_ms + 2 * max_tolerance_ms; }
+};
+
+// Asked for more than a StoreLimits allows: an acquire or renewal with ttl > max_ttl, a
+// namespace with tolerance > max_tolerance.  The SQL raises an error (22023) instead of
+// answering: the raise after a lost history covers no longer lease and no larger tolerance.
+struct StoreLimitExceeded : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+// What a fence grows by when the store frees every lease after losing its history: far above
+// any fence the lost tail can have used, so no renewal or release from that tail matches a
+// lease granted afterwards.
+constexpr int64_t kLostHistoryFenceStep = int64_t{1} << 32;
+
+// Rule (issue 22, item 1): the floor a new namespace's slots start at (floor = ceiling =
+// next_floor), for a store whose clock reads store_now and whose last raise after a lost
+// history (if any) happened at store time raised_at.
+//   - At least store_now: a store made again (DROP and CREATE EXTENSION, allowed only once
+//     store_may_be_dropped) then never starts a window below one of the store it replaced,
+//     whatever the clocks of the holders.
+//   - At least raised_at + max_ttl + 2 x max_tolerance: the namespace may have existed before,
+//     in the tail the store lost, with holders that still issue up to their ceilings.  The
+//     margin is the store's limits', NOT this definition's tolerance: the lost definition may
+//     have had a larger one (a namespace lost with tolerance T and made again with T' < T).
+// The SQL: cosid._namespace_insert.
+int64_t namespace_first_floor(int64_t store_now, std::optional<int64_t> raised_at, const StoreLimits& limits);
+
+// Rule (issue 22, item 2): how far a row of the lease table reaches, i.e. the largest
+// timestamp a window of it may still issue (held: up to its ceiling, also after expiry, since
+// a renewal after expiry succeeds while nobody took over) or the next window must start at
+// (next_floor; a free row's old ceiling no longer counts: a release handed back what lay
+// above its last timestamp).
+inline int64_t reaches_until(const LeaseRow& r) {
+    return r.has_owner() ? std::max(r.ceiling, r.next_floor) : r.next_floor;
+}
+
+// Rule (issue 22, item 2): DROP EXTENSION is allowed only while no row reaches past the
+// store's now.  The lease table is the only record of the windows handed out, and a store made
+// again starts its slots at its now (namespace_first_floor), so that now must lie at or above
+// everything the dropped store handed out.  (src/pg/drop_guard.cpp implements it.)
+bool store_may_be_dropped(const std::vector<LeaseRow>& rows, int64_t now);
+
+// A namespace's definition as the store keeps it.
+struct NamespaceDefinition {
+    Layout layout;
+    int64_t tolerance_ms = 0;
+    int64_t not_before_ms = 0;
+};
+
+// Rule (issue 22, item 3): a layout never changes under a live id.  Ids already issued were
+// packed with the layout, and a live lease keeps issuing with it while every new acquire
+// would read the new one ((T, 1, q) under 8 slot bits is (T, 4, q) under 10): so layout and
+// tolerance never change, and not_before only grows.  Returns why an update from `before` to
+// `after` is refused, nothing when it is allowed.  (The SQL: cosid._namespace_guard.)
+std::optional<std::string> namespace_change_refused(const NamespaceDefinition& before,
+                                                    const NamespaceDefinition& after);
 
 struct AcquireRequest {
     std::string key;
@@ -58,12 +129,23 @@ struct AcquireResult {
 std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req,
                                      int64_t now);
 
+// One namespace's slots: 2^slot_bits rows, slots 0 to 2^slot_bits - 1, so a grant never
+// packs a slot outside the layout (Layout::slot_fits; the SQL skips rows a hand edit left
+// past the layout's slots).
 class LeaseTable {
 public:
-    LeaseTable(int slot_bits, int64_t tolerance_ms);
+    // Without limits: any ttl is granted (the model before issue 22).  first_floor_ms is where
+    // the slots start (floor = ceiling = next_floor); see namespace_first_floor.
+    LeaseTable(int slot_bits, int64_t tolerance_ms, int64_t first_floor_ms = 0);
+    // With the store's limits: acquire and renew refuse a ttl above max_ttl, and a tolerance
+    // above max_tolerance is refused here (both throw StoreLimitExceeded).
+    LeaseTable(int slot_bits, int64_t tolerance_ms, const StoreLimits& limits, int64_t first_floor_ms);
 
+    // Throws StoreLimitExceeded when the table has limits and req.ttl_ms > max_ttl.
     AcquireResult acquire(const AcquireRequest& req, int64_t now);
     // Renew succeeds while incarnation and fence match, even after expiry if nobody took over.
+    // Throws StoreLimitExceeded when the table has limits and ttl_ms > max_ttl (whether or not
+    // the lease is still there: the store refuses the call).
     std::optional<LeaseRow> renew(int32_t slot, const std::string& incarnation, int64_t fence,
                                   int64_t ttl_ms, int64_t now);
     std::optional<LeaseRow> release(int32_t slot, const std::string& incarnation, int64_t fence,
@@ -71,14 +153,37 @@ public:
     // An administrator's forced release: no last timestamp is known, so the ceiling is used.
     std::optional<LeaseRow> revoke(int32_t slot);
 
+    // Rule (issue 22, item 1): a store without its latest history raises like a failover.
+    // A store restored from a dump, promoted from an asynchronous standby or recovered to a
+    // point in time may have lost its latest grants and renewals while their holders still
+    // issue up to their ceilings, which it no longer knows.  The first call that finds it so
+    // frees every lease (fence + kLostHistoryFenceStep: its holder's next renewal or release
+    // finds it lost) and raises every slot's next_floor to
+    //     max(next_floor, ceiling, now + max_ttl + 2 x max_tolerance).
+    // Why that covers the lost tail: a lost grant or renewal made at the old store's time g
+    // has ceiling <= g + ttl + tolerance <= g + max_ttl + max_tolerance, and g <= now +
+    // max_tolerance when the two store servers' clocks are within max_tolerance of each other
+    // (the grant happened before the loss, the raise after it).  The margin comes from the
+    // store's limits, never from a namespace row or a recorded ttl: those may be the lost part.
+    // Records now as the store's raised_at (namespace_first_floor).  Returns the rows freed.
+    // The SQL: cosid._follow_timeline.
+    int raise_after_lost_history(int64_t now, const StoreLimits& limits);
+
     SlotState state(int32_t slot, int64_t now) const;
     const LeaseRow& row(int32_t slot) const { return rows_.at(static_cast<size_t>(slot)); }
     const std::vector<LeaseRow>& rows() const { return rows_; }
     int64_t tolerance_ms() const { return tolerance_; }
+    const std::optional<StoreLimits>& limits() const { return limits_; }
+    // The store time of the last raise_after_lost_history, if any.
+    const std::optional<int64_t>& raised_at() const { return raised_at_; }
 
 private:
+    void check_ttl(int64_t ttl_ms) const;
+
     std::vector<LeaseRow> rows_;
     int64_t tolerance_;
+    std::optional<StoreLimits> limits_;
+    std::optional<int64_t> raised_at_;
 };
 
 }  // namespace cosid
