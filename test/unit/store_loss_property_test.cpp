@@ -77,9 +77,10 @@ public:
     // Whether a lease of an earlier store is renewed on the store that answers now (its
     // renewals reach the same address); false: they fail (the namespace is gone) and it is
     // only issued on up to its ceiling.  (b) and (c) run with false: a made-again namespace's
-    // fences start at 0 again, and no rule of issue 22 keeps an old lease's renewal from
-    // matching a new grant to the same incarnation (store_rules_test.cpp,
-    // StoreMadeAgainGap.DISABLED_OldLeaseNeverRenewedByANamespaceMadeAgain).
+    // fences start at 0 again, so an old lease's retried renewal can match a new grant to the
+    // same incarnation, slot and fence.  This model has one entry per grant; the keeper keeps
+    // one per slot (src/pg/keeper.cpp, retire_stale_entries_locked: a slot granted again
+    // retires the older entry), which this history does not model.
     bool old_leases_renew = true;
 
     void set_clocks(int64_t lo, int64_t hi) {
