@@ -46,16 +46,19 @@ check "a reload of cosid.ttl reaches the keeper and its store timeouts" 1 \
 check_true "the old incarnation's leases, renewed under the new ttl, live more than 5 s" "$(wait_for 30 "renewals under the new ttl" q -c "
     SELECT min(expires_at) - cosid.store_now() > 5000 FROM cosid.lease WHERE incarnation = '$old_inc'")"
 q -c "CHECKPOINT" >/dev/null
-# the victim: a backend in the middle of a long INSERT ... DEFAULT cosid_next('f')
+# the victim: a backend in the middle of a long INSERT ... DEFAULT cosid_next('f'), held at
+# barrier 22030 before its last row (its 3,000,000 rows had all been inserted before a poll on
+# a loaded machine saw it bound, and there was no victim left to kill)
+barrier_close 22030
 as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres \
-    -c "INSERT INTO t(client, phase) SELECT 0, 'victim' FROM generate_series(1, 3000000)" >/dev/null 2>&1 &
-victim=""; bound=f; t_victim=$(now_ms)
-while [ $(( $(now_ms) - t_victim )) -lt 60000 ]; do
-    victim=$(q -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%''victim''%' AND state = 'active' AND pid <> pg_backend_pid()")
-    [ -n "$victim" ] && bound=$(q -c "SELECT count(*) = 1 FROM cosid_pool() WHERE namespace = 'f' AND state = 'active' AND backends > 0")
-    [ "$bound" = t ] && break; sleep 0.05
-done
+    -c "INSERT INTO t(client, phase) SELECT 0, 'victim' FROM generate_series(1, 100000) g
+        WHERE g < 100000 OR (SELECT g > 0 FROM pg_advisory_lock_shared(22030))" >/dev/null 2>&1 &
+check_true "the victim inserted up to its last row" "$(wait_for 60 "the victim at the barrier" barrier_waiters 1)"
+victim=$(barrier_pids)
+bound=$(wait_for 30 "the victim's lease as the instance's only one in use" q -c "
+    SELECT count(*) = 1 FROM cosid_pool() WHERE namespace = 'f' AND state = 'active' AND backends > 0")
 t0=$(now_ms); kill -9 "$victim"
+barrier_open
 check_true "the victim is inserting, on the instance's lease" "$bound"
 rec=$(wait_service "$t0"); echo "# service back after ${rec} ms (crash restart of all backends; new keeper, new slots)"
 sleep 2; stop_clients
