@@ -12,10 +12,16 @@ only_errors() {  # only_errors PHASE CODES...: every client error of the phase i
     check "phase $1: only expected errors (${*:2})" "" "$bad"
 }
 
-# under_setting NAME VALUE PHASE CLIENTS SECONDS: clients insert while the setting holds.
+ok_in() {  # ok_in PHASE [AFTER_MS]: "t" once a client of the phase inserted (at or after AFTER_MS)
+    [ -n "$(cat "$DIR"/clients/"$1".*.log 2>/dev/null | awk -v t="${2:-0}" '$2 == "ok" && $1 >= t' | head -1)" ] && echo t || true
+}
+# under_setting NAME VALUE PHASE CLIENTS SECONDS [COMMAND...]: clients insert while the
+# setting holds: SECONDS, and then (when given) until COMMAND prints "t" (deadline 60 s).
 under_setting() {
     set_conf "$1" "$2"
-    PHASE=$3; start_clients "$4"; sleep "$5"; stop_clients
+    PHASE=$3; start_clients "$4"; sleep "$5"
+    [ $# -gt 5 ] && wait_for 60 "phase $3: $*" "${@:6}" >/dev/null
+    stop_clients
     reset_conf "$1"
     echo "# $(oks_of "$3") inserts ok; errors: $(errors_of "$3")"
 }
@@ -24,21 +30,23 @@ PHASE=warmup; start_clients 4; sleep 1.5; stop_clients
 
 echo "# 4a. host clock ahead of the store by more than the tolerance (+2000 ms, tolerance 300 ms)"
 waits0=$(stat waits_at_ceiling); skew0=$(stat clock_skew_events)
-under_setting cosid.clock_offset 2000 clock_ahead 4 4
+ahead_seen() { [ "$(stat "waits_at_ceiling > $waits0 AND clock_skew_events > $skew0")" = t ] && ok_in clock_ahead; }
+under_setting cosid.clock_offset 2000 clock_ahead 4 4 ahead_seen
 check_true "generators reached the ceiling early and waited for renewals" "$(stat "waits_at_ceiling > $waits0")"
 check_true "the keeper counted clock-skew events" "$(stat "clock_skew_events > $skew0")"
 check_true "ids kept coming" "$([ "$(oks_of clock_ahead)" -gt 0 ] && echo t)"
 only_errors clock_ahead ZC002
 
 echo "# 4b. host clock behind the store (-1500 ms): a new holder waits to pass its floor"
-under_setting cosid.clock_offset -1500 clock_behind 4 4
+under_setting cosid.clock_offset -1500 clock_behind 4 4 ok_in clock_behind
 check_true "ids kept coming (after waiting for the floor)" "$([ "$(oks_of clock_behind)" -gt 0 ] && echo t)"
 only_errors clock_behind ZC004
 
 echo "# 4c. host clock far behind (-10 s): callers wait, then fail clearly; back to normal after"
 under_setting cosid.clock_offset -10000 clock_far_behind 3 3
 only_errors clock_far_behind ZC004
-t0=$(now_ms); PHASE=clock_fixed; start_clients 3; sleep 2; stop_clients
+t0=$(now_ms); PHASE=clock_fixed; start_clients 3; sleep 2
+wait_for 60 "an insert once the clock was fixed" ok_in clock_fixed "$t0" >/dev/null; stop_clients
 rec=$(first_ok_after clock_fixed "$t0"); echo "# first insert after the clock was fixed: $(( ${rec:-0} - t0 )) ms"
 check_true "service back once the clock is right" "$([ -n "$rec" ] && echo t)"
 
@@ -59,13 +67,26 @@ fail0=$(stat renewal_failures)
 logged0=$(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true)
 back0=$(grep -c 'LOG:  cosid: renewals succeed again' "$DIR/server.log" || true)
 PHASE=store_locked; start_clients 4; sleep 1
+# The locker holds the rows at a barrier: for 6 s, and then until the renewals have failed
+# and a caller got its error (the windows ran out), however slow the machine.
+barrier_close 22005
 as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
-    -c "SELECT slot FROM cosid.lease WHERE namespace = 'f' FOR UPDATE" -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null &
+    -c "SELECT slot FROM cosid.lease WHERE namespace = 'f' FOR UPDATE" \
+    -c "SELECT 'go' FROM pg_advisory_lock_shared(22005)" -c "COMMIT" >/dev/null &
 locker=$!
+wait_for 60 "the locker holding the lease rows" barrier_waiters 1 >/dev/null
 t_lock=$(now_ms)
+sleep 6
+err_after() { [ -n "$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "ok" && $1 >= t' | head -1)" ] && echo t || true; }
+wait_for 60 "renewals to fail while locked" stat "renewal_failures > $fail0" >/dev/null
+wait_for 60 "a caller's error while the store is locked" err_after >/dev/null
+barrier_open
 wait $locker
 t_unlock=$(now_ms)
-sleep 3; stop_clients
+wait_for 60 "an insert after the unlock" ok_in store_locked "$t_unlock" >/dev/null
+wait_for 30 "the log saying renewals succeed again" \
+    bash -c "[ \$(grep -c 'LOG:  cosid: renewals succeed again' '$DIR/server.log') -gt $back0 ] && echo t" >/dev/null
+stop_clients
 first_err=$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "ok" && $1 >= t {print $1}' | sort -n | head -1)
 first_ok=$(first_ok_after store_locked "$t_unlock")
 echo "# locked $(( t_unlock - t_lock )) ms; first error $(( ${first_err:-t_lock} - t_lock )) ms after the lock (window left + acquire_timeout); first insert $(( ${first_ok:-0} - t_unlock )) ms after the unlock"

@@ -27,12 +27,15 @@ q -c "SELECT cosid_namespace_create('sec', slot_bits => 2, sequence_bits => 18, 
 set_conf cosid.ttl 6s
 q -c "INSERT INTO ids SELECT 'A', cosid_next('sec') FROM generate_series(1, 5)" >/dev/null
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'sec' AND state = 'active'")
+barrier_close 22082   # the locker holds the rows until the release has run into them
 run_bg "$DIR/locker.out" "BEGIN" "SELECT count(*) FROM (SELECT 1 FROM cosid.lease WHERE namespace = 'sec' FOR UPDATE) l" \
-    "SELECT pg_sleep(3)" "COMMIT"
+    "SELECT 'go' FROM pg_advisory_lock_shared(22082)" "COMMIT"
 locker=$!
-check_true "the locker holds the lease rows" "$(wait_until 10 q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(3)'")"
+check_true "the locker holds the lease rows" "$(wait_for 60 "the locker at the barrier" barrier_waiters 1)"
 check "a release while the rows are locked is reported pending" "release pending" \
     "$(q -c "SET cosid.acquire_timeout = '1200ms'" -c "SELECT cosid_release('sec', $slot)")"
+wait_for 30 "the keeper's failed release in the log" bash -c "grep -q 'release of slot [0-9]* in \"sec\" failed' '$DIR/server.log' && echo t" >/dev/null
+barrier_open
 wait "$locker"
 sleep 0.2
 run_bg "$DIR/b.out" "SET cosid.acquire_timeout = '2s'" \
@@ -79,7 +82,7 @@ lease0=$(q -c "SELECT slot || ':' || fence FROM cosid.lease WHERE namespace = 'm
 ren0=$(stat renewals); lost0=$(stat leases_lost)
 set_conf cosid.clock_offset -10000
 sleep 5   # longer than ttl + tolerance: a lease not renewed meanwhile has expired
-check_true "renewals went on while the keeper's clock was 10 s back" "$(q -c "SELECT renewals >= $ren0 + 3 FROM cosid_stats()")"
+check_true "renewals went on while the keeper's clock was 10 s back" "$(wait_for 30 "3 renewals" q -c "SELECT renewals >= $ren0 + 3 FROM cosid_stats()")"
 check "no lease lost" "$lost0" "$(stat leases_lost)"
 check "the lease of 'mono' is still held, same slot and fence, not expired" "$lease0 true" "$(q -c "
     SELECT slot || ':' || fence || ' ' || (expires_at > cosid.store_now()) FROM cosid.lease
@@ -113,13 +116,35 @@ check_true "the lease table is locked" "$(wait_until 5 q -c "SELECT count(*) > 0
 out=$(q -v VERBOSITY=sqlstate -c "SET cosid.acquire_timeout = '8s'" -c "SELECT cosid_next('retry') > 0" 2>&1 || true)
 check "cosid_next() waits out a lock timeout of the store and gets its slot" t "$out"
 wait
-run_bg "$DIR/lock.out" "BEGIN" "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" "SELECT pg_sleep(4)" "COMMIT"
-check_true "the lease table is locked again" "$(wait_until 5 q -c "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'cosid.lease'::regclass AND mode = 'ExclusiveLock' AND granted")"
+# No lease of the instance is left to renew or release while the table is locked: a renewal
+# or release timing out there (one store bound each, retried within 500 ms) takes the keeper's
+# whole pass, and a pass that has spent its store bound on leases serves no request at all,
+# so the acquire asked for below was never tried (120 s without one try in a loaded run,
+# while 'mono' and 'retry' failed their releases every 0.5 s).  That starvation is a keeper
+# issue of its own, not what this item checks.
+q -c "SELECT cosid_release(namespace, slot) FROM cosid_pool() WHERE state = 'active'" >/dev/null
+check_true "the instance holds no lease before the table is locked" "$(wait_for 30 "the instance's leases released" q -c "
+    SELECT count(*) = 0 FROM cosid.lease WHERE incarnation = (SELECT incarnation FROM cosid_stats())")"
+barrier_close 22087   # the table stays locked until the call has run out of time
+run_bg "$DIR/lock.out" "BEGIN" "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" "SELECT 'go' FROM pg_advisory_lock_shared(22087)" "COMMIT"
+check_true "the lease table is locked again" "$(wait_for 60 "the locker at the barrier" barrier_waiters 1)"
+# A first caller (with time to spare) keeps the request of 'retry2' up until the keeper has
+# tried it twice against the locked table (each failed try is logged); the caller checked
+# then waits on the same request for its 2 s.  (Alone, on a loaded machine, it had given up
+# before the keeper's first try came back: "did not answer within 2000 ms".)
+failed_tries() { grep -c 'LOG:  cosid: acquire in namespace "retry2" failed' "$DIR/server.log" || true; }
+failed_tries_reach() { [ "$(failed_tries)" -ge "$1" ] && echo t; }
+tries0=$(failed_tries)
+run_bg "$DIR/retry_first.out" "SET cosid.acquire_timeout = '300s'" "SELECT cosid_next('retry2') > 0"
+check_true "the keeper tries the locked store twice for a waiting caller" \
+    "$(wait_for 120 "two failed acquires of 'retry2' in the server log" failed_tries_reach $((tries0 + 2)))"
 out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next('retry2') > 0" 2>&1 || true)
+barrier_open
 grep -E 'ERROR|DETAIL' <<<"$out" | sed 's/^/#   /'
 check "past cosid.acquire_timeout: ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
 check "the error says what was tried" 1 "$(grep -cE 'DETAIL:  Tried [0-9]+ times? in [0-9]+ ms; the last answer of the lease store: .*timeout' <<<"$out")"
 wait
+check "the first caller gets its slot once the table is unlocked" t "$(tail -1 "$DIR/retry_first.out")"
 
 echo "# item 8: a lease of this incarnation that the pool does not know (an answer lost) is released at its ceiling"
 read -r key inc < <(q -F ' ' -c "SELECT owner_key, incarnation FROM cosid_stats()")
@@ -148,15 +173,19 @@ echo "# item 9: 200 backends waiting on an exhausted 4-slot namespace; the held 
 q -c "SELECT cosid_namespace_create('four', slot_bits => 2)" -c "SELECT cosid_namespace_create('hold', slot_bits => 2)" >/dev/null
 check "the 4 slots of 'four' taken by other owners" 4 "$(q -c "SELECT count(*) FROM generate_series(1, 4) g,
     cosid.acquire('four', 'other' || g, gen_random_uuid(), 60000) a WHERE a.slot IS NOT NULL")"
+barrier_close 22089   # the holders stay, after their first id, until the waiters are done
 for i in 1 2 3 4; do
-    run_bg "$DIR/holder.$i.out" "SELECT 'first ' || (cosid_parse(cosid_next('hold'), 'hold')).slot" "SELECT pg_sleep(7)" \
+    run_bg "$DIR/holder.$i.out" "SELECT 'first ' || (cosid_parse(cosid_next('hold'), 'hold')).slot" \
+        "SELECT 'go' FROM pg_advisory_lock_shared(22089)" \
         "SELECT 'again ' || (cosid_parse(cosid_next('hold'), 'hold')).slot"
 done
-check_true "4 holders issue on the instance's lease of 'hold'" "$(wait_until 10 leased_in hold 4)"
+wait_for 60 "the 4 holders at the barrier" barrier_waiters 4 >/dev/null
+check_true "4 holders issue on the instance's lease of 'hold'" "$(wait_for 10 "4 backends on the lease of 'hold'" leased_in hold 4)"
 lost0=$(stat leases_lost); tx0=$(stat store_transactions); ren0=$(stat renewals)
 printf "SET cosid.acquire_timeout = '4s';\nSELECT cosid_next('four');\n" > "$DIR/waiter.sql"; chmod a+r "$DIR/waiter.sql"
 as_pg pgbench -n -h "$DIR" -p "$PORT" -c 200 -j 2 -t 1 -f "$DIR/waiter.sql" postgres > "$DIR/waiters.log" 2>&1 || true
 tx1=$(stat store_transactions)
+barrier_open
 wait
 echo "# store transactions while 200 backends waited: $((tx1 - tx0)); renewals: $(( $(stat renewals) - ren0 ))"
 check "every waiter got ZC003 (exhausted)" 200 "$(grep -c 'ZC003\|is exhausted' "$DIR/waiters.log" || true)"

@@ -17,3 +17,42 @@ wait_until() {  # wait_until SECONDS COMMAND...: until COMMAND prints "t", at mo
     done
     echo "${v:-f}"
 }
+wait_for() {  # wait_for SECONDS WHAT COMMAND...: wait_until COMMAND prints "t"; at the deadline
+    # says what it waited for (and returns 1); "t" or "f" on stdout, as wait_until
+    local s=$1 what=$2 v; shift 2
+    v=$(wait_until "$s" "$@")
+    [ "$v" = t ] || echo "# gave up after ${s} s waiting for: $what" >&2
+    echo "$v"
+}
+
+# A barrier for the sessions a test starts, instead of a fixed pg_sleep that a condition must
+# come true within: barrier_close KEY opens a session (through the script's q) that holds
+# advisory lock KEY; a session waits at the barrier with
+#     SELECT 'go' FROM pg_advisory_lock_shared(KEY)
+# (or any statement that takes that lock), the test counts them there with barrier_waiting,
+# and barrier_open ends the holding session: they all go on.  One barrier at a time.
+barrier_close() {
+    BARRIER_KEY=$1
+    BARRIER_FLAG=$(mktemp -u /tmp/cosid-barrier.XXXXXX)
+    # (the pipe's write end is only in the subshell: sessions started later do not hold it open)
+    { echo "SELECT pg_advisory_lock($1);"; while [ ! -e "$BARRIER_FLAG" ]; do sleep 0.05; done; } | q >/dev/null 2>&1 &
+    BARRIER_PID=$!
+    if [ "$(wait_for 60 "the barrier's session to hold advisory lock $1" q -c "SELECT count(*) = 1 FROM pg_locks
+            WHERE locktype = 'advisory' AND objid = $1 AND mode = 'ExclusiveLock' AND granted")" != t ]; then
+        echo "not ok - barrier $1 closed"; FAIL=1
+    fi
+}
+barrier_waiting() {  # the number of sessions waiting at the barrier
+    q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
+}
+barrier_waiters() {  # barrier_waiters N: "t" once N sessions wait at the barrier
+    q -c "SELECT count(*) >= $1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
+}
+barrier_pids() {  # the pids of the sessions waiting at the barrier
+    q -c "SELECT string_agg(pid::text, ' ') FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
+}
+barrier_open() {
+    touch "$BARRIER_FLAG"
+    wait "$BARRIER_PID" 2>/dev/null || true
+    rm -f "$BARRIER_FLAG"
+}

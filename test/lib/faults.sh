@@ -1,6 +1,6 @@
 # Shared pieces of the fault suites: a server with short leases, clients that keep
 # inserting through every fault (one connection per statement, so they also churn), a
-# sampler of the store's windows, and the checks that end every suite.
+# record of the store's windows, and the checks that end every suite.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
@@ -11,6 +11,13 @@ set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/de
 reset_conf() { q -c "ALTER SYSTEM RESET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
 
 # fault_server DIR PORT: ttl 2 s; namespace f with tolerance 300 ms; table t with a unique key.
+# Every change of a lease row is written into observed by a trigger on cosid.lease, in the
+# store's own transaction (the store is this server): every window that was granted or
+# renewed is there, however short it lived and whether clients ran or not, and none that
+# was rolled back.  Releases are rows too (incarnation NULL, previous_owner_key the owner).
+# (A sampler of cosid.lease every 0.1 s missed windows granted and given back between two
+# samples, on a loaded machine: ids of the fast-shutdown phase and of a lone holder were
+# found outside every recorded window.)
 fault_server() {
     DIR="$1"; PORT="$2"
     start_server "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '1s'" "max_connections = 40" \
@@ -19,8 +26,30 @@ fault_server() {
       -c "SELECT cosid_namespace_create('f', slot_bits => 6, tolerance => '300 ms')" \
       -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), client int, phase text)" \
       -c "CREATE TABLE observed (at timestamptz DEFAULT clock_timestamp(), namespace text, slot int, fence bigint,
-                                 incarnation uuid, owner_key text, floor bigint, ceiling bigint)" >/dev/null
+                                 incarnation uuid, owner_key text, floor bigint, ceiling bigint,
+                                 next_floor bigint, previous_owner_key text)" >/dev/null
+    q <<'SQL' >/dev/null
+CREATE FUNCTION public.observe_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling, next_floor, previous_owner_key)
+    VALUES (NEW.namespace, NEW.slot, NEW.fence, NEW.incarnation, NEW.owner_key, NEW.floor, NEW.ceiling,
+            NEW.next_floor, NEW.previous_owner_key);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER observe_lease AFTER INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION public.observe_lease();
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER observe_lease;
+SQL
+    WINDOWS_BY_TRIGGER=yes
     mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
+}
+
+# sample_windows: what the store holds now, into observed (for servers without the trigger
+# of fault_server; upgrade.sh).
+sample_windows() {
+    [ "${WINDOWS_BY_TRIGGER:-}" = yes ] && return 0
+    q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
+          SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease
+          WHERE incarnation IS NOT NULL" >/dev/null 2>&1 || true
 }
 
 PHASE=start
@@ -41,24 +70,19 @@ start_clients() {
         ) &
         CLIENT_PIDS+=($!)
     done
-    (
-        trap - EXIT; set +e
-        while [ ! -e "$DIR/stop" ]; do
-            q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
-                  SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease
-                  WHERE incarnation IS NOT NULL" >/dev/null 2>&1 || true
-            sleep 0.1
-        done
-    ) &
-    CLIENT_PIDS+=($!)
+    if [ "${WINDOWS_BY_TRIGGER:-}" != yes ]; then
+        (
+            trap - EXIT; set +e
+            while [ ! -e "$DIR/stop" ]; do sample_windows; sleep 0.1; done
+        ) &
+        CLIENT_PIDS+=($!)
+    fi
 }
 
 stop_clients() {
     touch "$DIR/stop"
     wait "${CLIENT_PIDS[@]}" 2>/dev/null || true
-    q -c "INSERT INTO observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling)
-          SELECT namespace, slot, fence, incarnation, owner_key, floor, ceiling FROM cosid.lease
-          WHERE incarnation IS NOT NULL" >/dev/null 2>&1 || true
+    sample_windows
 }
 
 # first_ok_after PHASE T_MS: the first successful insert of the phase at or after T_MS.
@@ -73,7 +97,8 @@ final_checks() {
     check "no unique violation (23505) in any client" 0 "$(cat "$DIR"/clients/*.log | grep -c ' 23505' || true)"
     check "every id inside a window the store handed to its slot" 0 "$(q -c "
         WITH w AS (SELECT slot, fence, incarnation, min(floor) AS floor, max(ceiling) AS ceiling
-                   FROM observed WHERE namespace = 'f' AND owner_key <> 'thief' GROUP BY 1, 2, 3),
+                   FROM observed WHERE namespace = 'f' AND incarnation IS NOT NULL AND owner_key <> 'thief'
+                   GROUP BY 1, 2, 3),
              p AS (SELECT p.* FROM t, cosid_parse(t.id, 'f') p)
         SELECT count(*) FROM p WHERE NOT EXISTS (
             SELECT 1 FROM w WHERE w.slot = p.slot
@@ -95,4 +120,20 @@ no_window_below_old_ids() {
                      AND at > (SELECT min(at) FROM observed WHERE incarnation = '$1') GROUP BY 1, 2
                    HAVING min(at) > (SELECT max(at) FROM observed WHERE incarnation = '$1'))
     SELECT count(*) FROM new_w JOIN old_last USING (slot) WHERE new_w.floor < old_last.ts"
+}
+
+# taken_over_live_leases OLD_INCARNATION: windows of other owners that start below the ceiling
+# of a lease OLD_INCARNATION still held when it ended (a crash: its last window on the slot,
+# not followed by its release, which the store records as the next fence without an owner).
+# A lease the old incarnation released in order before the crash hands on its exact last
+# timestamp, below its ceiling, and is rightly not counted.  Needs the trigger of fault_server.
+taken_over_live_leases() {
+    q -c "
+    WITH held AS (SELECT slot, fence, max(ceiling) AS ceiling FROM observed o
+                  WHERE namespace = 'f' AND incarnation = '$1'
+                    AND NOT EXISTS (SELECT 1 FROM observed r WHERE r.namespace = 'f' AND r.slot = o.slot
+                                      AND r.fence = o.fence + 1 AND r.incarnation IS NULL)
+                  GROUP BY 1, 2)
+    SELECT count(*) FROM observed n JOIN held o USING (slot)
+    WHERE n.namespace = 'f' AND n.incarnation <> '$1' AND n.fence > o.fence AND n.floor < o.ceiling"
 }
