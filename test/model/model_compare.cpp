@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
     if (!sql || !exp) return 2;
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
 
-    LeaseTable model(SLOT_BITS, TOL);
+    // The namespace is made at store time T0 (below): its slots start there (a new
+    // namespace's first floor is the store's now).
+    LeaseTable model(SLOT_BITS, TOL, T0);
     std::vector<Owner> owners(5);
     for (int i = 0; i < 5; ++i) {
         owners[i].key = "key" + std::to_string(i % 3);
@@ -59,6 +61,10 @@ int main(int argc, char** argv) {
         owners[i].inc = inc;
     }
     std::fprintf(sql, "\\set ON_ERROR_STOP 1\n\\o /dev/null\n");  // only the ops' lines are compared
+    std::fprintf(sql,
+                 "SELECT set_config('cosid.store_clock_offset', "
+                 "(%lld - floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)::text, false);\n",
+                 static_cast<long long>(T0));
     std::fprintf(sql, "SELECT cosid_namespace_create('model', slot_bits => %d, tolerance => '%lld ms');\n", SLOT_BITS,
                  static_cast<long long>(TOL));
     std::fprintf(sql, "CREATE TEMP TABLE out (n serial, line text);\n");
