@@ -579,16 +579,23 @@ long keeper_pass(bool serve_requests) {
     sweep_orphans(pass_start + store_bound_ms());
     if (orphan_sweep_pending && mono_ms() >= next_orphan_sweep_at) sleep_ms = 0;  // not done yet
     if (!serve_requests || !requests_due) return Max(sleep_ms, 0L);
+    bool served = false;
     for (int n = 0; n < shared->npool; ++n) {
         // Leases first again, then the rest, from where this pass stopped: a namespace whose
-        // acquires keep failing cannot starve requests at later entries.
-        if (mono_ms() - pass_start > store_bound_ms()) return 0;
+        // acquires keep failing cannot starve requests at later entries.  One due request is
+        // served in every pass, whatever the leases took: while the store times out, one
+        // renewal or release can take the whole bound, and a new namespace would then never
+        // be asked for (its callers got "did not answer" instead of the store's answer).
+        if (served && mono_ms() - pass_start > store_bound_ms()) return 0;
         int i = request_cursor;
         request_cursor = (request_cursor + 1) % shared->npool;
         LWLockAcquire(shared->lock, LW_SHARED);
         bool due = shared->pool[i].state == kWanted && shared->pool[i].retry_at <= mono_ms();
         LWLockRelease(shared->lock);
-        if (due) serve_request(i, mono_ms());
+        if (due) {
+            serve_request(i, mono_ms());
+            served = true;
+        }
     }
     return 0;  // a new pass computes the next wake-up
 }
