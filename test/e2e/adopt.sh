@@ -14,7 +14,8 @@ mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
 # sequence bits), three machines, its newest ids 3 s ahead of this clock (a clock running
 # ahead).  Namespace 'legacy' has the same bits and epoch, so its ids continue them.
 TWITTER_EPOCH=1288834974657
-q -c "CREATE EXTENSION cosid" \
+# (the store's limits fit the keeper's ttl: the restore below raises every floor by them)
+q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('legacy', epoch => to_timestamp($TWITTER_EPOCH / 1000.0))" \
   -c "CREATE TABLE serial_t (id bigserial PRIMARY KEY, phase text)" \
   -c "INSERT INTO serial_t(phase) SELECT 'old' FROM generate_series(1, 5000)" \
@@ -100,7 +101,8 @@ done
 echo "# pg_dump / pg_restore into another server, then adopt again there"
 q -c "SELECT cosid_release()" >/dev/null
 as_pg pg_dump -h "$DIR" -p "$PORT" -Fc -f "$DIR/adopted.dump" postgres
-start_server "$TARGET" "$TPORT" "cosid.database = 'dst'"
+start_server "$TARGET" "$TPORT" "cosid.database = 'dst'" "cosid.ttl = '3s'" \
+    "cosid.acquire_timeout = '10s'"  # the restored store keeps its origin's max_ttl, and raises its floors by max_ttl + 2 x max_tolerance
 psql_at "$TARGET" "$TPORT" postgres -c "CREATE DATABASE dst" -c "CREATE ROLE app LOGIN" >/dev/null
 restore_errors=$(as_pg pg_restore -h "$TARGET" -p "$TPORT" -d dst "$DIR/adopted.dump" 2>&1 | grep -c 'error' || true)
 check "pg_restore reports no error" 0 "$restore_errors"
