@@ -604,7 +604,7 @@ int64 issue(Gen* g) {
             if (wait_start == 0) wait_start = mono_ms();
             if (elapsed_ms(wait_start) >= acquire_timeout_ms()) {
                 // A static slot without a state file borrows nothing, whatever max_borrow says.
-                bool no_file = borrow == 0 && g->is_static;
+                bool no_file = g->is_static && !static_state_file_configured();
                 ereport(ERROR,
                         (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
                          errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),

@@ -42,15 +42,12 @@ barrier_close() {
         echo "not ok - barrier $1 closed"; FAIL=1
     fi
 }
-barrier_waiting() {  # the number of sessions waiting at the barrier
-    q -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
+barrier_select() {  # barrier_select EXPR: EXPR over the sessions waiting at the barrier
+    q -c "SELECT $1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
 }
-barrier_waiters() {  # barrier_waiters N: "t" once N sessions wait at the barrier
-    q -c "SELECT count(*) >= $1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
-}
-barrier_pids() {  # the pids of the sessions waiting at the barrier
-    q -c "SELECT string_agg(pid::text, ' ') FROM pg_locks WHERE locktype = 'advisory' AND objid = $BARRIER_KEY AND NOT granted"
-}
+barrier_waiting() { barrier_select "count(*)"; }                        # how many wait there
+barrier_waiters() { barrier_select "count(*) >= $1"; }                  # "t" once N wait there
+barrier_pids() { barrier_select "string_agg(pid::text, ' ')"; }         # their pids
 barrier_open() {
     touch "$BARRIER_FLAG"
     wait "$BARRIER_PID" 2>/dev/null || true
