@@ -33,7 +33,7 @@ LANGUAGE sql VOLATILE AS $$
     INSERT INTO cosid.static_ceiling AS c (namespace, slot, ceiling_ms, system_identifier)
     SELECT p_namespace, p_slot, p_ceiling_ms, s.system_identifier FROM pg_catalog.pg_control_system() s
     ON CONFLICT (namespace, slot) DO UPDATE
-       SET ceiling_ms = pg_catalog.greatest(c.ceiling_ms, excluded.ceiling_ms),
+       SET ceiling_ms = greatest(c.ceiling_ms, excluded.ceiling_ms),
            system_identifier = excluded.system_identifier, written_at = pg_catalog.clock_timestamp()
     RETURNING ceiling_ms
 $$;

@@ -394,6 +394,13 @@ int64_t static_window_floor(int64_t recorded_ms, int64_t not_before_ms, bool hav
     return have_state_file ? known : std::max(known, started_ms);
 }
 
+int64_t static_recorded_ms(int64_t model_ms, bool model_has_window, std::optional<int64_t> db_ms,
+                           bool db_this_cluster, bool have_state_file) noexcept {
+    if (!db_ms) return model_ms;
+    const bool file_lost = db_this_cluster && have_state_file && !model_has_window;
+    return !db_this_cluster || file_lost ? std::max(model_ms, *db_ms) : model_ms;
+}
+
 // --- cosid_adopt ---
 
 AdoptFloor adopt_floor(const Layout& layout, int64_t max_id) {

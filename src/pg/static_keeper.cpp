@@ -319,23 +319,57 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         }
         // floor: what this slot may already have issued, and the not-befores
         int64 window_value = 0;
+        bool model_has_window = false;
         int64 ns_not_before = 0;
         cpp_call([&] {
             const cosid::StateWindow* w = model.find_window(ns, slot);
             if (w != nullptr) window_value = w->ceiling_ms;
+            model_has_window = w != nullptr;
             ns_not_before = model.not_before_of(ns);
         });
+        // The database's copy: what another cluster this database came from (pg_upgrade, a
+        // restore elsewhere) issued on the slot, or what a lost file held.
+        bool db_present = false, db_this_cluster = true;
+        int64 db_ceiling = 0;
+        StoreError db_err;
+        if (!store_static_recorded(ns, slot, &db_present, &db_ceiling, &db_this_cluster, &db_err)) {
+            snprintf(error, sizeof(error), "cosid could not read cosid.static_ceiling in database \"%s\": %s",
+                     setting_database, db_err.message);
+            strlcpy(hint, "The database keeps a copy of each static window's ceiling; no window starts without "
+                    "reading it.", sizeof(hint));
+            code = db_err.sqlerrcode;
+        }
+        if (db_present && window_value < db_ceiling && !db_this_cluster) {
+            char at[40];
+            cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(db_ceiling).c_str(), sizeof(at)); });
+            ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, the ceiling another "
+                                 "cluster recorded in cosid.static_ceiling (pg_upgrade, or a restore)", slot, ns, at)));
+        }
+        window_value = cosid::static_recorded_ms(window_value, model_has_window,
+                                                 db_present ? std::optional<int64>(db_ceiling) : std::nullopt,
+                                                 db_this_cluster, have_file());
         // Without a file the model holds only what this keeper saw: the floor is then never
         // below the clock at its start, which is above anything an earlier run issued.
         int64 floor = cosid::static_window_floor(window_value, std::max<int64>(ns_not_before, not_before_ms()),
                                                  have_file(), model_started_ms);
         int64 ceiling = std::max<int64>(floor, clock_ms()) + setting_static_ahead_ms;
-        change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
         char write_error[300];
-        if (!save_model(write_error, sizeof(write_error))) {
+        StoreError record_err;
+        if (error[0] == '\0') change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
+        if (error[0] != '\0') {
+            // (the copy could not be read: nothing written)
+        } else if (!save_model(write_error, sizeof(write_error))) {
             snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
             strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
                     "of the file's directory (cosid.state_file).", sizeof(hint));
+        } else if (!RecoveryInProgress() && !store_static_record(ns, slot, ceiling, &record_err)) {
+            // The file holds the window (the next one starts above it), but a cluster made
+            // from this database would not know it: not issued on.
+            snprintf(error, sizeof(error), "cosid could not record static slot %d's ceiling in cosid.static_ceiling "
+                     "in database \"%s\": %s", slot, setting_database, record_err.message);
+            strlcpy(hint, "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
+                    "no window is issued on before it is written.", sizeof(hint));
+            code = record_err.sqlerrcode;
         } else {
             r.slot = slot;
             r.fence = 0;
@@ -386,6 +420,12 @@ void renew_static(int i) {
         uint32 timeline = GetWALInsertionTimeLine();
         change_model([&] { model.set_window(k.ns, k.slot, target, timeline); });
         ok = save_model(error, sizeof(error));
+        StoreError record_err;
+        if (ok && !RecoveryInProgress() && !store_static_record(k.ns, k.slot, target, &record_err)) {
+            snprintf(error, sizeof(error), "cosid.static_ceiling in database \"%s\" could not be written: %s",
+                     setting_database, record_err.message);
+            ok = false;
+        }
     }
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);

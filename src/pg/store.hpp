@@ -53,6 +53,13 @@ bool store_sync_local_namespace(const char* ns, const StoreResult& layout, Store
 // The layout of `ns` in this instance's cosid.namespace (static slots; always SPI): the
 // layout fields as an acquire returns them; row = false when it is not defined here.
 bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err);
+// The database's copy of a static slot's ceiling (cosid.static_ceiling, cosid 1.5; always
+// SPI): `present` false when there is no row, or when the catalog is older than 1.5 (nothing
+// recorded then); `this_cluster` whether this cluster wrote it.
+bool store_static_recorded(const char* ns, int32 slot, bool* present, int64* ceiling_ms, bool* this_cluster,
+                           StoreError* err);
+// Records a static window's ceiling there, durably (a catalog older than 1.5: nothing, true).
+bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err);
 // cosid_adopt: raises the namespace's not-before in the store (cosid.raise_floor), after the
 // store checked that the caller's layout is its own; the new not-before in `floor`.
 bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int slot_bits, int sequence_bits,

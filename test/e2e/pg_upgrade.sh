@@ -8,7 +8,8 @@
 # pg_restore's DROP DATABASE failed), the store comes over unchanged, the new cluster (another
 # system identifier) issues ids strictly above every id issued before in each namespace,
 # with no duplicate, after waiting for the raised floors (max_ttl 3 s + 2 x tolerance), and
-# ALTER EXTENSION cosid UPDATE works on the upgraded catalog.
+# ALTER EXTENSION cosid UPDATE works on the upgraded catalog.  Beside them static_case: static
+# slots, whose state file stays in the old data directory, across a 15 -> 15 --link upgrade.
 #
 #   bash test/e2e/pg_upgrade.sh WORKDIR
 #
@@ -204,6 +205,69 @@ upgrade_case() {
     stop_pg "$nbin" "$D/new/data"
 }
 
+# static_case MAJOR: static slots across pg_upgrade (MAJOR -> MAJOR, --link).  Their state
+# file stays in the old data directory; the keeper also records each window's ceiling in
+# cosid.static_ceiling (cosid 1.5), which pg_upgrade carries with the data.  The old cluster
+# issues 2000 ids on static slot 5; the new one starts with its clock put 5 s before the
+# largest of them (cosid.clock_offset), as a clock that moved back, or an old cluster that
+# borrowed ahead of its clock, leaves it.  Before cosid 1.5 the new keeper started the slot
+# at that clock, and its ids repeated the old ones; now it starts above the recorded ceiling.
+static_case() {
+    local bin D name="$1 -> $1 (link, static slots)"
+    bin=$(bin_of "$1"); D="$ROOT/static-$1"
+    echo "# pg_upgrade $name"
+    rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
+    qo() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    qn() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+    local i1 i2
+    as_pg "$bin/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i1=$!
+    as_pg "$bin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
+    wait "$i1"; wait "$i2"
+    local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
+                "max_connections = 30" "fsync = off" "cosid.static_slots = 'st:5'" "cosid.acquire_timeout = '30s'")
+    printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
+    printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+    start_pg "$bin" "$D/old/data"
+    qo -c "CREATE EXTENSION cosid" \
+       -c "SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)" \
+       -c "CREATE TABLE t_static (id bigint PRIMARY KEY DEFAULT cosid_next('st'), phase text)" >/dev/null
+    local c pids=()
+    for c in 1 2 3 4; do qo -c "INSERT INTO t_static(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null & pids+=($!); done
+    for c in "${pids[@]}"; do wait "$c"; done
+    local before
+    before=$(qo -c "SELECT count(*) || '|' || max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint
+                        || '|' || (SELECT count(*) FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = 5
+                                      AND ceiling_ms >= extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)
+                    FROM t_static")
+    stop_pg "$bin" "$D/old/data"
+    check "$name: 2000 static ids before, their ceiling recorded in cosid.static_ceiling" "2000|1" \
+        "$(cut -d'|' -f1,4 <<<"$before")"
+    local max_id max_ms
+    max_id=$(cut -d'|' -f2 <<<"$before"); max_ms=$(cut -d'|' -f3 <<<"$before")
+    if ! (cd "$D" && as_pg "$bin/pg_upgrade" -b "$bin" -B "$bin" -d "$D/old/data" -D "$D/new/data" \
+              -p "$OPORT" -P "$NPORT" -s "$D" -U postgres --no-sync --link) > "$D/pg_upgrade.out" 2>&1; then
+        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+        FAIL=1; return
+    fi
+    check "$name: no state file in the new data directory" "absent" \
+        "$([ -e "$D/new/data/cosid.state" ] && echo present || echo absent)"
+    echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$D/new/data/postgresql.conf"
+    start_pg "$bin" "$D/new/data"
+    pids=()
+    for c in 1 2 3 4; do
+        qn -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 500)" >/dev/null 2>>"$D/after.err" & pids+=($!)
+    done
+    for c in "${pids[@]}"; do wait "$c" || true; done
+    check "$name: 2000 more ids, every one above every id before the upgrade (max $max_id), none refused" "2000|true|" \
+        "$(qn -c "SELECT count(*) || '|' || coalesce(min(id) > $max_id, false) FROM t_static WHERE phase = 'after'")|$(head -2 "$D/after.err" | tr '\n' ' ')"
+    check "$name: the new server's log says where slot 5 started" "1" \
+        "$(grep -c 'starting above .*, the ceiling another cluster recorded in cosid.static_ceiling' "$D/new/server.log" || true)"
+    check_true "$name: the row is the new cluster's now, above every id" \
+        "$(qn -c "SELECT c.system_identifier = s.system_identifier AND c.ceiling_ms >= (SELECT max(extract(epoch FROM cosid_timestamp(id, 'st')) * 1000) FROM t_static)
+                  FROM cosid.static_ceiling c, pg_control_system() s WHERE c.namespace = 'st' AND c.slot = 5")"
+    stop_pg "$bin" "$D/new/data"
+}
+
 # spawn N OLD NEW MODE FROM: the case in the background, with ports of its own and its output
 # in a file (the cases mostly wait: for servers, pg_upgrade's steps and the raised floors).
 # A 15 -> NEW that the pg_attver gap rules out becomes 15 -> 15.
@@ -213,7 +277,9 @@ spawn() {
     (
         RUNNING=(); trap cleanup EXIT
         OPORT=$((55490 + 2 * n)); NPORT=$((OPORT + 1))
-        rc=0; upgrade_case "$@" || rc=$?
+        rc=0
+        if [ "$2" = static ]; then static_case "$1"; exit "$FAIL"; fi
+        upgrade_case "$@" || rc=$?
         if [ "$rc" = 3 ] && [ "$1" = 15 ]; then
             echo "# so 15 -> 15 instead: Debian's binaries on both sides, the same binary-upgrade servers and another cluster"
             upgrade_case 15 15 "$3" "$4"
@@ -222,22 +288,22 @@ spawn() {
     ) > "$ROOT/case$n.log" 2>&1 &
     PIDS+=($!); LOGS+=("$ROOT/case$n.log")
 }
-cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1")
+cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1" "15 static")
 if [ ! -d "$SHARED_PG" ]; then
     echo "# no builds of other PostgreSQL majors in $SHARED_PG: pg_upgrade 15 -> 15 only"
-    cases=("15 15 copy 1.2")
+    cases=("15 15 copy 1.2" "15 static")
 fi
 started=$SECONDS
 mkdir -p "$ROOT"
 n=0
 for c in "${cases[@]}"; do
     set -- $c
-    if [ ! -d "$SHARED_PG" ] && [ "$1" = "$2" ]; then :
+    if [ "$2" = static ] || { [ ! -d "$SHARED_PG" ] && [ "$1" = "$2" ]; }; then :
     elif [ ! -e "$SHARED_PG/pg-$2-bookworm-x86_64.tar.gz" ] ||
          { [ "$1" != 15 ] && [ ! -e "$SHARED_PG/pg-$1-bookworm-x86_64.tar.gz" ]; }; then
         echo "# skipped $1 -> $2: no build of it in $SHARED_PG"; continue
     fi
-    if ! has_cosid "$(bin_of "$1")" || ! has_cosid "$(bin_of "$2")"; then
+    if ! has_cosid "$(bin_of "$1")" || { [ "$2" != static ] && ! has_cosid "$(bin_of "$2")"; }; then
         echo "not ok - $1 -> $2: cosid $CURRENT is not installed in $(bin_of "$1") and $(bin_of "$2") (scripts/majors.sh installs it)"
         FAIL=1; continue
     fi

@@ -535,6 +535,32 @@ TEST(StaticNoFile, RulesApplyOnlyWithoutAFile) {
     EXPECT_EQ(static_window_floor(6000, 7000, false, 9000), 9000);
 }
 
+// --- the database's copy of the ceilings (issue 23: static slots across pg_upgrade) ---
+
+TEST(StaticRecorded, AnotherClustersRowRaisesTheFloor) {
+    // pg_upgrade: the new cluster has no file (nothing in its model) and the old one's row
+    EXPECT_EQ(static_recorded_ms(0, false, 90000, false, true), 90000);
+    EXPECT_EQ(static_recorded_ms(0, false, 90000, false, false), 90000);  // also without a file
+    // a file of its own that is further on wins; the row never lowers anything
+    EXPECT_EQ(static_recorded_ms(95000, true, 90000, false, true), 95000);
+    EXPECT_EQ(static_recorded_ms(85000, true, 90000, false, true), 90000);
+}
+
+TEST(StaticRecorded, ThisClustersRowOnlyWhenTheFileLostTheSlot) {
+    // the file is the exact memory: a release lowered it below the row's ceiling
+    EXPECT_EQ(static_recorded_ms(80000, true, 90000, true, true), 80000);
+    // a file kept but without the slot (deleted, replaced by an empty one): the row
+    EXPECT_EQ(static_recorded_ms(0, false, 90000, true, true), 90000);
+    // without a file the clock rules bound a restart; the row would only delay it
+    EXPECT_EQ(static_recorded_ms(0, false, 90000, true, false), 0);
+    EXPECT_EQ(static_recorded_ms(70000, true, 90000, true, false), 70000);
+}
+
+TEST(StaticRecorded, NoRowKeepsTheModel) {
+    EXPECT_EQ(static_recorded_ms(0, false, std::nullopt, false, true), 0);
+    EXPECT_EQ(static_recorded_ms(70000, true, std::nullopt, true, true), 70000);
+}
+
 namespace {
 
 // One run of a static slot: `n` ids claimed one at a time from a window (floor, floor +
