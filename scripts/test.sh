@@ -28,8 +28,13 @@ grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' 
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
-log "META.json (PGXN meta spec) and make dist"
+log "META.json (PGXN meta spec), make dist, and the docs (README.md's size, links, docs/reference.md)"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
+for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too
+    python3 "$COSID_ROOT/test/meta/check_docs.py" "$arg" > "$work/docs.log" 2>&1 \
+        || grep -q '^not ok' "$work/docs.log" || echo "not ok - check_docs.py $arg ran" >> "$work/docs.log"
+    cat "$work/docs.log" >> "$work/meta.log"
+done
 version=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$COSID_ROOT/META.json" 2>/dev/null || echo none)
 if make -C "$COSID_ROOT" -s dist DIST_DIR="$work" > "$work/dist.log" 2>&1; then
     python3 "$COSID_ROOT/test/meta/check_dist.py" "$work" "$(git -C "$COSID_ROOT" ls-files | wc -l)" "$version" \
@@ -37,9 +42,9 @@ if make -C "$COSID_ROOT" -s dist DIST_DIR="$work" > "$work/dist.log" 2>&1; then
 else
     sed 's/^/#   /' "$work/dist.log"; echo "not ok - make dist" >> "$work/meta.log"
 fi
-grep '^not ok' "$work/meta.log" || true
+grep -E '^(not ok|#)' "$work/meta.log" || true  # '#': a failure's details, and warnings
 meta_ok=$(grep -c '^ok' "$work/meta.log" || true); meta_bad=$(grep -c '^not ok' "$work/meta.log" || true)
-echo "META.json and make dist: $meta_ok passed, $meta_bad failed"
+echo "META.json, make dist and docs: $meta_ok passed, $meta_bad failed"
 total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_bad))
 [ "$meta_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
 

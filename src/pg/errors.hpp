@@ -1,4 +1,4 @@
-// cosid's own SQLSTATEs (class ZC, implementation-defined), documented in README.md.
+// cosid's own SQLSTATEs (class ZC, implementation-defined), documented in docs/reference.md ("Errors").
 #pragma once
 #include "pg.hpp"
 

@@ -1,4 +1,4 @@
-// cosid.* settings (documented in README.md).
+// cosid.* settings (documented in docs/reference.md, "Settings").
 #pragma once
 #include "pg.hpp"
 

@@ -196,7 +196,7 @@ fault_store_restart() {
 fault_failover() {
     # The raise after a failover covers windows granted at store times up to its own clock
     # plus the tolerance: a failover right after the store's clock stepped back by d would
-    # break that documented assumption (README, "A store that fails over"), so wait d.
+    # break that documented assumption (docs/failover.md), so wait d.
     local wait_ms=$(( LAST_STORE_BACK + 4500 - $(now_ms) )) lost ws pm t
     [ "$wait_ms" -gt 0 ] && { flog "failover waits $wait_ms ms after the store clock's backward step"; sleep $(( wait_ms / 1000 + 1 )); }
     pick 2; lost=$R; between 500 3500; lost=$(( lost * R ))

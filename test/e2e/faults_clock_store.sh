@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults of clocks and of the store while clients insert (README "Faults"): the rows of
+# Faults of clocks and of the store while clients insert (docs/faults.md): the rows of
 # DESIGN.md section 1 with cosid.clock_offset / cosid.store_clock_offset, the store's
 # rows locked for longer than a window, and bad input through every function and setting.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Faults of processes while clients insert (README "Faults"): kill -9 of a backend, the
+# Faults of processes while clients insert (docs/faults.md): kill -9 of a backend, the
 # keeper stopped (SIGTERM) and killed (SIGKILL), a frozen backend whose slot is taken,
 # an administrator's forced release, many backends on one lease, fast and immediate
 # shutdown.  Each case is bounded; the checks at the end hold over everything inserted.

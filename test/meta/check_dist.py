@@ -9,11 +9,11 @@ zips = glob.glob(directory + '/cosid-*.zip')
 names = zipfile.ZipFile(zips[0]).namelist() if len(zips) == 1 else []
 top = 'cosid-' + version
 files = [n for n in names if not n.endswith('/')]
-need = ['META.json', 'cosid.control', 'Makefile', 'README.md', 'src/pg/pg.hpp']
+need = ['META.json', 'cosid.control', 'Makefile', 'README.md', 'docs/reference.md', 'src/pg/pg.hpp']
 checks = [
     (len(zips) == 1 and zips[0].endswith('/%s.zip' % top), 'make dist wrote %s.zip' % top),
     (all(n.startswith(top + '/') for n in names), 'every file is under %s/' % top),
-    (all(top + '/' + n in names for n in need), 'it holds META.json, cosid.control, Makefile, README.md and the sources'),
+    (all(top + '/' + n in names for n in need), 'it holds META.json, cosid.control, Makefile, README.md, docs/ and the sources'),
     (len(files) == committed, 'it holds the %d committed files (%d)' % (committed, len(files))),
     (not any(n.endswith(('.o', '.so', '.zip')) for n in names), 'no build products'),
 ]
