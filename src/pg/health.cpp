@@ -81,7 +81,13 @@ void health_read_store_facts() {
         strlcpy(h->facts_error, ok ? "cosid._store_health() returned no row" : err.message, sizeof(h->facts_error));
     }
     LWLockRelease(shared->lock);
-    if (ok && r.row) health_store_clock(r.store_now, before, after, r.expires_at);
+    // The clocks are compared at every acquire and renewal, against the namespace's tolerance;
+    // this read compares them (against the store's largest tolerance) only when no lease did
+    // lately, so that a keeper without leases still watches its clock, and one with leases is
+    // not judged by two tolerances in turn.
+    uint64 measured = pg_atomic_read_u64(&h->skew_measured_at);
+    bool lately = measured != 0 && mono_ms() - static_cast<int64>(measured) < setting_ttl_ms;
+    if (ok && r.row && !lately) health_store_clock(r.store_now, before, after, r.expires_at);
 }
 
 }  // namespace cosid::pg
