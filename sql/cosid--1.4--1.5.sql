@@ -91,6 +91,8 @@ CREATE FUNCTION cosid._health_state(
     OUT sync_names boolean, OUT facts_error text)
 AS 'MODULE_PATHNAME', 'cosid_health_state' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION cosid._health_state() FROM PUBLIC;
+-- read-only facts, for the metrics of contrib/prometheus too
+GRANT EXECUTE ON FUNCTION cosid._health_state() TO pg_monitor, cosid_admin;
 
 -- The store's limits and replication, for cosid_health() here and for the keepers of other
 -- instances (they read it every ttl/3).  SECURITY DEFINER: pg_stat_replication shows its
