@@ -11,6 +11,8 @@ CONTRIB="$COSID_ROOT/contrib/prometheus"
 DIR="${1:-/tmp/cosid-e2e}/prometheus"; PORT=28020; EXPORTER_PORT=28021
 exporter=""
 trap '[ -n "$exporter" ] && kill "$exporter" 2>/dev/null; stop_server "$DIR" immediate' EXIT
+# A port still taken (an exporter left by an earlier run) would answer in this one's place.
+if curl -s -o /dev/null "http://127.0.0.1:$EXPORTER_PORT/"; then echo "not ok - port $EXPORTER_PORT is taken"; exit 1; fi
 q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
 
 echo "# the rules: promtool check rules, promtool test rules"
@@ -27,11 +29,13 @@ start_server "$DIR" "$PORT" "cosid.ttl = '3s'"
 q -c "CREATE EXTENSION cosid" -c "CREATE ROLE cosid_exporter LOGIN IN ROLE pg_monitor" >/dev/null
 q -c "SELECT count(cosid_next()) FROM generate_series(1, 1000)" >/dev/null
 cp "$CONTRIB/cosid_queries.yaml" "$DIR/queries.yaml"; chown "$PG_USER" "$DIR/queries.yaml"
-as_pg env DATA_SOURCE_NAME="host=$DIR port=$PORT dbname=postgres user=cosid_exporter sslmode=disable" \
-    /usr/bin/prometheus-postgres-exporter --web.listen-address="127.0.0.1:$EXPORTER_PORT" \
-    --extend.query-path="$DIR/queries.yaml" --disable-default-metrics --disable-settings-metrics \
-    >"$DIR/exporter.log" 2>&1 &
-exporter=$!
+# (its own pid in a file: the trap stops the exporter itself, not only runuser)
+as_pg bash -c 'echo $$ > "$1/exporter.pid"; exec env DATA_SOURCE_NAME="$2" /usr/bin/prometheus-postgres-exporter \
+    --web.listen-address="127.0.0.1:$3" --extend.query-path="$1/queries.yaml" --disable-default-metrics \
+    --disable-settings-metrics' _ "$DIR" "host=$DIR port=$PORT dbname=postgres user=cosid_exporter sslmode=disable" \
+    "$EXPORTER_PORT" >"$DIR/exporter.log" 2>&1 &
+wait_for 10 "exporter pid" bash -c "[ -s '$DIR/exporter.pid' ] && echo t" >/dev/null
+exporter=$(cat "$DIR/exporter.pid")
 scrape() { curl -sf "http://127.0.0.1:$EXPORTER_PORT/metrics" >"$DIR/metrics" && cat "$DIR/metrics"; }
 # value SERIES [LABELS_REGEX]: the value of the first sample of SERIES whose labels match
 value() { scrape | awk -v s="$1" -v l="${2:-}" '$1 ~ "^"s"({|$)" && $1 ~ l {print $2; exit}'; }
