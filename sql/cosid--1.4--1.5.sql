@@ -182,19 +182,20 @@ BEGIN
     ELSIF h.store_ok_age_ms IS NULL OR h.store_ok_age_ms > h.ttl_ms
           OR (h.leases > 0 AND coalesce(h.renewal_ok_age_ms, h.store_ok_age_ms) > h.ttl_ms) THEN
         status := 'critical';
-        detail := format('the store last answered %s, the last renewal %s; ttl %s ms: held leases expire',
+        detail := format('the store last answered %s, the last lease confirmed (acquire or renewal) %s; ttl %s ms: '
+                         'held leases expire',
                          coalesce(h.store_ok_age_ms || ' ms ago', 'never'),
                          coalesce(h.renewal_ok_age_ms || ' ms ago', 'never'), h.ttl_ms);
         hint := 'See docs/monitoring.md#store';
     ELSIF h.store_ok_age_ms > 2 * h.ttl_ms / 3
           OR (h.leases > 0 AND coalesce(h.renewal_ok_age_ms, 0) > 2 * h.ttl_ms / 3) THEN
         status := 'warning';
-        detail := format('the store last answered %s ms ago, the last renewal %s; ttl %s ms', h.store_ok_age_ms,
+        detail := format('the store last answered %s ms ago, the last lease confirmed %s; ttl %s ms', h.store_ok_age_ms,
                          coalesce(h.renewal_ok_age_ms || ' ms ago', 'never'), h.ttl_ms);
         hint := 'See docs/monitoring.md#store';
     ELSE
         status := 'ok';
-        detail := format('the store answered %s ms ago; %s leases held, last renewal %s; ttl %s ms', h.store_ok_age_ms,
+        detail := format('the store answered %s ms ago; %s leases held, last confirmed %s; ttl %s ms', h.store_ok_age_ms,
                          h.leases, coalesce(h.renewal_ok_age_ms || ' ms ago', 'none yet'), h.ttl_ms);
     END IF;
     RETURN NEXT;

@@ -37,6 +37,8 @@ void health_renewal(bool ok) {
     pg_atomic_write_u64(&h->failures_in_row, pg_atomic_read_u64(&h->failures_in_row) + 1);  // one writer
 }
 
+void health_lease_granted() { stamp(&health()->renewal_ok_at); }
+
 void health_lease_lost() {
     count(shared->stats.leases_lost);
     stamp(&health()->lease_lost_at);

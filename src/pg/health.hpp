@@ -17,7 +17,7 @@ namespace cosid::pg {
 // SharedState::lock.
 struct HealthState {
     pg_atomic_uint64 store_ok_at;          // last store call that answered (any call)
-    pg_atomic_uint64 renewal_ok_at;        // last renewal the store confirmed
+    pg_atomic_uint64 renewal_ok_at;        // last renewal (or acquire) the store confirmed
     pg_atomic_uint64 renewal_failed_at;    // last renewal that failed (no answer, an error)
     pg_atomic_uint64 failing_since;        // first failure of the current run; 0 after a success
     pg_atomic_uint64 failures_in_row;      // renewal failures since the last success
@@ -39,6 +39,8 @@ void health_init(HealthState* h);
 // The keeper's notes.
 void health_store_answered();
 void health_renewal(bool ok);
+// A lease granted: as fresh as a renewed one (a new lease is not overdue for its first renewal).
+void health_lease_granted();
 void health_lease_lost();  // counts leases_lost too
 void health_duplicate_key();
 // A comparison of this clock with the store's: `store_now` against the local clock before

@@ -245,6 +245,7 @@ void serve_request(int i, int64 now) {
         if (r.duplicate_key) health_duplicate_key();
         if (r.found) {
             count(shared->stats.acquires);
+            health_lease_granted();
             health_store_clock(r.store_now, before, after, r.tolerance_ms);
         }
         if (r.duplicate_key)

@@ -18,7 +18,7 @@ status() { psql_at "$1" "$2" postgres -At -c "SELECT status FROM cosid_health() 
 is() { [ "$(status "$1" "$2" "$3")" = "$4" ] && echo t || echo f; }  # is DIR PORT CHECK STATUS
 not_ok() { psql_at "$1" "$2" postgres -At -c "SELECT coalesce(string_agg(name || '=' || status, ' '), '') FROM cosid_health() WHERE status <> 'ok'"; }
 
-echo "# a server with its store: healthy, then its clock off the store's"
+echo "# a server with its store: healthy, then its clock off the store's ($SECONDS s)"
 start_server "$P" "$PP" "cosid.ttl = '3s'" "cosid.owner_key = 'p'" "wal_level = replica" "max_wal_senders = 4"
 qp -c "CREATE EXTENSION cosid" -c "CREATE ROLE watcher LOGIN IN ROLE pg_monitor" >/dev/null
 qp -c "SELECT cosid_next()" >/dev/null
@@ -34,11 +34,11 @@ check_true "clock_skew: 0.6 s off is a warning" "$(wait_for 20 "clock_skew warni
 qp -c "ALTER SYSTEM RESET cosid.clock_offset" -c "SELECT pg_reload_conf()" >/dev/null
 check_true "clock_skew: ok again once the clocks agree" "$(wait_for 20 "clock_skew ok" is "$P" "$PP" clock_skew ok)"
 
-echo "# the floor raise switched off while the store has an asynchronous standby"
+echo "# the floor raise switched off while the store has an asynchronous standby ($SECONDS s)"
 qp -c "SELECT cosid_store_settings(raise_floors_on_new_timeline => false)" >/dev/null
 check "floor_raise: off without a standby is a warning" warning "$(status "$P" "$PP" floor_raise)"
 rm -rf "$SB"; mkdir -p "$SB"; chown "$PG_USER" "$SB"
-as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream >/dev/null
+as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream -c fast >/dev/null
 { echo "port = $PSB"; echo "unix_socket_directories = '$SB'"; } >> "$SB/data/postgresql.conf"
 as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w start >/dev/null
 check_true "floor_raise: off with an asynchronous standby is critical" \
@@ -54,7 +54,7 @@ qp -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()
    -c "SELECT cosid_store_settings(raise_floors_on_new_timeline => true)" >/dev/null
 stop_server "$SB"
 
-echo "# a server on a remote store: the store stops answering; another live incarnation with its key"
+echo "# a server on a remote store: the store stops answering; another live incarnation with its key ($SECONDS s)"
 start_server "$R" "$PR" "cosid.ttl = '3s'" "cosid.owner_key = 'twin'" \
     "cosid.store_dsn = 'host=$P port=$PP dbname=postgres user=postgres'"
 qr -c "CREATE EXTENSION cosid" >/dev/null
@@ -81,7 +81,7 @@ check_true "store: ok again once it answers" "$(wait_for 20 "store ok" is "$R" "
 check "renewals: a warning while the failures are recent" warning "$(status "$R" "$PR" renewals)"
 stop_server "$R"
 
-echo "# cosid.database without the extension; then a keeper that cannot start"
+echo "# cosid.database without the extension; then a keeper that cannot start ($SECONDS s)"
 start_server "$K" "$PK" "cosid.database = 'kdb'"
 psql_at "$K" "$PK" postgres -c "CREATE DATABASE kdb" -c "CREATE EXTENSION cosid" >/dev/null 2>&1
 check_true "keeper_database: critical" "$(wait_for 20 "keeper_database critical" is "$K" "$PK" keeper_database critical)"
@@ -93,7 +93,7 @@ check "keeper: critical when it is not running" "critical|the keeper is not runn
     "$(psql_at "$K" "$PK" postgres -At -c "SELECT status || '|' || detail FROM cosid_health() WHERE name = 'keeper'")"
 stop_server "$K"
 
-echo "# static slots: without a state file, then with a refused one"
+echo "# static slots: without a state file, then with a refused one ($SECONDS s)"
 start_server "$T" "$PT" "cosid.static_slots = '5'" "cosid.state_file = ''"
 psql_at "$T" "$PT" postgres -c "CREATE EXTENSION cosid" >/dev/null
 check "static_slots: a warning without a state file" warning "$(status "$T" "$PT" static_slots)"
@@ -106,7 +106,7 @@ check_true "static_slots: critical with a refused state file" \
     "$(wait_for 20 "static_slots critical" is "$T" "$PT" static_slots critical)"
 stop_server "$T"
 
-echo "# without the library preloaded: every check, each saying what it cannot know"
+echo "# without the library preloaded: every check, each saying what it cannot know ($SECONDS s)"
 start_server "$N" "$PN"
 stop_server "$N"
 sed -i "/^shared_preload_libraries = 'cosid'/d" "$N/data/postgresql.conf"
