@@ -85,34 +85,39 @@ CREATE FUNCTION cosid._health_state(
     OUT keeper_problem int, OUT keeper_problem_message text, OUT owner_key text, OUT store_ok_age_ms bigint,
     OUT renewal_ok_age_ms bigint, OUT renewal_failed_age_ms bigint, OUT failing_for_ms bigint,
     OUT failures_in_row bigint, OUT lease_lost_age_ms bigint, OUT skew_ms bigint, OUT skew_tolerance_ms bigint,
-    OUT skew_age_ms bigint, OUT duplicate_key_age_ms bigint, OUT static_slots boolean, OUT state_file boolean,
+    OUT skew_age_ms bigint, OUT keeper_age_ms bigint, OUT static_slots boolean, OUT state_file boolean,
     OUT static_refused boolean, OUT leases int, OUT facts_age_ms bigint, OUT max_ttl_ms bigint,
     OUT max_tolerance_ms bigint, OUT raise_floors boolean, OUT standbys int, OUT sync_standbys int,
-    OUT sync_names boolean, OUT facts_error text)
+    OUT sync_names boolean, OUT facts_error text, OUT other_incarnations int)
 AS 'MODULE_PATHNAME', 'cosid_health_state' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION cosid._health_state() FROM PUBLIC;
 -- read-only facts, for the metrics of contrib/prometheus too
 GRANT EXECUTE ON FUNCTION cosid._health_state() TO pg_monitor, cosid_admin;
 
 -- The store's limits and replication, for cosid_health() here and for the keepers of other
--- instances (they read it every ttl/3).  SECURITY DEFINER: pg_stat_replication shows its
--- sync_state to privileged roles only.  A standby counts as synchronous when a commit waits
--- for it (sync, quorum); a potential or asynchronous one may be promoted without the last
--- grants.
-CREATE FUNCTION cosid._store_health(OUT max_ttl_ms bigint, OUT max_tolerance_ms bigint, OUT raise_floors boolean,
+-- instances (they read it every ttl/3), and how many other live incarnations hold leases
+-- with the caller's owner key.  SECURITY DEFINER: pg_stat_replication shows its sync_state,
+-- and cosid.lease its incarnations, to privileged roles only.  A standby counts as
+-- synchronous when a commit waits for it (sync, quorum); a potential or asynchronous one may
+-- be promoted without the last grants.
+CREATE FUNCTION cosid._store_health(p_owner_key text DEFAULT NULL, p_incarnation uuid DEFAULT NULL,
+                                    OUT max_ttl_ms bigint, OUT max_tolerance_ms bigint, OUT raise_floors boolean,
                                     OUT standbys int, OUT sync_standbys int, OUT sync_names boolean,
-                                    OUT store_now bigint)
+                                    OUT store_now bigint, OUT other_incarnations int)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT s.max_ttl_ms, s.max_tolerance_ms, s.raise_floors_on_new_timeline,
            (SELECT count(*) FROM pg_stat_replication)::int,
            (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))::int,
            current_setting('synchronous_standby_names') <> '',
-           cosid.store_now()
+           cosid.store_now(),
+           (SELECT count(DISTINCT l.incarnation) FROM cosid.lease l
+             WHERE l.owner_key = p_owner_key AND l.incarnation IS DISTINCT FROM p_incarnation
+               AND l.expires_at > cosid.store_now())::int
       FROM cosid.store_state s
      ORDER BY s.created_at DESC LIMIT 1
 $$;
-REVOKE ALL ON FUNCTION cosid._store_health() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cosid._store_health() TO cosid_keeper;
+REVOKE ALL ON FUNCTION cosid._store_health(text, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid._store_health(text, uuid) TO cosid_keeper;
 
 CREATE FUNCTION cosid_health()
 RETURNS TABLE (name text, status text, detail text, hint text)
@@ -380,28 +385,39 @@ BEGIN
     END IF;
     RETURN NEXT;
 
-    -- owner_key: two live incarnations with one owner key
-    name := 'owner_key'; hint := NULL;
+    -- owner_key: two live incarnations with one owner key.  After a crash restart the old
+    -- incarnation's leases stay live until they expire, at most the store's max_ttl (+ its
+    -- tolerance) after the crash: a warning then.  A keeper that has run longer than that and
+    -- still meets another live incarnation with its key shares the key with a live server.
+    name := 'owner_key'; hint := NULL; status := 'ok';
+    detail := 'no other live incarnation with this owner key';
     v_list := NULL;
     IF v_store_here THEN
         SELECT string_agg(format('%s (%s incarnations)', d.owner_key, d.n), ', ' ORDER BY d.owner_key) INTO v_list
           FROM (SELECT l.owner_key, count(DISTINCT l.incarnation) AS n FROM cosid.lease l
                  WHERE l.incarnation IS NOT NULL AND l.expires_at > v_now
                  GROUP BY l.owner_key HAVING count(DISTINCT l.incarnation) > 1) d;
+        IF v_list IS NOT NULL THEN
+            status := 'warning';
+            detail := 'owner keys with more than one live incarnation in the store: ' || v_list
+                      || ' (for up to max_ttl after a crash restart; longer: two servers share a key)';
+            hint := 'See docs/monitoring.md#owner_key';
+        ELSE
+            detail := 'every owner key in the store has one live incarnation';
+        END IF;
     END IF;
-    IF v_list IS NOT NULL THEN
-        status := 'critical';
-        detail := 'owner keys with more than one live incarnation: ' || v_list;
+    IF h.preloaded AND h.facts_age_ms IS NOT NULL AND h.other_incarnations > 0 THEN
+        IF h.keeper_age_ms > h.max_ttl_ms + h.max_tolerance_ms THEN
+            status := 'critical';
+            detail := format('another live server holds leases with this owner key %s (its keeper has run %s s, '
+                             'longer than any lease of a crashed incarnation lives)', h.owner_key,
+                             round(h.keeper_age_ms / 1000.0));
+        ELSE
+            status := 'warning';
+            detail := format('another live incarnation holds leases with this owner key %s: this server''s own '
+                             'before a crash restart (they expire within max_ttl), or another server''s', h.owner_key);
+        END IF;
         hint := 'See docs/monitoring.md#owner_key';
-    ELSIF h.duplicate_key_age_ms < c_recent_ms THEN
-        status := 'critical';
-        detail := format('%s s ago the store held leases of another live incarnation with this owner key %s',
-                         round(h.duplicate_key_age_ms / 1000.0), h.owner_key);
-        hint := 'See docs/monitoring.md#owner_key';
-    ELSE
-        status := 'ok';
-        detail := CASE WHEN v_store_here THEN 'every owner key has one live incarnation'
-                       ELSE 'no acquire of this keeper found its owner key in use in the last 15 minutes' END;
     END IF;
     RETURN NEXT;
 

@@ -56,6 +56,19 @@ SELECT count(*) AS acquired FROM cosid.acquire('h_full', 'health-twice', gen_ran
 SELECT status, detail FROM cosid_health() WHERE name = 'owner_key';
 SELECT count(*) AS revoked FROM generate_series(0, 7) s, cosid.revoke('h_full', s);
 SELECT health_of('owner_key') AS owner_key;
+-- ... and this server's own key, which its keeper checks every ttl/3: a warning while the
+-- other incarnation could be this server's own before a crash restart (its leases live at
+-- most max_ttl + max_tolerance), critical once the keeper has run longer than that.
+SELECT count(*) AS acquired FROM cosid_stats() s, cosid.acquire('h_full', s.owner_key, gen_random_uuid(), 50000) a
+ WHERE a.slot IS NOT NULL;
+SELECT health_wait('owner_key', 'warning') AS owner_key;
+SELECT (cosid_store_settings(max_ttl => '3 s')).max_ttl_ms;
+SELECT health_wait('owner_key', 'critical') AS owner_key;
+SELECT detail ~ '^another live server holds leases with this owner key' AS says_so FROM cosid_health()
+ WHERE name = 'owner_key';
+SELECT (cosid_store_settings(max_ttl => '60 s')).max_ttl_ms;
+SELECT count(*) AS revoked FROM generate_series(0, 7) s, cosid.revoke('h_full', s);
+SELECT health_wait('owner_key', 'ok') AS owner_key;
 
 -- layout_years: a layout with less than 5 years left is a warning, with less than 1 critical
 -- (39 bits of ms last 17.4 years).

@@ -18,9 +18,11 @@ void stamp(pg_atomic_uint64* at) { pg_atomic_write_u64(at, static_cast<uint64>(m
 void health_init(HealthState* h) {
     for (pg_atomic_uint64* a : {&h->store_ok_at, &h->renewal_ok_at, &h->renewal_failed_at, &h->failing_since,
                                 &h->failures_in_row, &h->lease_lost_at, &h->skew_measured_at, &h->skew_ms,
-                                &h->skew_tolerance_ms, &h->duplicate_key_at})
+                                &h->skew_tolerance_ms})
         pg_atomic_init_u64(a, 0);
 }
+
+void health_keeper_started() { health()->keeper_started_at = mono_ms(); }
 
 void health_store_answered() { stamp(&health()->store_ok_at); }
 
@@ -44,10 +46,6 @@ void health_lease_lost() {
     stamp(&health()->lease_lost_at);
 }
 
-void health_duplicate_key() {
-    count(shared->stats.duplicate_owner_keys);
-    stamp(&health()->duplicate_key_at);
-}
 
 void health_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms) {
     // The store's now lies between our clock before and after the call, unless clocks differ.
@@ -65,7 +63,7 @@ void health_read_store_facts() {
     StoreResult r;
     StoreError err;
     int64 before = clock_ms();
-    bool ok = store_read_health(&r, &err);
+    bool ok = store_read_health(shared->owner_key, shared->incarnation, &r, &err);
     int64 after = clock_ms();
     HealthState* h = health();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -77,6 +75,7 @@ void health_read_store_facts() {
         h->standbys = r.slot;
         h->sync_standbys = static_cast<int>(r.floor);
         h->sync_names = r.ceiling != 0;
+        h->other_incarnations = static_cast<int>(r.next_floor);
         h->facts_error[0] = '\0';
     } else {
         // A store of an older version has no cosid._store_health(): its facts stay unknown.
@@ -99,7 +98,7 @@ PG_FUNCTION_INFO_V1(cosid_health_state);
 }
 
 namespace {
-constexpr int kCols = 30;
+constexpr int kCols = 31;
 
 // An age in ms of a mono_ms() stamp; NULL when it never happened.
 void age(Datum* v, bool* nulls, int c, int64 now, uint64 at) {
@@ -142,6 +141,8 @@ extern "C" Datum cosid_health_state(PG_FUNCTION_ARGS) {
     int leases = 0;
     for (int i = 0; i < shared->npool; ++i)
         if (shared->pool[i].state == kLeased && !shared->pool[i].is_static) ++leases;
+    int64 keeper_started_at = h->keeper_started_at;
+    int other_incarnations = h->other_incarnations;
     int64 facts_at = h->facts_at, max_ttl = h->max_ttl_ms, max_tol = h->max_tolerance_ms;
     bool raise = h->raise_floors, sync_names = h->sync_names;
     int standbys = h->standbys, sync_standbys = h->sync_standbys;
@@ -165,7 +166,7 @@ extern "C" Datum cosid_health_state(PG_FUNCTION_ARGS) {
     v[15] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&h->skew_tolerance_ms)));
     nulls[14] = nulls[15] = skew_at == 0;
     age(v, nulls, 16, now, skew_at);
-    age(v, nulls, 17, now, pg_atomic_read_u64(&h->duplicate_key_at));
+    age(v, nulls, 17, now, keeper_pid != 0 ? static_cast<uint64>(keeper_started_at) : 0);  // keeper_age_ms
     v[18] = BoolGetDatum(static_slots_configured());
     v[19] = BoolGetDatum(static_state_file_configured());
     v[20] = BoolGetDatum(refused);
@@ -177,7 +178,8 @@ extern "C" Datum cosid_health_state(PG_FUNCTION_ARGS) {
     v[26] = Int32GetDatum(standbys);
     v[27] = Int32GetDatum(sync_standbys);
     v[28] = BoolGetDatum(sync_names);
-    for (int c = 23; c <= 28; ++c) nulls[c] = facts_at == 0;
+    v[30] = Int32GetDatum(other_incarnations);
+    for (int c = 23; c <= 30; ++c) nulls[c] = facts_at == 0;
     v[29] = CStringGetTextDatum(facts_error);
     nulls[29] = facts_error[0] == '\0';
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));

@@ -25,24 +25,25 @@ struct HealthState {
     pg_atomic_uint64 skew_measured_at;     // last comparison of this clock with the store's
     pg_atomic_uint64 skew_ms;              // its result: how far the store's now lay outside the call
     pg_atomic_uint64 skew_tolerance_ms;    // the tolerance it was measured against
-    pg_atomic_uint64 duplicate_key_at;     // last acquire that found another live incarnation with our key
     // under the lock
+    int64 keeper_started_at;        // the running keeper's start (mono ms); 0 when none ran
     int64 facts_at;                 // 0: never read
     int64 max_ttl_ms, max_tolerance_ms;
     bool raise_floors;
     int standbys, sync_standbys;    // replication of the store server (pg_stat_replication)
     bool sync_names;                // synchronous_standby_names set on the store
+    int other_incarnations;         // other live incarnations holding leases with this owner key
     char facts_error[200];          // why the last read of the facts failed ('' none)
 };
 
 void health_init(HealthState* h);
 // The keeper's notes.
+void health_keeper_started();  // under the lock
 void health_store_answered();
 void health_renewal(bool ok);
 // A lease granted: as fresh as a renewed one (a new lease is not overdue for its first renewal).
 void health_lease_granted();
 void health_lease_lost();  // counts leases_lost too
-void health_duplicate_key();
 // A comparison of this clock with the store's: `store_now` against the local clock before
 // and after the call.  Counts a clock skew event past half the tolerance.
 void health_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms);

@@ -242,7 +242,7 @@ void serve_request(int i, int64 now) {
     }
     LWLockRelease(shared->lock);
     if (ok) {
-        if (r.duplicate_key) health_duplicate_key();
+        if (r.duplicate_key) count(shared->stats.duplicate_owner_keys);
         if (r.found) {
             count(shared->stats.acquires);
             health_lease_granted();
@@ -729,6 +729,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     shared->keeper_pid = MyProcPid;
+    health_keeper_started();
     shared->keeper_latch = &MyProc->procLatch;
     shared->database_oid = MyDatabaseId;
     LWLockRelease(shared->lock);
