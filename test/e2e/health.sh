@@ -121,4 +121,12 @@ check "not preloaded: 13 checks, none warning or critical" "13|" \
     "$(psql_at "$N" "$PN" postgres -At -c "SELECT count(*) || '|' || coalesce(string_agg(name, ' ') FILTER (WHERE status <> 'ok'), '') FROM cosid_health()")"
 check_true "not preloaded: the keeper row says so" \
     "$(psql_at "$N" "$PN" postgres -At -c "SELECT detail LIKE 'not known: cosid is not in shared_preload_libraries%' FROM cosid_health() WHERE name = 'keeper'")"
+# contrib/prometheus's queries run here too (the counters' and the keeper's come back empty)
+apt_install_missing python3-yaml
+python3 -c 'import sys, yaml
+for k, v in yaml.safe_load(open(sys.argv[1])).items(): print(v["query"].strip().rstrip(";") + ";")' \
+    "$COSID_ROOT/contrib/prometheus/cosid_queries.yaml" > "$N/queries.sql"
+chmod a+r "$N/queries.sql"
+check "not preloaded: every query of cosid_queries.yaml runs" 0 \
+    "$(psql_at "$N" "$PN" postgres -At -f "$N/queries.sql" >/dev/null 2>"$N/queries.err"; echo $?)"
 exit $FAIL
