@@ -44,3 +44,5 @@ q -c "SELECT * FROM cosid_owners"
 log "this instance's pool: its lease, how many backends use it, and the last id issued on it"
 q -c "SELECT * FROM cosid_pool()"
 q -c "SELECT * FROM cosid_stats()" -x
+log "its health: one row per check, ok / warning / critical, with what to do (docs/monitoring.md)"
+q -c "SELECT name, status, detail FROM cosid_health()"

@@ -16,6 +16,7 @@
 #include "keeper.hpp"
 
 #include "errors.hpp"
+#include "health.hpp"
 #include "issue_word.hpp"
 #include "settings.hpp"
 #include "state.hpp"
@@ -30,14 +31,6 @@ namespace {
 MemoryContext tick_context = nullptr;
 // A waiting backend refreshes its request every 50 ms; one unseen for this long is abandoned.
 constexpr int64 kAbandonedRequestMs = 2000;
-
-void note_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms) {
-    // The store's now lies between our clock before and after the call, unless clocks differ.
-    int64 skew = 0;
-    if (store_now < local_before) skew = local_before - store_now;
-    else if (store_now > local_after) skew = store_now - local_after;
-    if (skew > tolerance_ms / 2) count(shared->stats.clock_skew_events);
-}
 
 // A lease is ended by the keeper only: after a release the store confirmed, or when it was
 // found lost.  A lost one is remembered so that its generators fail once (ZC001).
@@ -69,7 +62,7 @@ void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
         // A release of it that may have committed (outcome unknown) explains the new grant:
         // not a loss then.
         end_lease(o, !(o->releasing && o->release_uncertain));
-        count(shared->stats.leases_lost);
+        health_lease_lost();
         ereport(LOG, (errmsg("cosid: slot %d of namespace \"%s\" was granted again while the pool held it with fence "
                              INT64_FORMAT "; the older entry is lost",
                              slot, ns, o->fence),
@@ -252,7 +245,8 @@ void serve_request(int i, int64 now) {
         if (r.duplicate_key) count(shared->stats.duplicate_owner_keys);
         if (r.found) {
             count(shared->stats.acquires);
-            note_store_clock(r.store_now, before, after, r.tolerance_ms);
+            health_lease_granted();
+            health_store_clock(r.store_now, before, after, r.tolerance_ms);
         }
         if (r.duplicate_key)
             ereport(LOG, (errmsg("cosid: another live incarnation holds leases with owner key \"%s\" in namespace \"%s\"",
@@ -318,7 +312,7 @@ bool release_entry(int i) {
     int64 retry_in = e->backoff_ms;
     LWLockRelease(shared->lock);
     if (lost) {
-        count(shared->stats.leases_lost);
+        health_lease_lost();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost before its release", slot, ns),
                       errdetail("Its fence or incarnation had changed in the store (expired and taken, or revoked).")));
     }
@@ -377,7 +371,8 @@ void renew_entry(int i) {
 
     if (ok && r.found) {
         count(shared->stats.renewals);
-        note_store_clock(r.store_now, before, after, tol);
+        health_renewal(true);
+        health_store_clock(r.store_now, before, after, tol);
         if (outage.failures > 0) {
             ereport(LOG, (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT
                                  " ms",
@@ -385,11 +380,12 @@ void renew_entry(int i) {
             outage.failures = 0;
         }
     } else if (ok) {
-        count(shared->stats.leases_lost);
+        health_lease_lost();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", slot, ns),
                       errdetail("Its fence or incarnation changed in the store; generators on it stop.")));
     } else {
         count(shared->stats.renewal_failures);
+        health_renewal(false);
         // One entry per outage in the log, not one per slot and retry: the rest at DEBUG1.
         if (outage.failures++ == 0) {
             outage.since = mono_ms();
@@ -414,6 +410,7 @@ int64 next_state_check_at = 0;
 void check_store_failovers() {
     if (mono_ms() < next_state_check_at) return;
     next_state_check_at = mono_ms() + Max(setting_ttl_ms / 3, 100);
+    health_read_store_facts();  // cosid_health(): the store's limits and replication, and the clocks
     StoreResult r;
     StoreError err;
     if (!store_read_state(&r, &err) || !r.row) return;
@@ -732,6 +729,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     shared->keeper_pid = MyProcPid;
+    health_keeper_started();
     shared->keeper_latch = &MyProc->procLatch;
     shared->database_oid = MyDatabaseId;
     LWLockRelease(shared->lock);

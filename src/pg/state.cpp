@@ -70,6 +70,7 @@ static void startup_shmem() {
                                     &st->ids_issued, &st->releases, &st->store_transactions, &st->store_failovers,
                                     &st->static_writes, &st->static_write_failures})
             pg_atomic_init_u64(c, 0);
+        health_init(&shared->health);
         shared->store_failovers_seen = -1;
         shared->npool = pool_size();
         shared->nclaiming = hazard_slots();

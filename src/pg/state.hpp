@@ -23,6 +23,7 @@
 // Invariant: at most one leased entry per (ns, slot) whose word is open.  The keeper checks
 // it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
 #pragma once
+#include "health.hpp"
 #include "layout.hpp"
 #include "pg.hpp"
 #include "store.hpp"
@@ -156,6 +157,7 @@ struct SharedState {
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
     RaiseRequest raise;    // under the lock
     Stats stats;
+    HealthState health;  // cosid_health(): see health.hpp
     uint64 next_generation;  // under the lock: the last lease generation handed out
     uint64 next_request_id;  // under the lock: the last request id handed out
     // The generations of the last leases lost (renewal found them gone, revoked, taken over),

@@ -3,6 +3,7 @@
 // instances (libpq).  Both run the same SQL, with text parameters, one transaction per
 // mutation, and hand back the first row as text, so one set of readers serves both.
 #include "store.hpp"
+#include "health.hpp"
 
 #include <stdlib.h>
 
@@ -327,6 +328,7 @@ bool run(const char* sql, int nargs, const char* const* args, RowReader reader, 
     if (ok && row.present && reader != nullptr) reader(row, out);
     out->row = row.present;
     count(shared->stats.store_transactions);
+    if (ok) health_store_answered();
     return ok;
 }
 
@@ -491,6 +493,26 @@ void read_state(const TextRow& r, StoreResult* out) {
 
 bool store_read_state(StoreResult* out, StoreError* err) {
     return run("SELECT failovers, timeline FROM cosid.store_state", 0, nullptr, read_state, out, err);
+}
+
+namespace {
+void read_health(const TextRow& r, StoreResult* out) {
+    out->fence = get_int64(r, 1, 0);        // max_ttl_ms
+    out->expires_at = get_int64(r, 2, 0);   // max_tolerance_ms
+    out->found = get_bool(r, 3);            // raise_floors_on_new_timeline
+    out->slot = get_int32(r, 4, 0);         // standbys
+    out->floor = get_int64(r, 5, 0);        // synchronous standbys
+    out->ceiling = get_bool(r, 6) ? 1 : 0;  // synchronous_standby_names set
+    out->store_now = get_int64(r, 7, 0);
+    out->next_floor = get_int64(r, 8, 0);   // other live incarnations with this owner key
+}
+}  // namespace
+
+bool store_read_health(const char* owner_key, const char* incarnation, StoreResult* out, StoreError* err) {
+    const char* args[2] = {owner_key, incarnation};
+    return run("SELECT max_ttl_ms, max_tolerance_ms, raise_floors, standbys, sync_standbys, sync_names, store_now, "
+               "other_incarnations FROM cosid._store_health($1::text, $2::uuid)",
+               2, args, read_health, out, err);
 }
 
 // Always on this instance (SPI), whatever the store: see cosid._namespace_sync.

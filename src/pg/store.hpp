@@ -47,6 +47,11 @@ bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 a
                           StoreError* err);
 // The store's failover count (in `fence`) and timeline (in `slot`), from cosid.store_state.
 bool store_read_state(StoreResult* out, StoreError* err);
+// For cosid_health (cosid._store_health(), 1.5): max_ttl_ms in `fence`, max_tolerance_ms in
+// `expires_at`, raise_floors_on_new_timeline in `found`, the store server's standbys in `slot`,
+// its synchronous ones in `floor`, synchronous_standby_names set in `ceiling` (1), store_now,
+// and in `next_floor` the other live incarnations holding leases with `owner_key`.
+bool store_read_health(const char* owner_key, const char* incarnation, StoreResult* out, StoreError* err);
 // With a remote store: copies the namespace's layout (as an acquire returned it) into this
 // instance's cosid.namespace, or fails with 42P17 when a local definition differs.
 bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err);
