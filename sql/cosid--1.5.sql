@@ -722,6 +722,8 @@ DECLARE
     v_old      cosid.namespace;
     v_max_tol  bigint;
 BEGIN
+    -- On a Citus worker its store is not the cluster's: namespaces are made on the coordinator.
+    PERFORM cosid._refuse_on_citus_worker('cosid_namespace_create');
     IF name IS NULL OR slot_bits IS NULL OR tolerance IS NULL OR epoch IS NULL
        OR sequence_bits IS NULL OR unit IS NULL OR total_bits IS NULL THEN
         RAISE EXCEPTION 'cosid_namespace_create: arguments must not be NULL'
@@ -1258,3 +1260,11 @@ LANGUAGE sql STABLE AS $$
       LEFT JOIN cosid.static_ceiling c ON c.namespace = p_namespace AND c.slot = p_slot
 $$;
 REVOKE ALL ON FUNCTION cosid._static_recorded(text, int) FROM PUBLIC;
+
+-- Citus (issue 24, docs/citus.md): an error on a Citus worker, naming the coordinator; nothing
+-- elsewhere (Citus' catalog is read as plain tables, Citus need not be loaded).  Called by
+-- cosid_namespace_create (and, in C, by cosid_adopt): namespaces and the lease store live on
+-- the coordinator.
+CREATE FUNCTION cosid._refuse_on_citus_worker(what text) RETURNS void
+AS 'MODULE_PATHNAME', 'cosid_refuse_on_citus_worker' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._refuse_on_citus_worker(text) FROM PUBLIC;

@@ -244,7 +244,7 @@ bool keeper_problem_known(bool here, uint64 checks_before) {
     // cosid.database missing: unless this is it (created since), then the keeper is woken
     if (shared->keeper_failed_starts > 0) return !here;
     if (shared->keeper_checks <= checks_before) return false;
-    return shared->keeper_problem == 2 || (shared->keeper_problem == 1 && !here);
+    return shared->keeper_problem == 2 || shared->keeper_problem == 3 || (shared->keeper_problem == 1 && !here);
 }
 
 void keeper_cannot_serve(bool here, uint64 checks_before) {
@@ -252,8 +252,15 @@ void keeper_cannot_serve(bool here, uint64 checks_before) {
     char message[256];
     LWLockAcquire(shared->lock, LW_SHARED);
     int failed_starts = shared->keeper_failed_starts;
+    int problem = shared->keeper_problem;
+    char hint[256];
     strlcpy(message, shared->keeper_problem_message, sizeof(message));
+    strlcpy(hint, shared->keeper_problem_hint, sizeof(hint));
     LWLockRelease(shared->lock);
+    if (failed_starts == 0 && problem == 3)  // the Citus guard (citus.hpp)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid does not issue ids on this Citus worker without cosid.store_dsn"),
+                        errdetail("The keeper reports: %s.", message), errhint("%s", hint)));
     if (failed_starts > 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid lease keeper cannot connect to database \"%s\"", setting_database),

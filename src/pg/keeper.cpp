@@ -165,6 +165,24 @@ void serve_request(int i, int64 now) {
 
     StoreResult r;
     StoreError err;
+    if (!store_is_remote() && !store_local_guard(&err) && err.sqlerrcode == COSID_KEEPER_UNAVAILABLE) {
+        // This database became a Citus worker after the keeper found it ready (citus_add_node
+        // of a server that had cosid): no window from its own store.  The keeper is not ready
+        // again until the guard passes (cosid.store_dsn set), and its callers hear why.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        e->state = kWanted;
+        e->retry_at = mono_ms() + 1000;
+        shared->keeper_ready = false;
+        shared->keeper_problem = 3;
+        strlcpy(shared->keeper_problem_message, err.message, sizeof(shared->keeper_problem_message));
+        strlcpy(shared->keeper_problem_hint, err.hint, sizeof(shared->keeper_problem_hint));
+        shared->keeper_checks++;
+        LWLockRelease(shared->lock);
+        ereport(LOG, (errmsg("cosid: no slot acquired in namespace \"%s\": %s", ns, err.message),
+                      errhint("%s", err.hint)));
+        ConditionVariableBroadcast(&shared->cv);
+        return;
+    }
     int64 before = clock_ms();
     bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
                             &err);
@@ -756,9 +774,11 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             // 1: the extension is missing here; 2: the remote store refused (a transient error
             // there, a timeout or a lost connection, is not known to last: 0, callers wait).
             shared->keeper_problem = ready ? 0
+                                     : err.sqlerrcode == COSID_KEEPER_UNAVAILABLE ? 3
                                      : strstr(err.message, "cosid.database") != nullptr ? 1
                                      : transient(err.sqlerrcode) ? 0 : 2;
             strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
+            strlcpy(shared->keeper_problem_hint, ready ? "" : err.hint, sizeof(shared->keeper_problem_hint));
             shared->keeper_checks++;
             LWLockRelease(shared->lock);
             ConditionVariableBroadcast(&shared->cv);
