@@ -704,6 +704,14 @@ RETURNS text LANGUAGE sql STABLE AS $$
           IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit)
 $$;
 
+-- Citus (issue 24, docs/citus.md): an error on a Citus worker, naming the coordinator; nothing
+-- elsewhere (Citus' catalog is read as plain tables, Citus need not be loaded).  Called by
+-- cosid_namespace_create (and, in C, by cosid_adopt): namespaces and the lease store live on
+-- the coordinator.
+CREATE FUNCTION cosid._refuse_on_citus_worker(what text) RETURNS void
+AS 'MODULE_PATHNAME', 'cosid_refuse_on_citus_worker' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._refuse_on_citus_worker(text) FROM PUBLIC;
+
 CREATE FUNCTION cosid_namespace_create(name text,
                                        slot_bits int DEFAULT 10,
                                        tolerance interval DEFAULT '1 second',
@@ -1261,10 +1269,3 @@ LANGUAGE sql STABLE AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._static_recorded(text, int) FROM PUBLIC;
 
--- Citus (issue 24, docs/citus.md): an error on a Citus worker, naming the coordinator; nothing
--- elsewhere (Citus' catalog is read as plain tables, Citus need not be loaded).  Called by
--- cosid_namespace_create (and, in C, by cosid_adopt): namespaces and the lease store live on
--- the coordinator.
-CREATE FUNCTION cosid._refuse_on_citus_worker(what text) RETURNS void
-AS 'MODULE_PATHNAME', 'cosid_refuse_on_citus_worker' LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION cosid._refuse_on_citus_worker(text) FROM PUBLIC;

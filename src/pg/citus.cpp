@@ -35,8 +35,8 @@ void citus_worker_hint(const CitusNode& n, const char* what, char* out, size_t s
             snprintf(out, size, "Run %s on the coordinator, which holds the lease store.", what);
     } else if (n.coordinator_host[0] != '\0') {
         snprintf(out, size,
-                 "Set cosid.store_dsn = 'host=%s port=%d dbname=%s user=cosid_keeper' (the coordinator's store, a "
-                 "keeper role there) on this node and restart it.",
+                 "Set cosid.store_dsn = 'host=%s port=%d dbname=%s user=...' on this node (the coordinator's "
+                 "store; user: a login role there in cosid_keeper) and restart it.",
                  n.coordinator_host, n.coordinator_port, setting_database);
     } else {
         snprintf(out, size,
