@@ -113,7 +113,7 @@ client() {
                 for i in $(seq 1 20); do printf '%s\tcopy\n' $((i % 16)); done
                 echo '\.'
                 echo "COPY by_id(path) FROM STDIN;"
-                for i in $(seq 1 6); do echo copy; done
+                for i in $(seq 1 10); do echo copy; done
                 echo '\.'
                 echo "INSERT INTO by_tenant(tenant, path) SELECT tenant, 'insert-select' FROM src;"
                 echo "INSERT INTO by_id(path) SELECT 'insert-select' FROM src WHERE k % 4 = $((round % 4));"
