@@ -45,6 +45,12 @@ void citus_worker_hint(const CitusNode& n, const char* what, char* out, size_t s
     }
 }
 
+void report_citus_worker(const char* keeper_detail, const char* hint) {
+    ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                    errmsg("cosid does not issue ids on this Citus worker without cosid.store_dsn"),
+                    errdetail("The keeper reports: %s.", keeper_detail), errhint("%s", hint)));
+}
+
 CitusNode citus_node_spi() {
     CitusNode n;
     memset(&n, 0, sizeof(n));

@@ -28,6 +28,9 @@ inline bool citus_worker(const CitusNode& n) { return n.citus && n.group != 0; }
 void citus_worker_detail(const CitusNode& n, char* out, size_t size);
 void citus_worker_hint(const CitusNode& n, const char* what, char* out, size_t size);
 
+// The caller's ERROR (ZC006) where the keeper refused a local store on a Citus worker.
+void report_citus_worker(const char* keeper_detail, const char* hint);
+
 // With SPI connected, in the caller's transaction.
 CitusNode citus_node_spi();
 

@@ -166,17 +166,15 @@ void serve_request(int i, int64 now) {
     StoreResult r;
     StoreError err;
     if (!store_is_remote() && !store_local_guard(&err) && err.sqlerrcode == COSID_KEEPER_UNAVAILABLE) {
-        // This database became a Citus worker after the keeper found it ready (citus_add_node
-        // of a server that had cosid): no window from its own store.  The keeper is not ready
-        // again until the guard passes (cosid.store_dsn set), and its callers hear why.
+        // This database is a Citus worker (it became one after the keeper found it ready, or
+        // static slots made it ready): no window from its own store.  The request fails with
+        // the guard's reason and hint, as a store's refusal does.
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        snprintf(e->error, sizeof(e->error), "%s", err.message);
+        strlcpy(e->error_hint, err.hint, sizeof(e->error_hint));
+        e->error_code = err.sqlerrcode;
         e->state = kWanted;
         e->retry_at = mono_ms() + 1000;
-        shared->keeper_ready = false;
-        shared->keeper_problem = 3;
-        strlcpy(shared->keeper_problem_message, err.message, sizeof(shared->keeper_problem_message));
-        strlcpy(shared->keeper_problem_hint, err.hint, sizeof(shared->keeper_problem_hint));
-        shared->keeper_checks++;
         LWLockRelease(shared->lock);
         ereport(LOG, (errmsg("cosid: no slot acquired in namespace \"%s\": %s", ns, err.message),
                       errhint("%s", err.hint)));
@@ -526,11 +524,39 @@ void serve_raise_request() {
 
 int request_cursor = 0;  // requests are served round-robin across passes
 
+// A server issuing from its own store that is then added to a Citus cluster as a worker
+// (citus_add_node) would go on renewing windows the coordinator's store grants again: the
+// guard runs every second while the store is local (one catalog lookup without Citus), and
+// on a worker every such lease is released in order at once (its word closed first: no id
+// after that).  New requests are refused by the same guard in serve_request.
+int64 next_citus_guard_at = 0;
+void guard_local_leases() {
+    if (store_is_remote() || mono_ms() < next_citus_guard_at) return;
+    next_citus_guard_at = mono_ms() + 1000;
+    StoreError err;
+    if (store_local_guard(&err) || err.sqlerrcode != COSID_KEEPER_UNAVAILABLE) return;
+    int released = 0;
+    for (int i = 0; i < shared->npool; ++i) {
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool leased = shared->pool[i].state == kLeased && !shared->pool[i].is_static;
+        LWLockRelease(shared->lock);
+        if (leased) {
+            release_entry(i);
+            released++;
+        }
+    }
+    if (released > 0)
+        ereport(LOG, (errmsg("cosid: released %d lease%s of this server's own store: %s", released,
+                             released == 1 ? "" : "s", err.message),
+                      errhint("%s", err.hint)));
+}
+
 long keeper_pass(bool serve_requests) {
     int64 pass_start = mono_ms();
     long sleep_ms = 1000;
     bool requests_due = false;
     if (serve_requests) serve_raise_request();
+    guard_local_leases();
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);

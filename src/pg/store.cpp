@@ -398,7 +398,9 @@ bool store_extension_ready(StoreError* err) {
         set_error(err, message, ERRCODE_UNDEFINED_OBJECT);
         return false;
     }
-    if (!store_is_remote()) return store_local_guard(err);
+    // With static slots the keeper serves them anyway: the guard refuses each store request
+    // instead (keeper.cpp).
+    if (!store_is_remote()) return static_slots_configured() || store_local_guard(err);
     if (!run(sql, 0, nullptr, read_exists, &r, err)) return false;
     if (!r.found) set_error(err, "the lease store has no cosid extension", ERRCODE_UNDEFINED_OBJECT);
     return r.found;

@@ -142,11 +142,14 @@ if [ -s "$base/clients.err" ]; then head -5 "$base/clients.err" | sed 's/^/# /';
 check_true "rows arrived through every node by every path" "$(qc -c "
     SELECT count(DISTINCT path) = 4 FROM by_tenant")"
 
-log "a third worker without cosid.store_dsn"
+log "a server issuing from its own store, added as a third worker without cosid.store_dsn"
 start_node "$W3" $P3
+q3 -c "CREATE EXTENSION cosid" >/dev/null
+check_true "standalone, it issues from its own store" "$(q3 -c "SELECT cosid_next() > 0")"
 qc -c "SELECT citus_add_node('127.0.0.1', $P3)" >/dev/null
-check_true "the extension reached the new worker" "$(wait_for 30 "cosid on w3" q3 -c "
-    SELECT count(*) = 1 FROM pg_extension WHERE extname = 'cosid'")"
+# The keeper's guard looks every second: its lease is released, and no id comes after.
+check_true "within 10 s of citus_add_node it stops issuing" "$(wait_for 10 "cosid_next() refused on w3" q3 -c "
+    SELECT NOT EXISTS (SELECT 1 FROM cosid_pool() WHERE namespace = 'default')")"
 out=$(q3 -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check "cosid_next() on a worker without cosid.store_dsn is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
 check "its HINT names cosid.store_dsn and the coordinator" 1 \
@@ -154,7 +157,7 @@ check "its HINT names cosid.store_dsn and the coordinator" 1 \
 grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/# /' || true
 out=$(q3 -v VERBOSITY=sqlstate -c "INSERT INTO by_tenant(tenant, path) VALUES (1, 'w3-no-store')" 2>&1 || true)
 check "an insert through it is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
-check "the worker's own store granted nothing" 0 "$(q3 -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+check "the worker's own store holds no live lease" 0 "$(q3 -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
 check "no row came from it" 0 "$(qc -c "SELECT count(*) FROM by_tenant WHERE path = 'w3-no-store'")"
 # Namespaces and adoption belong to the coordinator, whichever worker is asked.
 out=$(q1 -v VERBOSITY=verbose -c "SELECT cosid_namespace_create('elsewhere')" 2>&1 || true)
