@@ -704,6 +704,14 @@ RETURNS text LANGUAGE sql STABLE AS $$
           IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit)
 $$;
 
+-- Citus (issue 24, docs/citus.md): an error on a Citus worker, naming the coordinator; nothing
+-- elsewhere (Citus' catalog is read as plain tables, Citus need not be loaded).  Called by
+-- cosid_namespace_create (and, in C, by cosid_adopt): namespaces and the lease store live on
+-- the coordinator.
+CREATE FUNCTION cosid._refuse_on_citus_worker(what text) RETURNS void
+AS 'MODULE_PATHNAME', 'cosid_refuse_on_citus_worker' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._refuse_on_citus_worker(text) FROM PUBLIC;
+
 CREATE FUNCTION cosid_namespace_create(name text,
                                        slot_bits int DEFAULT 10,
                                        tolerance interval DEFAULT '1 second',
@@ -722,6 +730,8 @@ DECLARE
     v_old      cosid.namespace;
     v_max_tol  bigint;
 BEGIN
+    -- On a Citus worker its store is not the cluster's: namespaces are made on the coordinator.
+    PERFORM cosid._refuse_on_citus_worker('cosid_namespace_create');
     IF name IS NULL OR slot_bits IS NULL OR tolerance IS NULL OR epoch IS NULL
        OR sequence_bits IS NULL OR unit IS NULL OR total_bits IS NULL THEN
         RAISE EXCEPTION 'cosid_namespace_create: arguments must not be NULL'

@@ -3,6 +3,7 @@
 // namespace's ids exceed it (src/core/static_state, adopt_floor), and the keeper's raise of
 // that floor (keeper.cpp, serve_raise_request).
 #include "boundary.hpp"
+#include "citus.hpp"
 #include "errors.hpp"
 #include "layout.hpp"
 #include "settings.hpp"
@@ -91,6 +92,7 @@ int raise_via_keeper(const char* ns, int64 floor_ms, const Layout& l) {
 extern "C" Datum cosid_adopt_raise(PG_FUNCTION_ARGS) {
     require_preloaded("cosid_adopt");
     require_admin("adopt id columns into cosid");
+    refuse_on_citus_worker("cosid_adopt");
     for (int i = 0; i < 7; ++i)
         if (i != 1 && PG_ARGISNULL(i))
             ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_adopt: arguments must not be NULL")));

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "boundary.hpp"
+#include "citus.hpp"
 #include "errors.hpp"
 #include "issue_word.hpp"
 #include "settings.hpp"
@@ -244,7 +245,7 @@ bool keeper_problem_known(bool here, uint64 checks_before) {
     // cosid.database missing: unless this is it (created since), then the keeper is woken
     if (shared->keeper_failed_starts > 0) return !here;
     if (shared->keeper_checks <= checks_before) return false;
-    return shared->keeper_problem == 2 || (shared->keeper_problem == 1 && !here);
+    return shared->keeper_problem == 2 || shared->keeper_problem == 3 || (shared->keeper_problem == 1 && !here);
 }
 
 void keeper_cannot_serve(bool here, uint64 checks_before) {
@@ -252,8 +253,12 @@ void keeper_cannot_serve(bool here, uint64 checks_before) {
     char message[256];
     LWLockAcquire(shared->lock, LW_SHARED);
     int failed_starts = shared->keeper_failed_starts;
+    int problem = shared->keeper_problem;
+    char hint[256];
     strlcpy(message, shared->keeper_problem_message, sizeof(message));
+    strlcpy(hint, shared->keeper_problem_hint, sizeof(hint));
     LWLockRelease(shared->lock);
+    if (failed_starts == 0 && problem == 3) report_citus_worker(message, hint);  // the Citus guard (citus.hpp)
     if (failed_starts > 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid lease keeper cannot connect to database \"%s\"", setting_database),
@@ -363,6 +368,8 @@ void wait_for_lease(const char* ns) {
                         errdetail("Namespace \"%s\" uses static slot %d (cosid.static_slots): its windows come from "
                                   "the state file, not from a lease store.", ns, static_slot),
                         error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
+    if (error[0] != '\0' && error_code == COSID_KEEPER_UNAVAILABLE && error_hint[0] != '\0')
+        report_citus_worker(error, error_hint);  // the only keeper refusal with a hint
     if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),

@@ -158,6 +158,22 @@ void serve_request(int i, int64 now) {
 
     StoreResult r;
     StoreError err;
+    if (!store_is_remote() && !store_local_guard(&err) && err.sqlerrcode == COSID_KEEPER_UNAVAILABLE) {
+        // This database is a Citus worker (it became one after the keeper found it ready, or
+        // static slots made it ready): no window from its own store.  The request fails with
+        // the guard's reason and hint, as a store's refusal does.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        snprintf(e->error, sizeof(e->error), "%s", err.message);
+        strlcpy(e->error_hint, err.hint, sizeof(e->error_hint));
+        e->error_code = err.sqlerrcode;
+        e->state = kWanted;
+        e->retry_at = mono_ms() + 1000;
+        LWLockRelease(shared->lock);
+        ereport(LOG, (errmsg("cosid: no slot acquired in namespace \"%s\": %s", ns, err.message),
+                      errhint("%s", err.hint)));
+        ConditionVariableBroadcast(&shared->cv);
+        return;
+    }
     int64 before = clock_ms();
     bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
                             &err);
@@ -505,11 +521,39 @@ void serve_raise_request() {
 
 int request_cursor = 0;  // requests are served round-robin across passes
 
+// A server issuing from its own store that is then added to a Citus cluster as a worker
+// (citus_add_node) would go on renewing windows the coordinator's store grants again: the
+// guard runs every second while the store is local (one catalog lookup without Citus), and
+// on a worker every such lease is released in order at once (its word closed first: no id
+// after that).  New requests are refused by the same guard in serve_request.
+int64 next_citus_guard_at = 0;
+void guard_local_leases() {
+    if (store_is_remote() || mono_ms() < next_citus_guard_at) return;
+    next_citus_guard_at = mono_ms() + 1000;
+    StoreError err;
+    if (store_local_guard(&err) || err.sqlerrcode != COSID_KEEPER_UNAVAILABLE) return;
+    int released = 0;
+    for (int i = 0; i < shared->npool; ++i) {
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool leased = shared->pool[i].state == kLeased && !shared->pool[i].is_static;
+        LWLockRelease(shared->lock);
+        if (leased) {
+            release_entry(i);
+            released++;
+        }
+    }
+    if (released > 0)
+        ereport(LOG, (errmsg("cosid: released %d lease%s of this server's own store: %s", released,
+                             released == 1 ? "" : "s", err.message),
+                      errhint("%s", err.hint)));
+}
+
 long keeper_pass(bool serve_requests) {
     int64 pass_start = mono_ms();
     long sleep_ms = 1000;
     bool requests_due = false;
     if (serve_requests) serve_raise_request();
+    guard_local_leases();
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -754,9 +798,11 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             // 1: the extension is missing here; 2: the remote store refused (a transient error
             // there, a timeout or a lost connection, is not known to last: 0, callers wait).
             shared->keeper_problem = ready ? 0
+                                     : err.sqlerrcode == COSID_KEEPER_UNAVAILABLE ? 3
                                      : strstr(err.message, "cosid.database") != nullptr ? 1
                                      : transient(err.sqlerrcode) ? 0 : 2;
             strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
+            strlcpy(shared->keeper_problem_hint, ready ? "" : err.hint, sizeof(shared->keeper_problem_hint));
             shared->keeper_checks++;
             LWLockRelease(shared->lock);
             ConditionVariableBroadcast(&shared->cv);

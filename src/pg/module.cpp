@@ -1,5 +1,6 @@
 // Entry point: settings, shared memory and the lease keeper are only set up when cosid is
 // in shared_preload_libraries; loaded any other way, only the pure functions work.
+#include "citus.hpp"
 #include "drop_guard.hpp"
 #include "generator.hpp"
 #include "keeper.hpp"
@@ -13,6 +14,7 @@ PG_MODULE_MAGIC;
 void _PG_init(void) {
     cosid::pg::define_settings();
     if (!process_shared_preload_libraries_in_progress) return;
+    cosid::pg::warn_if_preloaded_before_citus();
     cosid::pg::install_shmem_hooks();
     cosid::pg::register_keeper();
     cosid::pg::install_drop_guard();

@@ -142,9 +142,11 @@ struct SharedState {
     Latch* keeper_latch;
     bool keeper_ready;     // the keeper found the extension in its database
     // Why a running keeper cannot serve yet (keeper_ready false): 0 none known, 1 the
-    // extension is missing in cosid.database, 2 the remote store refused; and its message.
+    // extension is missing in cosid.database, 2 the remote store refused, 3 a local store on
+    // a Citus worker (citus.hpp); and its message and hint ('' if none).
     int keeper_problem;
     char keeper_problem_message[256];
+    char keeper_problem_hint[256];
     uint64 keeper_checks;  // readiness checks the keeper made: a problem counts only if seen after a caller began
     bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
     int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)

@@ -11,6 +11,8 @@ extern "C" {
 #include "libpq-fe.h"
 }
 
+#include "citus.hpp"
+#include "errors.hpp"
 #include "settings.hpp"
 #include "state.hpp"
 
@@ -38,6 +40,7 @@ void set_error(StoreError* err, const char* message, int sqlerrcode, bool outcom
     strlcpy(err->message, message ? message : "unknown error", sizeof(err->message));
     err->sqlerrcode = sqlerrcode;
     err->outcome_unknown = outcome_unknown;
+    err->hint[0] = '\0';
 }
 
 // The keeper takes a cancel (the statement and lock timers' SIGINT, or pg_cancel_backend)
@@ -397,10 +400,34 @@ bool store_extension_ready(StoreError* err) {
         set_error(err, message, ERRCODE_UNDEFINED_OBJECT);
         return false;
     }
-    if (!store_is_remote()) return true;
+    // With static slots the keeper serves them anyway: the guard refuses each store request
+    // instead (keeper.cpp).
+    if (!store_is_remote()) return static_slots_configured() || store_local_guard(err);
     if (!run(sql, 0, nullptr, read_exists, &r, err)) return false;
     if (!r.found) set_error(err, "the lease store has no cosid extension", ERRCODE_UNDEFINED_OBJECT);
     return r.found;
+}
+
+bool store_local_guard(StoreError* err) {
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    if (!run_spi(kCitusPresentQuery, 0, nullptr, &row, err)) return false;
+    if (!row.present || row.null[0] || row.value[0][0] != 't') return true;
+    memset(&row, 0, sizeof(row));
+    if (!run_spi(kCitusNodeQuery, 0, nullptr, &row, err)) return false;
+    if (!row.present) return true;
+    CitusNode n;
+    memset(&n, 0, sizeof(n));
+    n.citus = true;
+    n.group = get_int32(row, 1, 0);
+    if (!row.null[1]) strlcpy(n.coordinator_host, row.value[1], sizeof(n.coordinator_host));
+    n.coordinator_port = get_int32(row, 3, 0);
+    if (!citus_worker(n)) return true;
+    char detail[512];
+    citus_worker_detail(n, detail, sizeof(detail));
+    set_error(err, detail, COSID_KEEPER_UNAVAILABLE);
+    citus_worker_hint(n, nullptr, err->hint, sizeof(err->hint));
+    return false;
 }
 
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,

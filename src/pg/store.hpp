@@ -25,6 +25,7 @@ struct StoreError {
     // or the commit was not confirmed as configured (a cancelled wait for a synchronous
     // standby).  An ERROR answer means the transaction was rolled back: false then.
     bool outcome_unknown;
+    char hint[256];  // '' unless the error says what to do (the Citus guard)
 };
 
 // True when cosid.store_dsn names a store on another server (shared by several instances).
@@ -33,7 +34,11 @@ bool store_is_remote();
 // timeouts and the cap of its renewal backoff.
 int64 store_bound_ms();
 void store_disconnect();
+// The extension is in cosid.database (and on the remote store).  A local store on a Citus
+// worker is refused (ZC006, with a hint): it is not the cluster's store (citus.hpp).
 bool store_extension_ready(StoreError* err);
+// The Citus guard alone, for a local store: false (ZC006 in err) on a Citus worker.
+bool store_local_guard(StoreError* err);
 // Never returns a live lease, not even one of this incarnation (see cosid.acquire).
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
                    StoreResult* out, StoreError* err);

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# cosid on Citus (issue 24, docs/citus.md): a coordinator that holds the lease store and two
+# workers (metadata synced) whose keepers lease from it (cosid.store_dsn, a cosid_keeper
+# role).  Tables distributed by a tenant column and by the cosid id itself, and a reference
+# table; clients write through every node by VALUES, prepared statements, COPY and
+# INSERT ... SELECT.  Then a third worker is added without cosid.store_dsn: it must refuse
+# to issue (ZC006, naming the coordinator) instead of issuing from a store of its own (before
+# the guard it leased slot 0 of its own store, as the coordinator does: the same ids); once
+# given the setting it joins and writes too.  Checks: zero duplicates, one slot per node,
+# every id inside a window the coordinator's store granted to that node, ids in time order
+# across nodes within the tolerance.
+#
+# Needs the Citus build for PostgreSQL 15 in ../shared/citus (COSID_CITUS_TARBALL overrides);
+# without it the script says so and passes.  It installs the tarball into the PostgreSQL it
+# runs against (the prefix of that pg_config).
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/citus.sh"
+citus_install || exit 0
+
+t_start=$(date +%s)
+log() { printf '\n==> %s (at %s s)\n' "$*" $(( $(date +%s) - t_start )); }
+base="${1:-/tmp/cosid-e2e}/citus"
+C="$base/coord"; W1="$base/w1"; W2="$base/w2"; W3="$base/w3"; X="$base/wrong_order"
+PC=26001; P1=26002; P2=26003; P3=26004; PX=26005
+[ -n "${KEEP:-}" ] || trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$W3" "$W2" "$W1" "$C" "$X"; do stop_server "$d" immediate; done' EXIT
+qc() { psql_at "$C" "$PC" postgres -At "$@"; }
+q1() { psql_at "$W1" "$P1" postgres -At "$@"; }
+q2() { psql_at "$W2" "$P2" postgres -At "$@"; }
+q3() { psql_at "$W3" "$P3" postgres -At "$@"; }
+dsn="host=127.0.0.1 port=$PC dbname=postgres user=keeper_citus"
+start_node() { citus_node "$@" "cosid.ttl = '3s'"; }
+
+# 'cosid,citus' stops the server (Citus must be loaded first); cosid's line says what to set.
+rm -rf "$X"; mkdir -p "$X"; chown "$PG_USER" "$X"; fresh_cluster "$X/data"
+printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nshared_preload_libraries = 'cosid,citus'\n" \
+    "$PX" "$X" >> "$X/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$X/data" -l "$X/server.log" -w -t 20 start >/dev/null 2>&1 && started=t || started=f
+check "shared_preload_libraries = 'cosid,citus' does not start (Citus must be first)" f "$started"
+check_true "the log's HINT names 'citus,cosid'" "$(grep -q "HINT:  Set shared_preload_libraries = 'citus,cosid'" "$X/server.log" && echo t)"
+
+log "coordinator (the store) and two workers leasing from it"
+start_node "$C" $PC
+start_node "$W1" $P1 "cosid.store_dsn = '$dsn'"
+start_node "$W2" $P2 "cosid.store_dsn = '$dsn'"
+qc -c "SELECT citus_set_coordinator_host('127.0.0.1', $PC)" \
+   -c "SELECT citus_add_node('127.0.0.1', $P1)" -c "SELECT citus_add_node('127.0.0.1', $P2)" >/dev/null
+qc -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_citus LOGIN IN ROLE cosid_keeper" >/dev/null
+# Every change of a lease row in the coordinator's store, in the store's own transaction
+# (test/lib/faults.sh): every window granted or renewed, whoever asked.
+qc >/dev/null <<'SQL'
+SET citus.enable_ddl_propagation = off;  -- the record is the coordinator's alone
+CREATE TABLE observed (namespace text, slot int, fence bigint, incarnation uuid, owner_key text,
+                       floor bigint, ceiling bigint);
+CREATE FUNCTION observe_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.observed VALUES (NEW.namespace, NEW.slot, NEW.fence, NEW.incarnation, NEW.owner_key,
+                                        NEW.floor, NEW.ceiling);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER observe_lease AFTER INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION observe_lease();
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER observe_lease;
+SQL
+qc >/dev/null <<'SQL'
+CREATE TABLE by_tenant (tenant int, id bigint DEFAULT cosid_next(), at timestamptz DEFAULT clock_timestamp(),
+                        path text, PRIMARY KEY (tenant, id));
+SELECT create_distributed_table('by_tenant', 'tenant', shard_count => 8);
+CREATE TABLE by_id (id bigint PRIMARY KEY DEFAULT cosid_next(), at timestamptz DEFAULT clock_timestamp(), path text);
+SELECT create_distributed_table('by_id', 'id', shard_count => 8);
+CREATE TABLE ref (id bigint PRIMARY KEY DEFAULT cosid_next(), at timestamptz DEFAULT clock_timestamp(), path text);
+SELECT create_reference_table('ref');
+CREATE TABLE src (tenant int, k int);
+SELECT create_distributed_table('src', 'tenant', colocate_with => 'by_tenant');
+INSERT INTO src SELECT g % 16, g FROM generate_series(1, 64) g;
+SQL
+for n in C W1 W2; do
+    d=${!n}; p=$(eval echo \$P${n#W}); [ $n = C ] && p=$PC
+    check_true "cosid_next() works on $n" "$(wait_for 60 "a first id on $n" psql_at "$d" "$p" postgres -At \
+        -c "SELECT cosid_next() > 0")"
+done
+
+# What Citus refuses, and the IMMUTABLE decoder that serves RETURNING instead (docs/citus.md).
+out=$(qc -c "INSERT INTO by_tenant(tenant, path) VALUES (1, 'values') RETURNING cosid_timestamp(id)" 2>&1 || true)
+check "Citus refuses RETURNING cosid_timestamp(id)" 1 "$(grep -c 'non-IMMUTABLE functions are not allowed' <<<"$out")"
+read -r rid rts <<<"$(q1 -F' ' -c "INSERT INTO by_tenant(tenant, path) VALUES (2, 'values')
+    RETURNING id, (cosid.unpack(id, 41, 10, 12, 1704067200000, 'ms')).ts_ms")"
+check_true "RETURNING (cosid.unpack(id, <layout>)).ts_ms gives the id's time (through a worker)" \
+    "$(qc -c "SELECT cosid_timestamp($rid) = to_timestamp($rts / 1000.0)")"
+out=$(qc -c "UPDATE by_tenant SET id = cosid_next() WHERE tenant = 2" 2>&1 || true)
+check "Citus refuses UPDATE ... SET id = cosid_next()" 1 "$(grep -c 'must not be VOLATILE' <<<"$out")"
+before=$(qc -c "SELECT ids_issued FROM cosid_stats()")
+qc -c "EXPLAIN INSERT INTO by_id(path) VALUES ('explain'), ('explain')" >/dev/null
+check "a plain EXPLAIN of an INSERT consumes ids (Citus evaluates the defaults to route rows)" 2 \
+    "$(( $(qc -c "SELECT ids_issued FROM cosid_stats()") - before ))"
+
+# client NODE_DIR PORT N: until $base/stop, rounds of every write path through that node.
+client() {
+    local d=$1 p=$2 c=$3 round=0
+    (
+        trap - EXIT; set +e
+        while [ ! -e "$base/stop" ]; do
+            round=$((round + 1))
+            {
+                echo "INSERT INTO by_tenant(tenant, path) SELECT g % 16, 'values' FROM (VALUES (1),(2),(3),(4),(5),(6),(7),(8)) v(g);"
+                echo "INSERT INTO by_tenant(tenant, path) VALUES ($c, 'values'), ($((c + 1)), 'values');"
+                echo "INSERT INTO by_id(path) VALUES ('values'), ('values'), ('values');"
+                echo "INSERT INTO ref(path) VALUES ('values');"
+                echo "PREPARE pt(int) AS INSERT INTO by_tenant(tenant, path) VALUES (\$1, 'prepared');"
+                echo "PREPARE pi AS INSERT INTO by_id(path) VALUES ('prepared');"
+                for i in 1 2 3 4 5 6 7; do echo "EXECUTE pt($i); EXECUTE pi;"; done
+                echo "COPY by_tenant(tenant, path) FROM STDIN;"
+                for i in $(seq 1 20); do printf '%s\tcopy\n' $((i % 16)); done
+                echo '\.'
+                echo "COPY by_id(path) FROM STDIN;"
+                for i in $(seq 1 10); do echo copy; done
+                echo '\.'
+                echo "INSERT INTO by_tenant(tenant, path) SELECT tenant, 'insert-select' FROM src;"
+                echo "INSERT INTO by_id(path) SELECT 'insert-select' FROM src WHERE k % 4 = $((round % 4));"
+            } | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$d" -p "$p" -d postgres >/dev/null 2>>"$base/clients.err" \
+                && echo ok || echo failed
+        done > "$base/client.$p.$c.log"
+    ) &
+}
+run_clients() {  # run_clients SECONDS NODE_DIR:PORT...
+    local secs=$1; shift
+    rm -f "$base/stop"
+    local pids=() c=0 np
+    for np in "$@"; do
+        for k in 1 2; do c=$((c + 1)); client "${np%:*}" "${np#*:}" $c; pids+=($!); done
+    done
+    sleep "$secs"  # the load's duration, not a wait for a condition
+    touch "$base/stop"
+    wait "${pids[@]}" 2>/dev/null || true
+}
+
+log "clients write through the coordinator and both workers"
+: > "$base/clients.err"
+run_clients 8 "$C:$PC" "$W1:$P1" "$W2:$P2"
+check "no client statement failed" 0 "$(cat "$base"/client.*.log | grep -c failed || true)"
+if [ -s "$base/clients.err" ]; then head -5 "$base/clients.err" | sed 's/^/# /'; fi
+check_true "rows arrived through every node by every path" "$(qc -c "
+    SELECT count(DISTINCT path) = 4 FROM by_tenant")"
+
+log "a server issuing from its own store, added as a third worker without cosid.store_dsn"
+start_node "$W3" $P3
+q3 -c "CREATE EXTENSION cosid" >/dev/null
+check_true "standalone, it issues from its own store" "$(q3 -c "SELECT cosid_next() > 0")"
+qc -c "SELECT citus_add_node('127.0.0.1', $P3)" >/dev/null
+# The keeper's guard looks every second: its lease is released, and no id comes after.
+check_true "within 10 s of citus_add_node it stops issuing" "$(wait_for 10 "cosid_next() refused on w3" q3 -c "
+    SELECT NOT EXISTS (SELECT 1 FROM cosid_pool() WHERE namespace = 'default')")"
+out=$(q3 -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+check "cosid_next() on a worker without cosid.store_dsn is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
+check "its HINT names cosid.store_dsn and the coordinator" 1 \
+    "$(grep -c "HINT:  Set cosid.store_dsn = 'host=127.0.0.1 port=$PC dbname=postgres" <<<"$out")"
+grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/# /' || true
+# Bursts through it and through the node that holds slot 0 of the coordinator's store at
+# once (other tenants: no key to collide on): before the guard w3 issued from slot 0 of its
+# own store, and the two made the same ids.
+p0=$(qc -c "SELECT substr(owner_key, 6) FROM cosid_leases('default') WHERE slot = 0 AND state = 'held'")
+d0=$C; for n in W1 W2; do [ "$p0" = "$(eval echo \$P${n#W})" ] && d0=${!n}; done
+burst() {  # burst TENANT PATH: 3 s of 50-row inserts, one after the other (ids in most ms)
+    echo "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
+          WHILE clock_timestamp() < t0 + interval '3 s' LOOP
+              INSERT INTO by_tenant(tenant, path) SELECT $1, '$2' FROM generate_series(1, 50);
+          END LOOP; END \$\$"
+}
+psql_at "$d0" "${p0:-$PC}" postgres -q -c "$(burst 2 values)" &
+burst=$!
+out=$(q3 -v VERBOSITY=sqlstate -c "$(burst 1 w3-no-store)" 2>&1 || true)
+wait $burst
+check "an insert through it is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
+check "the worker's own store holds no live lease" 0 "$(q3 -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+check "no row came from it" 0 "$(qc -c "SELECT count(*) FROM by_tenant WHERE path = 'w3-no-store'")"
+# Namespaces and adoption belong to the coordinator, whichever worker is asked.
+out=$(q1 -v VERBOSITY=verbose -c "SELECT cosid_namespace_create('elsewhere')" 2>&1 || true)
+check "cosid_namespace_create on a worker is refused (55000), naming the coordinator" 2 \
+    "$(grep -cE "ERROR:  55000|HINT:  Run cosid_namespace_create on the coordinator \(127.0.0.1 port $PC\)" <<<"$out")"
+q1 -c "CREATE TABLE legacy (id bigint)" -c "INSERT INTO legacy VALUES (42)" >/dev/null
+out=$(q1 -v VERBOSITY=sqlstate -c "SELECT * FROM cosid_adopt('legacy', 'id')" 2>&1 || true)
+check "cosid_adopt on a worker is refused (55000)" 1 "$(grep -c 'ERROR:  55000' <<<"$out")"
+check "cosid_namespace_create on the coordinator still works" "" "$(qc -c "SELECT cosid_namespace_create('elsewhere')")"
+
+log "the new worker given the coordinator's store joins"
+stop_server "$W3"
+echo "cosid.store_dsn = '$dsn'" >> "$W3/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$W3/data" -l "$W3/server.log" -w start >/dev/null
+check_true "cosid_next() works on the new worker" "$(wait_for 60 "a first id on w3" q3 -c "SELECT cosid_next() > 0")"
+run_clients 4 "$C:$PC" "$W1:$P1" "$W2:$P2" "$W3:$P3"
+check "no client statement failed with four nodes" 0 "$(cat "$base"/client.*.log | grep -c failed || true)"
+
+n=0
+log "time order across nodes: one writer going round the four nodes"
+{
+    for i in $(seq 1 6); do
+        for np in "$C:$PC" "$W1:$P1" "$W2:$P2" "$W3:$P3"; do
+            echo "\\connect \"host=${np%:*} port=${np#*:} dbname=postgres\""
+            printf "INSERT INTO by_id(path) VALUES ('probe:%04d:%s');\n" "$n" "${np#*:}"
+            n=$((n + 1))
+        done
+    done
+} | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$C" -p "$PC" -d postgres >/dev/null
+# Each insert happened after the one before it, on another node: its id must be larger.
+check "24 inserts going round the nodes: ids in the order they were made" 0 "$(qc -c "
+    SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY path) AS before FROM by_id WHERE path LIKE 'probe:%') x
+    WHERE id < before")"
+
+log "checks"
+rows="SELECT id, at, path FROM by_tenant UNION ALL SELECT id, at, path FROM by_id UNION ALL SELECT id, at, path FROM ref"
+total=$(qc -c "SELECT count(*) FROM ($rows) r")
+check "zero duplicate ids over $total rows (3 tables, 4 nodes)" 0 "$(qc -c "SELECT count(*) - count(DISTINCT id) FROM ($rows) r")"
+# The windows the store granted, per owner (node) and slot.
+check "one slot per node over the run (4 nodes, 4 distinct slots)" "4 4" "$(qc -F' ' -c "
+    SELECT count(DISTINCT owner_key), count(DISTINCT slot) FROM observed WHERE incarnation IS NOT NULL")"
+check "no node leased more than one slot" 0 "$(qc -c "
+    SELECT count(*) FROM (SELECT owner_key FROM observed WHERE incarnation IS NOT NULL
+                          GROUP BY 1 HAVING count(DISTINCT slot) > 1) x")"
+check "every id inside a window the coordinator's store granted to its slot" 0 "$(qc -c "
+    WITH w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
+               WHERE incarnation IS NOT NULL GROUP BY 1, 2),
+         p AS (SELECT p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ms FROM ($rows) r, cosid_parse(r.id) p)
+    SELECT count(*) FROM p WHERE NOT EXISTS (
+        SELECT 1 FROM w WHERE w.slot = p.slot AND p.ms > w.floor AND p.ms <= w.ceiling)")"
+check "ids came from the slots of all four nodes" 4 "$(qc -c "SELECT count(DISTINCT cosid_slot(id)) FROM ($rows) r")"
+# No node issues ahead of its clock by more than the tolerance (1 s): an id's time is at most
+# that far after its row's clock_timestamp(), taken after it.  (Behind it by more than the
+# statement's own time happens: Citus may evaluate the two defaults apart; the figure is shown.)
+check "no id more than 1 s ahead of its row's clock_timestamp()" 0 "$(qc -c "
+    SELECT count(*) FROM ($rows) r WHERE cosid_timestamp(id) - at > interval '1 s'")"
+echo "# id time minus clock_timestamp(): $(qc -c "SELECT format('min %s ms, max %s ms, p99 %s ms',
+    round(min(d)), round(max(d)), round(percentile_cont(0.99) WITHIN GROUP (ORDER BY d)::numeric))
+    FROM (SELECT extract(epoch FROM cosid_timestamp(id) - at) * 1000 AS d FROM ($rows) r) x")"
+echo "# rows by path: $(qc -F= -c "SELECT split_part(path, ':', 1), count(*) FROM ($rows) r GROUP BY 1 ORDER BY 1" | tr '\n' ' ')"
+echo "# citus.sh took $(( $(date +%s) - t_start )) s"
+exit $FAIL
