@@ -20,7 +20,7 @@ check "the library serves a 1.0 catalog: cosid_pool() and cosid_stats() with the
 q -c "SELECT * FROM cosid_pool()" -c "SELECT * FROM cosid_stats()" >/dev/null
 
 PHASE=before; start_clients 4
-check_true "the clients insert on 1.0" "$(wait_until 20 q -c "SELECT count(*) >= 2000 FROM t")"
+check_true "the clients insert on 1.0" "$(wait_until 60 q -c "SELECT count(*) >= 2000 FROM t")"
 held=$(q -c "SELECT string_agg(namespace || ':' || slot || ':' || fence || ':' || floor, ',' ORDER BY namespace, slot)
              FROM cosid.lease WHERE incarnation IS NOT NULL")
 ceilings=$(q -c "SELECT string_agg(namespace || ':' || slot || ':' || ceiling, ',' ORDER BY namespace, slot)
@@ -37,7 +37,7 @@ check_true "every lease held before the update is still held: same fence, same f
     SELECT count(*) > 0 AND bool_and(l.fence = b.fence AND l.floor = b.floor AND l.ceiling >= c.ceiling)
     FROM before b JOIN c USING (ns, slot) JOIN cosid.lease l ON l.namespace = b.ns AND l.slot = b.slot")"
 n=$(q -c "SELECT count(*) FROM t")
-check_true "the clients go on inserting after the update" "$(wait_until 20 q -c "SELECT count(*) >= $n + 2000 FROM t")"
+check_true "the clients go on inserting after the update" "$(wait_until 60 q -c "SELECT count(*) >= $n + 2000 FROM t")"
 check "the new functions answer" "lease|f" \
     "$(q -c "SELECT kind FROM cosid_pool() WHERE namespace = 'f' AND state = 'active' LIMIT 1")|$(q -c "SELECT static_clock_guard IS NOT NULL FROM cosid_stats()")"
 stop_clients
