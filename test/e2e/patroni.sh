@@ -235,13 +235,14 @@ drill() {
     local poller=$!
     echo "# [$mode] leader n1 killed (Patroni and postmaster)"
     # the dead leader's last word: its data directory, started alone where nobody connects
-    wait "${PATRONI_PID[0]}" 2>/dev/null || true
+    { wait "${PATRONI_PID[0]}"; } 2>/dev/null || true   # (quiet: bash reports the SIGKILL)
     wait_for 20 "n1's processes to end" gone "$pm" >/dev/null
     mkdir -p "$base/old"; chown "$PG_USER" "$base/old"
     as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -l "$base/old/server.log" -w start -o \
-        "-c port=$POLD -c listen_addresses='' -c unix_socket_directories='$base/old' -c shared_preload_libraries='' -c synchronous_standby_names='' -c archive_mode=off" >/dev/null
+        "-c port=$POLD -c listen_addresses='' -c unix_socket_directories='$base/old' -c shared_preload_libraries='' -c synchronous_standby_names='' -c archive_mode=off" >/dev/null 2>&1
     as_pg "$PG_BIN/psql" -X -q -At -h "$base/old" -p "$POLD" -d postgres -c "$observed_copy" > "$base/old.tsv"
     as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -m immediate -w stop >/dev/null
+    check_true "[$mode] the dead leader's record of windows was read" "$([ -s "$base/old.tsv" ] && echo t || echo f)"
     # Patroni promotes n2 once the leader key has expired
     wait "$poller" || true
     check_true "[$mode] Patroni promotes n2" "$([ -s "$base/promoted" ] && echo t || echo f)"
@@ -278,7 +279,7 @@ drill() {
     done
     final "$mode"
     # the next drill starts from nothing
-    kill -9 "${PATRONI_PID[1]}" 2>/dev/null || true; wait "${PATRONI_PID[1]}" 2>/dev/null || true
+    kill -9 "${PATRONI_PID[1]}" 2>/dev/null || true; { wait "${PATRONI_PID[1]}"; } 2>/dev/null || true
     for d in "$A" "$B" "$base/n2"; do [ ! -f "$d/data/postmaster.pid" ] || stop_server "$d" immediate; done
     echo "# [$mode] drill took $(( ($(now_ms) - t0) / 1000 )) s"
 }
