@@ -36,6 +36,7 @@ spawn_as_pg() {
     else ( exec setpriv --reuid="$PG_USER" --regid="$(id -g "$PG_USER")" --init-groups -- env HOME="$base" "$@" > "$log" 2>&1 ) &
     fi
     SPAWNED=$!; PIDS+=($!)
+    disown "$SPAWNED"  # (bash would report the SIGKILL the test gives Patroni)
 }
 cleanup() {
     [ -z "$stopped" ] || kill -CONT $stopped 2>/dev/null || true
