@@ -194,13 +194,8 @@ drill() {
     rm -rf "$base/n1" "$base/n2" "$base/old" "$base/stop"
     start_patroni "$mode" 0
     check_true "[$mode] n1 bootstraps and leads" "$(wait_for 90 "n1 as Patroni's leader" rest_is 0 primary)"
-    start_patroni "$mode" 1
-    check_true "[$mode] n2 runs as a streaming replica" "$(wait_for 90 "n2 as a streaming replica" qnode 0 -c "
-        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
-    if [ "$mode" = sync ]; then
-        check_true "[sync] Patroni made n2 the synchronous standby" "$(wait_for 30 "n2 in /sync" rest_is 1 sync)"
-    fi
-    # the store, on the leader: one login role per instance, the recommended limits
+    # the store, on the leader (before the replica exists: its base backup has it): one
+    # login role per instance, the recommended limits
     local limits=()
     [ -n "$MAX_TTL" ] && limits+=("max_ttl => '$MAX_TTL'")
     [ -n "$MAX_TOL" ] && limits+=("max_tolerance => '$MAX_TOL'")
@@ -210,7 +205,16 @@ drill() {
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
     [ "${#limits[@]}" -eq 0 ] || qnode 0 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
     qnode 0 -c "$record_windows_sql" >/dev/null
-    instance a "$A" "$PA"; instance b "$B" "$PB"
+    # the replica and the instances start together
+    start_patroni "$mode" 1
+    instance a "$A" "$PA" & local ia=$!
+    instance b "$B" "$PB" & local ib=$!
+    check_true "[$mode] n2 runs as a streaming replica" "$(wait_for 90 "n2 as a streaming replica" qnode 0 -c "
+        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+    if [ "$mode" = sync ]; then
+        check_true "[sync] Patroni made n2 the synchronous standby" "$(wait_for 30 "n2 in /sync" rest_is 1 sync)"
+    fi
+    wait "$ia" && wait "$ib" || { echo "not ok - [$mode] the instances start"; FAIL=1; return; }
     echo "# [$mode] store cluster and instances ready after $(( ($(now_ms) - t0) / 1000 )) s"
     clients "$A" "$PA" 3; clients "$B" "$PB" 3
     check_true "[$mode] both instances insert" "$(wait_for 60 "rows on A and B" both_insert)"
@@ -219,7 +223,10 @@ drill() {
         # The replica stops receiving while the leader goes on granting and renewing: the
         # leader dies with lease changes the replica never saw (a few kB: well inside
         # maximum_lag_on_failover, so Patroni promotes all the same).
-        local ws t_freeze; ws=$(qnode 0 -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender'")
+        local ws t_freeze
+        check_true "[async] the replica streams" "$(wait_for 30 "n2 streaming" qnode 0 -c "
+            SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+        ws=$(qnode 0 -c "SELECT pid FROM pg_stat_replication WHERE state = 'streaming'")
         t_freeze=$(qnode 0 -c "SELECT clock_timestamp()")
         kill -STOP $ws; stopped="$ws"
         check_true "[async] the leader commits lease changes its replica does not receive" \
