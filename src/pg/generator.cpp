@@ -44,6 +44,7 @@ struct Gen {
     bool is_static;        // the lease is a static slot's window
     int32 slot;
     int64 floor;
+    int64 floor_wait_ms;   // the entry's: the wait for the floor that the store imposed
     Layout layout;
 };
 // ereport may longjmp over these: they must not need destructors.
@@ -107,6 +108,7 @@ void attach_locked(Gen* g, int i) {
     g->is_static = e->is_static;
     g->slot = e->slot;
     g->floor = e->floor;
+    g->floor_wait_ms = e->floor_wait_ms;
     g->layout = entry_layout(*e);
     e->users++;
 }
@@ -674,12 +676,17 @@ int64 issue(Gen* g) {
                                 errhint("The lease store may be unreachable or locked, or this host's clock runs "
                                         "ahead of the store's.")));
         } else if (c.status == NextStatus::BeforeFloor) {
-            if (elapsed_ms(wait_start) >= timeout)
+            // A floor the store raised (after a failover: up to max_ttl + 2 x max_tolerance
+            // ahead) is waited out first: only a clock still behind it after that is late.
+            int64 budget = timeout + g->floor_wait_ms;
+            if (elapsed_ms(wait_start) >= budget)
                 ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
                                 errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"",
                                        g->slot, g->ns),
-                                errdetail("Ids may only be issued after %s; waited %d ms.",
-                                          ms_to_text(g->floor), timeout),
+                                errdetail("Ids may only be issued after %s; waited %lld ms (the store set the "
+                                          "floor %lld ms ahead of its clock, cosid.acquire_timeout is %d ms).",
+                                          ms_to_text(g->floor), static_cast<long long>(budget),
+                                          static_cast<long long>(g->floor_wait_ms), timeout),
                                 errhint("This host's clock runs behind the lease store's.")));
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);

@@ -134,6 +134,7 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     e->slot = r.slot;
     e->fence = r.fence;
     e->floor = r.floor;
+    e->floor_wait_ms = !is_static && r.store_now > 0 && r.floor > r.store_now ? r.floor - r.store_now : 0;
     e->expires_at = r.expires_at;
     pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
     pg_atomic_write_u64(&e->word, cosid::issue_word::kFresh);

@@ -46,6 +46,11 @@ struct PoolEntry {
     int32 slot;
     int64 fence;
     int64 floor;
+    // How far the floor was ahead of the store's clock when the store granted the window (a
+    // floor the store raised after a failover or a restore; 0 for static windows): a wait the
+    // store imposed, which a caller sits out before cosid.acquire_timeout starts to count a
+    // clock behind the store's (ZC004).
+    int64 floor_wait_ms;
     int64 expires_at;
     pg_atomic_uint64 ceiling;
     // The issue state: last (tick, sequence) claimed by any backend, and the closed bit.

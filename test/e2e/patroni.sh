@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# The store on a two-node Patroni cluster (issue 24).  etcd and two Patroni-managed
+# PostgreSQL servers hold the store; instances A and B (plain servers) keep their leases
+# there through a multi-host DSN (target_session_attrs=read-write), each with three clients
+# inserting.  The leader dies (SIGKILL of its Patroni and of its postmaster with every
+# child) and Patroni promotes the replica once the leader key expires.
+#   async: asynchronous replication, and the leader's WAL sender frozen until the leader
+#          has committed lease changes the replica never got: the promoted store lost them,
+#          notices the new timeline and raises every floor (raise_floors_on_new_timeline on).
+#   sync:  synchronous_mode: true, the raise switched off: Patroni promotes only its
+#          synchronous standby, which holds every committed lease change.
+# Checks: zero duplicate ids; every id inside a window the store granted to its own
+# instance, none inside a window of the other (windows recorded by a trigger on the store,
+# read from the new leader and from the dead leader's data directory, started alone
+# afterwards); both instances issue again; the time from promotion to each one's first id
+# above every ceiling the old leader had granted it.
+# The store's limits are the ones docs/patroni.md recommends for a fast failover:
+#   cosid.ttl 10 s = max_ttl, max_tolerance 1 s, cosid.acquire_timeout 20 s.
+# COSID_PATRONI_MODES (default "async sync") picks the drills; COSID_PATRONI_TTL /
+# _MAX_TTL / _MAX_TOLERANCE / _ACQUIRE_TIMEOUT (empty: cosid's defaults) measure others.
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+base="${1:-/tmp/cosid-e2e}/patroni"
+[ "$(id -u)" = 0 ] && apt_install_missing patroni etcd-server curl
+ETCD_PORT=27001; ETCD_PEER=27002
+REST=(27008 27009); PGP=(27010 27011); PA=27020; PB=27021; POLD=27030
+A="$base/a"; B="$base/b"
+TTL="${COSID_PATRONI_TTL-10s}"; MAX_TTL="${COSID_PATRONI_MAX_TTL-10s}"
+MAX_TOL="${COSID_PATRONI_MAX_TOLERANCE-1s}"; ACQ="${COSID_PATRONI_ACQUIRE_TIMEOUT-20s}"
+PIDS=(); CLIENT_PIDS=(); stopped=""
+# spawn_as_pg LOG CMD...: CMD in the background as the postgres user, its pid in SPAWNED
+# and in PIDS (exec all the way down, no fork in between: the test kills Patroni by that pid)
+spawn_as_pg() {
+    local log=$1; shift
+    if [ "$(id -un)" = "$PG_USER" ]; then ( exec "$@" > "$log" 2>&1 ) &
+    else ( exec setpriv --reuid="$PG_USER" --regid="$(id -g "$PG_USER")" --init-groups -- env HOME="$base" "$@" > "$log" 2>&1 ) &
+    fi
+    SPAWNED=$!; PIDS+=($!)
+    disown "$SPAWNED"  # (bash would report the SIGKILL the test gives Patroni)
+}
+cleanup() {
+    [ -z "$stopped" ] || kill -CONT $stopped 2>/dev/null || true
+    touch "$base/stop" 2>/dev/null || true
+    # Patroni first, at once (a Patroni told to stop may still start its server again)
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    for p in "${CLIENT_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for d in "$A" "$B" "$base"/n1 "$base"/n2; do [ ! -f "$d/data/postmaster.pid" ] || stop_server "$d" immediate; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+now_ms() { date +%s%3N; }
+qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+qb() { psql_at "$B" "$PB" postgres -At "$@"; }
+qnode() { local i=$1; shift; as_pg "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${PGP[$i]}" -d postgres -U postgres "$@"; }
+rest() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:${REST[$1]}/$2"; }
+rest_is() { [ "$(rest "$1" "$2")" = 200 ] && echo t || echo f; }   # rest_is NODE ENDPOINT: 200 there
+ms_since() { echo $(( $1 - $2 )); }
+
+rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
+t_start=$(now_ms)
+
+# Patroni's custom bootstrap: the template cluster into --datadir
+fresh_cluster "$base/template"; rm -rf "$base/template"
+cat > "$base/copy_template.sh" <<EOF
+#!/bin/sh
+for a; do case "\$a" in --datadir=*) d="\${a#--datadir=}";; esac; done
+exec cp -a '$INITDB_TEMPLATE' "\$d"
+EOF
+chmod 755 "$base/copy_template.sh"
+
+# etcd, one member, on loopback.
+spawn_as_pg "$base/etcd.log" etcd --name e --data-dir "$base/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-cluster "e=http://127.0.0.1:$ETCD_PEER"
+etcd_up() { curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"' && echo t; }
+check_true "etcd answers" "$(wait_for 30 "etcd's health" etcd_up)"
+
+# patroni_yml MODE NODE: node 0 or 1 of the cluster of drill MODE.
+patroni_yml() {
+    local mode=$1 i=$2 d="$base/n$(( $2 + 1 ))" sync=false
+    [ "$mode" = sync ] && sync=true
+    cat <<EOF
+scope: cosid-store-$mode
+name: n$(( i + 1 ))
+log: {level: INFO}
+restapi: {listen: 127.0.0.1:${REST[$i]}, connect_address: 127.0.0.1:${REST[$i]}}
+etcd3: {hosts: 127.0.0.1:$ETCD_PORT}
+bootstrap:
+  dcs:
+    ttl: 10
+    loop_wait: 2
+    retry_timeout: 4
+    maximum_lag_on_failover: 1048576
+    synchronous_mode: $sync
+    synchronous_mode_strict: false
+    postgresql:
+      use_pg_rewind: true
+      use_slots: true
+      parameters:
+        wal_level: replica
+        hot_standby: 'on'
+        wal_log_hints: 'on'
+        max_wal_senders: 5
+        max_replication_slots: 5
+        wal_keep_size: 64MB
+        shared_preload_libraries: cosid
+  # a copy of the initdb the suite makes once (scripts/lib.sh), instead of an initdb per node
+  method: copy_template
+  copy_template: {command: '$base/copy_template.sh'}
+  pg_hba:
+  - local all all trust
+  - host all all 127.0.0.1/32 trust
+  - host replication all 127.0.0.1/32 trust
+postgresql:
+  listen: 127.0.0.1:${PGP[$i]}
+  connect_address: 127.0.0.1:${PGP[$i]}
+  data_dir: $d/data
+  bin_dir: $PG_BIN
+  pgpass: $d/pgpass
+  authentication:
+    superuser: {username: postgres}
+    replication: {username: postgres}
+  parameters:
+    unix_socket_directories: '$d'
+    max_connections: 40
+    fsync: 'off'
+    wal_retrieve_retry_interval: 100ms
+    shared_preload_libraries: cosid
+EOF
+}
+start_patroni() {  # start_patroni MODE NODE
+    local d="$base/n$(( $2 + 1 ))"
+    mkdir -p "$d"; chown "$PG_USER" "$d"; chmod 700 "$d"
+    patroni_yml "$1" "$2" > "$d/patroni.yml"
+    spawn_as_pg "$d/patroni.log" patroni "$d/patroni.yml"
+    PATRONI_PID[$2]=$SPAWNED
+}
+in_recovery() { qnode "$1" -c "SELECT pg_is_in_recovery()" 2>/dev/null; }
+not_in_recovery() { [ "$(in_recovery "$1")" = f ] && echo t || echo f; }
+# the store's lease changes, each with the server's clock, as fault_server records them
+record_windows_sql="
+CREATE TABLE public.observed (at timestamptz DEFAULT clock_timestamp(), namespace text, slot int, fence bigint,
+    incarnation uuid, owner_key text, floor bigint, ceiling bigint, next_floor bigint);
+CREATE FUNCTION public.observe_lease() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN
+    INSERT INTO public.observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling, next_floor)
+    VALUES (NEW.namespace, NEW.slot, NEW.fence, NEW.incarnation, NEW.owner_key, NEW.floor, NEW.ceiling, NEW.next_floor);
+    RETURN NULL;
+END \$\$;
+CREATE TRIGGER observe_lease AFTER INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION public.observe_lease();
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER observe_lease;"
+observed_copy="COPY (SELECT (extract(epoch FROM at) * 1000)::bigint, slot, fence, owner_key, floor, ceiling
+                     FROM observed WHERE namespace = 'ha' AND incarnation IS NOT NULL) TO STDOUT"
+
+# instance NAME DIR PORT: a plain server keeping its leases in the Patroni cluster's store.
+instance() {
+    local name=$1 d=$2 p=$3 extra=()
+    local dsn="host=127.0.0.1,127.0.0.1 port=${PGP[0]},${PGP[1]} dbname=postgres user=keeper_$name target_session_attrs=read-write"
+    [ -n "$TTL" ] && extra+=("cosid.ttl = '$TTL'")
+    [ -n "$ACQ" ] && extra+=("cosid.acquire_timeout = '$ACQ'")
+    start_server "$d" "$p" "cosid.store_dsn = '$dsn'" "cosid.owner_key = '$name'" "cosid.namespace = 'ha'" \
+        "cosid.pool_idle_timeout = '1h'" "${extra[@]}"
+    psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+        -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), client int, at timestamptz DEFAULT clock_timestamp())" \
+        -c "CREATE TABLE other (id bigint, client int, at timestamptz)" \
+        -c "CREATE TABLE win (src text, at_ms bigint, slot int, fence bigint, owner_key text, floor bigint, ceiling bigint)" >/dev/null
+    mkdir -p "$d/clients"; chown "$PG_USER" "$d/clients"
+}
+# clients DIR PORT N: N clients inserting 20 rows per statement (one connection each
+# statement), each logging "ms ok" or "ms SQLSTATE", until $base/stop.
+clients() {
+    local d=$1 p=$2 c
+    for c in $(seq 1 "$3"); do
+        (
+            trap - EXIT; set +e
+            while [ ! -e "$base/stop" ]; do
+                if out=$(as_pg "$PG_BIN/psql" -X -q -h "$d" -p "$p" -d postgres -v VERBOSITY=sqlstate \
+                      -c "INSERT INTO t(client) SELECT $c FROM generate_series(1, 20)" 2>&1); then
+                    echo "$(now_ms) ok"; else
+                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
+            done > "$d/clients/$c.log"
+        ) &
+        CLIENT_PIDS+=($!)
+    done
+}
+inserted() { [ "$(cat "$1"/clients/*.log 2>/dev/null | grep -c ' ok$')" -gt 2 ] && echo t || echo f; }
+both_insert() { [ "$(inserted "$A")" = t ] && inserted "$B"; }
+gone() { ! kill -0 "$1" 2>/dev/null && ! pgrep -P "$1" >/dev/null && echo t || echo f; }
+
+drill() {
+    local mode=$1 t0; t0=$(now_ms)
+    echo "# drill $mode"
+    rm -rf "$base/n1" "$base/n2" "$base/old" "$base/stop"
+    start_patroni "$mode" 0
+    check_true "[$mode] n1 bootstraps and leads" "$(wait_for 90 "n1 as Patroni's leader" rest_is 0 primary)"
+    # the store, on the leader (before the replica exists: its base backup has it): one
+    # login role per instance, the recommended limits
+    local limits=()
+    [ -n "$MAX_TTL" ] && limits+=("max_ttl => '$MAX_TTL'")
+    [ -n "$MAX_TOL" ] && limits+=("max_tolerance => '$MAX_TOL'")
+    [ "$mode" = sync ] && limits+=("raise_floors_on_new_timeline => false")
+    qnode 0 -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN IN ROLE cosid_keeper" \
+        -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" \
+        -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
+    [ "${#limits[@]}" -eq 0 ] || qnode 0 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
+    qnode 0 -c "$record_windows_sql" >/dev/null
+    # the replica and the instances start together
+    start_patroni "$mode" 1
+    instance a "$A" "$PA" & local ia=$!
+    instance b "$B" "$PB" & local ib=$!
+    check_true "[$mode] n2 runs as a streaming replica" "$(wait_for 90 "n2 as a streaming replica" qnode 0 -c "
+        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+    if [ "$mode" = sync ]; then
+        check_true "[sync] Patroni made n2 the synchronous standby" "$(wait_for 30 "n2 in /sync" rest_is 1 sync)"
+    fi
+    wait "$ia" && wait "$ib" || { echo "not ok - [$mode] the instances start"; FAIL=1; return; }
+    echo "# [$mode] store cluster and instances ready after $(( ($(now_ms) - t0) / 1000 )) s"
+    clients "$A" "$PA" 3; clients "$B" "$PB" 3
+    check_true "[$mode] both instances insert" "$(wait_for 60 "rows on A and B" both_insert)"
+    local pm; pm=$(head -1 "$base/n1/data/postmaster.pid")
+    if [ "$mode" = async ]; then
+        # The replica stops receiving while the leader goes on granting and renewing: the
+        # leader dies with lease changes the replica never saw (a few kB: well inside
+        # maximum_lag_on_failover, so Patroni promotes all the same).
+        local ws t_freeze
+        check_true "[async] the replica streams" "$(wait_for 30 "n2 streaming" qnode 0 -c "
+            SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+        ws=$(qnode 0 -c "SELECT pid FROM pg_stat_replication WHERE state = 'streaming'")
+        t_freeze=$(qnode 0 -c "SELECT clock_timestamp()")
+        kill -STOP $ws; stopped="$ws"
+        check_true "[async] the leader commits lease changes its replica does not receive" \
+            "$(wait_for 30 "3 lease changes on the leader after its WAL sender froze" qnode 0 -c "
+                SELECT count(*) >= 3 FROM observed WHERE at > '$t_freeze'")"
+    fi
+    local t_kill; t_kill=$(now_ms)
+    kill -9 "${PATRONI_PID[0]}" "$pm" $(pgrep -P "$pm") 2>/dev/null || true
+    [ -z "$stopped" ] || kill -CONT $stopped 2>/dev/null || true; stopped=""
+    # the moment n2 leaves recovery, taken by a poller of its own (the test reads the dead
+    # leader's data directory meanwhile)
+    rm -f "$base/promoted"
+    ( trap - EXIT; [ "$(wait_until 90 not_in_recovery 1)" = t ] && now_ms > "$base/promoted" ) &
+    local poller=$!
+    echo "# [$mode] leader n1 killed (Patroni and postmaster)"
+    # the dead leader's last word: its data directory, started alone where nobody connects
+    { wait "${PATRONI_PID[0]}"; } 2>/dev/null || true   # (quiet: bash reports the SIGKILL)
+    wait_for 20 "n1's processes to end" gone "$pm" >/dev/null
+    mkdir -p "$base/old"; chown "$PG_USER" "$base/old"
+    as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -l "$base/old/server.log" -w start -o \
+        "-c port=$POLD -c listen_addresses='' -c unix_socket_directories='$base/old' -c shared_preload_libraries='' -c synchronous_standby_names='' -c archive_mode=off" >/dev/null 2>&1
+    as_pg "$PG_BIN/psql" -X -q -At -h "$base/old" -p "$POLD" -d postgres -c "$observed_copy" > "$base/old.tsv"
+    as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -m immediate -w stop >/dev/null
+    check_true "[$mode] the dead leader's record of windows was read" "$([ -s "$base/old.tsv" ] && echo t || echo f)"
+    # Patroni promotes n2 once the leader key has expired
+    wait "$poller" || true
+    check_true "[$mode] Patroni promotes n2" "$([ -s "$base/promoted" ] && echo t || echo f)"
+    # the promotion's moment: when n2 wrote its new timeline's history file (the poller, on
+    # a loaded machine, sees it seconds late)
+    local t_promote hist; hist=$(ls "$base"/n2/data/pg_wal/*.history 2>/dev/null | tail -1)
+    t_promote=$(stat -c %.3Y "$hist" 2>/dev/null | tr -d .)
+    [ -n "$t_promote" ] || t_promote=$(cat "$base/promoted")
+    echo "# [$mode] the poller saw n2 promoted $(( $(cat "$base/promoted") - t_promote )) ms after its history file was written"
+    echo "# [$mode] n2 promoted $(( t_promote - t_kill )) ms after the kill"
+    check_true "[$mode] n2 is Patroni's leader" "$(wait_for 30 "n2 as Patroni's leader" rest_is 1 primary)"
+    # the ceilings the old leader granted each instance: an id above them is from a window
+    # the new leader granted or renewed
+    local c_a c_b
+    c_a=$(awk -F'\t' '$4 == "a" {print $6}' "$base/old.tsv" | sort -n | tail -1)
+    c_b=$(awk -F'\t' '$4 == "b" {print $6}' "$base/old.tsv" | sort -n | tail -1)
+    above() { "$1" -c "SELECT count(*) > 0 FROM t, cosid_parse(t.id, 'ha') p WHERE (extract(epoch FROM p.ts) * 1000)::bigint > $2"; }
+    check_true "[$mode] A issues again, above every ceiling the old leader granted it" "$(wait_for 120 "an id on A above $c_a" above qa "$c_a")"
+    check_true "[$mode] B issues again, above every ceiling the old leader granted it" "$(wait_for 120 "an id on B above $c_b" above qb "$c_b")"
+    touch "$base/stop"
+    wait "${CLIENT_PIDS[@]}" 2>/dev/null || true; CLIENT_PIDS=()
+    for s in a b; do
+        local q=q$s c=c_$s d; d=$([ $s = a ] && echo "$A" || echo "$B")
+        local first_new first_any gap errs
+        first_new=$($q -c "SELECT (extract(epoch FROM min(at)) * 1000)::bigint FROM t, cosid_parse(t.id, 'ha') p
+                           WHERE (extract(epoch FROM p.ts) * 1000)::bigint > ${!c}")
+        first_any=$(cat "$d"/clients/*.log | awk -v t="$t_promote" '$2 == "ok" && $1 >= t {print $1}' | sort -n | head -1)
+        gap=$(cat "$d"/clients/*.log | awk '$2 == "ok" {print $1}' | sort -n | awk 'NR > 1 && $1 - p > g {g = $1 - p} {p = $1} END {print g + 0}')
+        errs=$(cat "$d"/clients/*.log | awk '$2 != "ok" {print $2}' | sort | uniq -c | tr -s ' \n' ' ')
+        echo "# [$mode] ${s^^}: first id above the old leader's ceilings $(( first_new - t_promote )) ms after the promotion" \
+             "($(( first_new - t_kill )) ms after the kill); first insert committed after the promotion" \
+             "$(( ${first_any:-$t_promote} - t_promote )) ms after it; longest time without a committed insert $gap ms; errors:${errs:- none}"
+        echo "# [$mode] ${s^^}'s keeper: $($q -c "SELECT 'store failovers seen ' || store_failovers || ', leases lost ' || leases_lost || ', renewal failures ' || renewal_failures FROM cosid_stats()")"
+    done
+    final "$mode"
+    # the next drill starts from nothing
+    kill -9 "${PATRONI_PID[1]}" 2>/dev/null || true; { wait "${PATRONI_PID[1]}"; } 2>/dev/null || true
+    for d in "$A" "$B" "$base/n2"; do [ ! -f "$d/data/postmaster.pid" ] || stop_server "$d" immediate; done
+    echo "# [$mode] drill took $(( ($(now_ms) - t0) / 1000 )) s"
+}
+
+# final MODE: every id of A and B against the windows both leaders recorded.
+final() {
+    local mode=$1
+    qnode 1 -c "$observed_copy" > "$base/new.tsv"
+    local lost; lost=$(sort "$base/old.tsv" | comm -23 - <(sort "$base/new.tsv") | wc -l)
+    echo "# [$mode] lease changes the old leader committed that the new one never got: $lost"
+    if [ "$mode" = sync ]; then
+        check "[sync] the promoted synchronous standby holds every committed lease change" 0 "$lost"
+    else
+        check_true "[async] the failover lost lease changes (the drill is an asynchronous loss)" "$([ "$lost" -gt 0 ] && echo t || echo f)"
+        check_true "[async] the new leader raised the floors on its new timeline" \
+            "$(qnode 1 -c "SELECT failovers >= 1 AND raise_floors_on_new_timeline FROM cosid.store_state")"
+    fi
+    qb -c "COPY t(id, client, at) TO STDOUT" | qa -c "TRUNCATE other" -c "COPY other FROM STDIN"
+    { sed 's/^/old\t/' "$base/old.tsv"; sed 's/^/new\t/' "$base/new.tsv"; } | qa -c "TRUNCATE win" -c "COPY win FROM STDIN"
+    check "[$mode] zero duplicate ids within and across A and B over $(qa -c "SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM other)") rows" 0 \
+        "$(qa -c "SELECT (SELECT count(*) FROM (SELECT id FROM t UNION ALL SELECT id FROM other) x) - (SELECT count(DISTINCT id) FROM (SELECT id FROM t UNION ALL SELECT id FROM other) x)")"
+    check "[$mode] no unique violation (23505) in any client" 0 "$(cat "$A"/clients/*.log "$B"/clients/*.log | grep -c ' 23505' || true)"
+    local ids="WITH w AS (SELECT src, slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3, 4),
+                    ids AS (SELECT 'a' AS owner, p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ts FROM t, cosid_parse(t.id, 'ha') p
+                            UNION ALL
+                            SELECT 'b', p.slot, (extract(epoch FROM p.ts) * 1000)::bigint FROM other, cosid_parse(other.id, 'ha') p)"
+    check "[$mode] every id inside a window the store granted to its own instance" 0 "$(qa -c "$ids
+        SELECT count(*) FROM ids WHERE NOT EXISTS (SELECT 1 FROM w WHERE w.owner_key = ids.owner AND w.slot = ids.slot
+                                                   AND ids.ts > w.floor AND ids.ts <= w.ceiling)")"
+    check "[$mode] no id of one instance inside a window of the other" 0 "$(qa -c "$ids
+        SELECT count(*) FROM ids WHERE EXISTS (SELECT 1 FROM w WHERE w.owner_key <> ids.owner AND w.slot = ids.slot
+                                               AND ids.ts > w.floor AND ids.ts <= w.ceiling)")"
+    check "[$mode] windows of different owners never overlap on a slot" 0 "$(qa -c "
+        WITH w AS (SELECT src, slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3, 4)
+        SELECT count(*) FROM w x JOIN w y ON x.slot = y.slot AND x.owner_key < y.owner_key
+        WHERE x.floor < y.ceiling AND y.floor < x.ceiling")"
+}
+
+for mode in ${COSID_PATRONI_MODES:-async sync}; do drill "$mode"; done
+echo "# patroni.sh took $(( ($(now_ms) - t_start) / 1000 )) s"
+exit $FAIL
