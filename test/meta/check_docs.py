@@ -12,7 +12,7 @@ COMMANDS = ('bash scripts/demo.sh', 'bash scripts/test.sh')
 COMMANDS_WITHIN = 600  # bytes from the start of README.md
 # Pages other sessions write. A link to one of them is accepted while it does not exist, with a
 # warning; remove this list once they are merged, and links to them are checked like any other.
-PENDING_PAGES = {'docs/patroni.md', 'docs/pooler.md', 'docs/capacity.md'}
+PENDING_PAGES = {'docs/pooler.md', 'docs/capacity.md'}
 
 FENCE = re.compile(r'^\s*(```|~~~)')
 HEADING = re.compile(r'^(#{1,6})\s+(.*?)\s*#*\s*$')
