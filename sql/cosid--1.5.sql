@@ -1226,46 +1226,51 @@ END $$;
 
 -- Static slots (cosid.static_slots) keep their ceilings in a state file in the data directory.
 -- A new cluster made from this one (pg_upgrade, which leaves the file in the old data
--- directory; a dump restored elsewhere) has the database but not the file: the keeper also
--- records each static window's ceiling here, after the file, and a keeper whose file holds no
--- window for a slot, or that finds a row written by another cluster, starts the slot's next
--- window above the row (src/core/static_state: static_recorded_ms).
+-- directory; a dump restored elsewhere; a logical replica switched over to) has the database
+-- but not the file: the keeper also records each static window's ceiling here, before the
+-- file, and a keeper starts a slot's next window above the rows other clusters wrote, and
+-- above its own row when its kept file holds no window for the slot
+-- (src/core/static_state: static_recorded_ms).  One row per cluster: rows that logical
+-- replication or a restore brings never collide with the ones this cluster writes.
 CREATE TABLE cosid.static_ceiling (
     namespace         text NOT NULL,
     slot              int NOT NULL CHECK (slot BETWEEN 0 AND 65535),
-    ceiling_ms        bigint NOT NULL CHECK (ceiling_ms >= 0),  -- Unix ms; no id of the slot above it
     system_identifier bigint NOT NULL,                           -- of the cluster that wrote it
+    ceiling_ms        bigint NOT NULL CHECK (ceiling_ms >= 0),  -- Unix ms; no id of the slot above it
     written_at        timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    PRIMARY KEY (namespace, slot)
+    PRIMARY KEY (namespace, slot, system_identifier)
 );
 REVOKE ALL ON cosid.static_ceiling FROM PUBLIC;
 GRANT SELECT ON cosid.static_ceiling TO PUBLIC;
 -- pg_dump carries it: a restore into a new cluster with the same static slots starts above it.
 SELECT pg_catalog.pg_extension_config_dump('cosid.static_ceiling', '');
--- Each server keeps its own: a subscription does not bring another server's ceilings.
-CREATE TRIGGER keep_local BEFORE INSERT OR UPDATE OR DELETE ON cosid.static_ceiling
-    FOR EACH ROW EXECUTE FUNCTION cosid._keep_local();
-ALTER TABLE cosid.static_ceiling ENABLE REPLICA TRIGGER keep_local;
+-- Rows logical replication brings are kept (each cluster's own key); a TRUNCATE it brings is
+-- refused, as for the store's tables: it would forget this server's own ceilings.
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.static_ceiling
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.static_ceiling ENABLE REPLICA TRIGGER keep_local_truncate;
 
--- The keeper's write of a window's ceiling.  It never lowers a row: a window released early
--- keeps its ceiling here (only the state file holds the exact last id), and a row of another
--- cluster is below the new window anyway (the keeper started above it).
+-- The keeper's write of a window's ceiling (this cluster's row; never lowered: a window
+-- released early keeps its ceiling here, only the state file holds the exact last id).
+-- Locally durable whatever synchronous_commit says, and no more: only a cluster made from
+-- this one reads the row, never a standby that is waited for.
 CREATE FUNCTION cosid._static_record(p_namespace text, p_slot int, p_ceiling_ms bigint) RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-    INSERT INTO cosid.static_ceiling AS c (namespace, slot, ceiling_ms, system_identifier)
-    SELECT p_namespace, p_slot, p_ceiling_ms, s.system_identifier FROM pg_catalog.pg_control_system() s
-    ON CONFLICT (namespace, slot) DO UPDATE
-       SET ceiling_ms = greatest(c.ceiling_ms, excluded.ceiling_ms),
-           system_identifier = excluded.system_identifier, written_at = pg_catalog.clock_timestamp()
+    SELECT pg_catalog.set_config('synchronous_commit', 'local', true);
+    INSERT INTO cosid.static_ceiling AS c (namespace, slot, system_identifier, ceiling_ms)
+    SELECT p_namespace, p_slot, s.system_identifier, p_ceiling_ms FROM pg_catalog.pg_control_system() s
+    ON CONFLICT (namespace, slot, system_identifier) DO UPDATE
+       SET ceiling_ms = greatest(c.ceiling_ms, excluded.ceiling_ms), written_at = pg_catalog.clock_timestamp()
     RETURNING ceiling_ms
 $$;
 REVOKE ALL ON FUNCTION cosid._static_record(text, int, bigint) FROM PUBLIC;
 
--- What the keeper reads before a static window: the row's ceiling, and whether this cluster
--- wrote it.  No row: NULLs.
-CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT ceiling_ms bigint, OUT this_cluster boolean)
+-- What the keeper reads before a static window: the largest ceiling other clusters recorded
+-- for the slot, and this cluster's own (NULL where there is none).
+CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT others_ms bigint, OUT own_ms bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT c.ceiling_ms, c.system_identifier = s.system_identifier
+    SELECT max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
+           max(c.ceiling_ms) FILTER (WHERE c.system_identifier = s.system_identifier)
       FROM pg_catalog.pg_control_system() s
       LEFT JOIN cosid.static_ceiling c ON c.namespace = p_namespace AND c.slot = p_slot
 $$;

@@ -394,11 +394,11 @@ int64_t static_window_floor(int64_t recorded_ms, int64_t not_before_ms, bool hav
     return have_state_file ? known : std::max(known, started_ms);
 }
 
-int64_t static_recorded_ms(int64_t model_ms, bool model_has_window, std::optional<int64_t> db_ms,
-                           bool db_this_cluster, bool have_state_file) noexcept {
-    if (!db_ms) return model_ms;
-    const bool file_lost = db_this_cluster && have_state_file && !model_has_window;
-    return !db_this_cluster || file_lost ? std::max(model_ms, *db_ms) : model_ms;
+int64_t static_recorded_ms(int64_t model_ms, bool model_has_window, std::optional<int64_t> others_ms,
+                           std::optional<int64_t> own_ms, bool have_state_file) noexcept {
+    int64_t v = std::max(model_ms, others_ms.value_or(0));
+    if (own_ms && have_state_file && !model_has_window) v = std::max(v, *own_ms);  // the file lost the slot
+    return v;
 }
 
 // --- cosid_adopt ---

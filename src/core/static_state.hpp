@@ -134,21 +134,22 @@ int64_t static_window_floor(int64_t recorded_ms, int64_t not_before_ms, bool hav
                             int64_t started_ms) noexcept;
 
 // --- the database's copy of the ceilings (cosid.static_ceiling) ---
-// The keeper also records each static window's ceiling in cosid.database, after the file.
+// The keeper also records each static window's ceiling in cosid.database, before the file.
 // The file stays with its data directory; the database goes where its data goes: pg_upgrade
 // (the new cluster has another data directory and system identifier, and starts without the
-// file), a dump restored into another cluster, a file deleted or replaced by an empty one.
+// file), a dump restored into another cluster, a logical replica switched over to, a file
+// deleted or replaced by an empty one.  Each cluster writes a row of its own.
 // The value a slot's next window starts above (static_window_floor's `recorded_ms`):
 //  - `model_ms`: what the file (without a file: the keeper's memory) holds for the slot,
 //    `model_has_window` whether it holds anything;
-//  - raised to the database's row (`db_ms`, when there is one) when another cluster wrote it
-//    (`db_this_cluster` false): that cluster may have issued up to it, and its file is not here;
-//  - and when this cluster wrote it but the state file, which is kept, holds no window for the
-//    slot: the file was lost or replaced.
+//  - raised to `others_ms`, the largest ceiling other clusters recorded for the slot: they may
+//    have issued up to it, and their files are not here;
+//  - and to `own_ms`, this cluster's row, when the state file, which is kept, holds no window
+//    for the slot: the file was lost or replaced.
 // Otherwise the file is the exact memory (a release lowers it to the last id issued, the row
 // keeps the ceiling) and, without a file, the clock rules above bound what was issued.
-int64_t static_recorded_ms(int64_t model_ms, bool model_has_window, std::optional<int64_t> db_ms,
-                           bool db_this_cluster, bool have_state_file) noexcept;
+int64_t static_recorded_ms(int64_t model_ms, bool model_has_window, std::optional<int64_t> others_ms,
+                           std::optional<int64_t> own_ms, bool have_state_file) noexcept;
 
 // --- cosid_adopt ---
 // For a column whose largest value is max_id, read in `layout`: every tick after floor_ms

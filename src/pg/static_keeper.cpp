@@ -246,6 +246,45 @@ bool save_model(char* error, size_t len) {
     return ok;
 }
 
+
+// Whether every window of `model` is in cosid.static_ceiling since the table was last seen:
+// windows opened before it was there (a 1.4 catalog updated under a running server) or before
+// this keeper started are recorded before the next window is given or renewed.
+bool rows_synced = false;
+
+struct RowToWrite {
+    char ns[NAMEDATALEN];
+    int32 slot;
+    int64 ceiling;
+};
+
+// `*exists`: the catalog has cosid.static_ceiling (never on a standby: nothing is issued
+// there, and nothing could be written).  When it has, the model's windows are in it.
+bool sync_static_rows(bool* exists, StoreError* err) {
+    *exists = false;
+    if (RecoveryInProgress()) return true;
+    if (!store_static_ceiling_exists(exists, err)) return false;
+    if (!*exists) {
+        rows_synced = false;
+        return true;
+    }
+    if (rows_synced) return true;
+    int n = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    RowToWrite* rows = static_cast<RowToWrite*>(palloc0(sizeof(RowToWrite) * Max(n, 1)));
+    cpp_call([&] {
+        for (int k = 0; k < n; ++k) {
+            strlcpy(rows[k].ns, model.windows[k].ns.c_str(), NAMEDATALEN);
+            rows[k].slot = model.windows[k].slot;
+            rows[k].ceiling = model.windows[k].ceiling_ms;
+        }
+    });
+    bool ok = true;
+    for (int k = 0; k < n && ok; ++k) ok = store_static_record(rows[k].ns, rows[k].slot, rows[k].ceiling, err);
+    pfree(rows);
+    rows_synced = ok;
+    return ok;
+}
+
 }  // namespace
 
 const char* state_file_path() {
@@ -327,27 +366,29 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             model_has_window = w != nullptr;
             ns_not_before = model.not_before_of(ns);
         });
-        // The database's copy: what another cluster this database came from (pg_upgrade, a
-        // restore elsewhere) issued on the slot, or what a lost file held.
-        bool db_present = false, db_this_cluster = true;
-        int64 db_ceiling = 0;
+        // The database's copy: what other clusters this database came from (pg_upgrade, a
+        // restore elsewhere, a logical replica switched over to) issued on the slot, or what
+        // a lost file held.  Written before the file: a row ahead of the file only raises, a
+        // file ahead of a failed row write would push every retry's floor further ahead.
+        bool db_exists = false;
+        std::optional<int64> others_ms, own_ms;
         StoreError db_err;
-        if (!store_static_recorded(ns, slot, &db_present, &db_ceiling, &db_this_cluster, &db_err)) {
-            snprintf(error, sizeof(error), "cosid could not read cosid.static_ceiling in database \"%s\": %s",
+        if (!sync_static_rows(&db_exists, &db_err) ||
+            (db_exists && !store_static_recorded(ns, slot, &others_ms, &own_ms, &db_err))) {
+            snprintf(error, sizeof(error), "cosid could not read or write cosid.static_ceiling in database \"%s\": %s",
                      setting_database, db_err.message);
-            strlcpy(hint, "The database keeps a copy of each static window's ceiling; no window starts without "
-                    "reading it.", sizeof(hint));
+            strlcpy(hint, "The database keeps a copy of each static window's ceiling (for pg_upgrade and restores); "
+                    "no window is given without it.", sizeof(hint));
             code = db_err.sqlerrcode;
         }
-        if (db_present && window_value < db_ceiling && !db_this_cluster) {
+        if (others_ms && window_value < *others_ms) {
             char at[40];
-            cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(db_ceiling).c_str(), sizeof(at)); });
+            int64 v = *others_ms;
+            cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(v).c_str(), sizeof(at)); });
             ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, the ceiling another "
                                  "cluster recorded in cosid.static_ceiling (pg_upgrade, or a restore)", slot, ns, at)));
         }
-        window_value = cosid::static_recorded_ms(window_value, model_has_window,
-                                                 db_present ? std::optional<int64>(db_ceiling) : std::nullopt,
-                                                 db_this_cluster, have_file());
+        window_value = cosid::static_recorded_ms(window_value, model_has_window, others_ms, own_ms, have_file());
         // Without a file the model holds only what this keeper saw: the floor is then never
         // below the clock at its start, which is above anything an earlier run issued.
         int64 floor = cosid::static_window_floor(window_value, std::max<int64>(ns_not_before, not_before_ms()),
@@ -355,21 +396,19 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         int64 ceiling = std::max<int64>(floor, clock_ms()) + setting_static_ahead_ms;
         char write_error[300];
         StoreError record_err;
-        if (error[0] == '\0') change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
         if (error[0] != '\0') {
             // (the copy could not be read: nothing written)
-        } else if (!save_model(write_error, sizeof(write_error))) {
-            snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
-            strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
-                    "of the file's directory (cosid.state_file).", sizeof(hint));
-        } else if (!RecoveryInProgress() && !store_static_record(ns, slot, ceiling, &record_err)) {
-            // The file holds the window (the next one starts above it), but a cluster made
-            // from this database would not know it: not issued on.
+        } else if (db_exists && !store_static_record(ns, slot, ceiling, &record_err)) {
             snprintf(error, sizeof(error), "cosid could not record static slot %d's ceiling in cosid.static_ceiling "
                      "in database \"%s\": %s", slot, setting_database, record_err.message);
             strlcpy(hint, "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
                     "no window is issued on before it is written.", sizeof(hint));
             code = record_err.sqlerrcode;
+        } else if (change_model([&] { model.set_window(ns, slot, ceiling, timeline); }),
+                   !save_model(write_error, sizeof(write_error))) {
+            snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
+            strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
+                    "of the file's directory (cosid.state_file).", sizeof(hint));
         } else {
             r.slot = slot;
             r.fence = 0;
@@ -418,13 +457,17 @@ void renew_static(int i) {
         ok = false;
     } else if (target > ceiling) {
         uint32 timeline = GetWALInsertionTimeLine();
-        change_model([&] { model.set_window(k.ns, k.slot, target, timeline); });
-        ok = save_model(error, sizeof(error));
+        // the database's copy first (see serve_static_request), then the file
+        bool db_exists = false;
         StoreError record_err;
-        if (ok && !RecoveryInProgress() && !store_static_record(k.ns, k.slot, target, &record_err)) {
+        if (!sync_static_rows(&db_exists, &record_err) ||
+            (db_exists && !store_static_record(k.ns, k.slot, target, &record_err))) {
             snprintf(error, sizeof(error), "cosid.static_ceiling in database \"%s\" could not be written: %s",
                      setting_database, record_err.message);
             ok = false;
+        } else {
+            change_model([&] { model.set_window(k.ns, k.slot, target, timeline); });
+            ok = save_model(error, sizeof(error));
         }
     }
     int64 done = mono_ms();
@@ -481,6 +524,17 @@ void release_static(int i) {
     // for the clock to pass the ceiling.
     count(shared->stats.releases);
     if (!ensure_model()) return;  // it keeps the ceilings: never written from a model not read from it
+    // The database's copy holds at least this window (one opened before the table was there,
+    // under a 1.4 catalog updated since, is recorded here at the latest: a clean stop before
+    // pg_upgrade releases every window).  It keeps the ceiling; only the file is lowered.
+    bool db_exists = false;
+    StoreError record_err;
+    if (!sync_static_rows(&db_exists, &record_err) ||
+        (db_exists && !store_static_record(k.ns, k.slot, value, &record_err)))
+        ereport(LOG, (errmsg("cosid could not record static slot %d of \"%s\" in cosid.static_ceiling: %s", k.slot,
+                             k.ns, record_err.message),
+                      errdetail("A cluster made from this database (pg_upgrade, a restore) would not know this "
+                                "window; the state file does.")));
     uint32 timeline = GetWALInsertionTimeLine();
     change_model([&] { model.set_window(k.ns, k.slot, value, timeline); });
     char error[300];

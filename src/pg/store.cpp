@@ -577,41 +577,34 @@ bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {
     return ok;
 }
 
-// cosid.static_ceiling comes with cosid 1.5: a 1.4 catalog not updated yet has neither it nor
-// its functions, and the file alone is the memory until ALTER EXTENSION cosid UPDATE.  Asked
-// until it is there (an error of the functions themselves must never read as "not there").
-static bool static_ceiling_seen = false;
-static bool static_ceiling_exists(bool* exists, StoreError* err) {
-    if (!static_ceiling_seen) {
-        TextRow row;
-        memset(&row, 0, sizeof(row));
-        if (!run_spi("SELECT pg_catalog.to_regprocedure('cosid._static_record(text,integer,bigint)') IS NOT NULL", 0,
-                     nullptr, &row, err))
-            return false;
-        static_ceiling_seen = get_bool(row, 1);
-    }
-    *exists = static_ceiling_seen;
+// cosid.static_ceiling comes with cosid 1.5: a 1.4 catalog not updated yet (or made again at
+// 1.4) has neither it nor its functions, and the file alone is the memory until ALTER
+// EXTENSION cosid UPDATE.  Asked at every call, never cached (the catalog can change under a
+// running keeper), and never inferred from an error of the functions themselves.
+bool store_static_ceiling_exists(bool* exists, StoreError* err) {
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    if (!run_spi("SELECT pg_catalog.to_regprocedure('cosid._static_record(text,integer,bigint)') IS NOT NULL "
+                 "AND pg_catalog.to_regprocedure('cosid._static_recorded(text,integer)') IS NOT NULL",
+                 0, nullptr, &row, err))
+        return false;
+    *exists = get_bool(row, 1);
     return true;
 }
 
-bool store_static_recorded(const char* ns, int32 slot, bool* present, int64* ceiling_ms, bool* this_cluster,
+bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
                            StoreError* err) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     char slot_text[16];
     snprintf(slot_text, sizeof(slot_text), "%d", slot);
     const char* args[2] = {ns, slot_text};
-    *present = false;
-    bool exists = false;
-    if (!static_ceiling_exists(&exists, err)) return false;
-    if (!exists) return true;
-    if (!run_spi("SELECT ceiling_ms, this_cluster FROM cosid._static_recorded($1::text, $2::int)", 2, args, &row, err))
+    *others_ms = std::nullopt;
+    *own_ms = std::nullopt;
+    if (!run_spi("SELECT others_ms, own_ms FROM cosid._static_recorded($1::text, $2::int)", 2, args, &row, err))
         return false;
-    if (row.present && !row.null[0]) {
-        *present = true;
-        *ceiling_ms = get_int64(row, 1, 0);
-        *this_cluster = get_bool(row, 2);
-    }
+    if (row.present && !row.null[0]) *others_ms = get_int64(row, 1, 0);
+    if (row.present && !row.null[1]) *own_ms = get_int64(row, 2, 0);
     return true;
 }
 
@@ -622,11 +615,7 @@ bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreErro
     snprintf(slot_text, sizeof(slot_text), "%d", slot);
     snprintf(ceiling_text, sizeof(ceiling_text), INT64_FORMAT, ceiling_ms);
     const char* args[3] = {ns, slot_text, ceiling_text};
-    bool exists = false;
-    if (!static_ceiling_exists(&exists, err)) return false;
-    return !exists || run_spi("SELECT r FROM cosid._durable() durable, "
-                              "cosid._static_record($1::text, $2::int, $3::bigint) r",
-                              3, args, &row, err);
+    return run_spi("SELECT cosid._static_record($1::text, $2::int, $3::bigint)", 3, args, &row, err);
 }
 
 namespace {

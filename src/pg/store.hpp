@@ -3,6 +3,8 @@
 #pragma once
 #include "pg.hpp"
 
+#include <optional>
+
 namespace cosid::pg {
 
 struct StoreResult {
@@ -63,12 +65,13 @@ bool store_sync_local_namespace(const char* ns, const StoreResult& layout, Store
 // The layout of `ns` in this instance's cosid.namespace (static slots; always SPI): the
 // layout fields as an acquire returns them; row = false when it is not defined here.
 bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err);
-// The database's copy of a static slot's ceiling (cosid.static_ceiling, cosid 1.5; always
-// SPI): `present` false when there is no row, or when the catalog is older than 1.5 (nothing
-// recorded then); `this_cluster` whether this cluster wrote it.
-bool store_static_recorded(const char* ns, int32 slot, bool* present, int64* ceiling_ms, bool* this_cluster,
+// The database's copy of the static slots' ceilings (cosid.static_ceiling, cosid 1.5; always
+// SPI).  `exists`: the catalog has it (false before ALTER EXTENSION cosid UPDATE to 1.5).
+bool store_static_ceiling_exists(bool* exists, StoreError* err);
+// The largest ceiling other clusters recorded for the slot, and this cluster's (none: nullopt).
+bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
                            StoreError* err);
-// Records a static window's ceiling there, durably (a catalog older than 1.5: nothing, true).
+// Records this cluster's ceiling of a static window there, durably on this server.
 bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err);
 // cosid_adopt: raises the namespace's not-before in the store (cosid.raise_floor), after the
 // store checked that the caller's layout is its own; the new not-before in `floor`.

@@ -537,28 +537,29 @@ TEST(StaticNoFile, RulesApplyOnlyWithoutAFile) {
 
 // --- the database's copy of the ceilings (issue 23: static slots across pg_upgrade) ---
 
-TEST(StaticRecorded, AnotherClustersRowRaisesTheFloor) {
+TEST(StaticRecorded, OtherClustersRowsRaiseTheFloor) {
     // pg_upgrade: the new cluster has no file (nothing in its model) and the old one's row
-    EXPECT_EQ(static_recorded_ms(0, false, 90000, false, true), 90000);
-    EXPECT_EQ(static_recorded_ms(0, false, 90000, false, false), 90000);  // also without a file
-    // a file of its own that is further on wins; the row never lowers anything
-    EXPECT_EQ(static_recorded_ms(95000, true, 90000, false, true), 95000);
-    EXPECT_EQ(static_recorded_ms(85000, true, 90000, false, true), 90000);
+    EXPECT_EQ(static_recorded_ms(0, false, 90000, std::nullopt, true), 90000);
+    EXPECT_EQ(static_recorded_ms(0, false, 90000, std::nullopt, false), 90000);  // also without a file
+    // a file of its own that is further on wins; the rows never lower anything
+    EXPECT_EQ(static_recorded_ms(95000, true, 90000, std::nullopt, true), 95000);
+    EXPECT_EQ(static_recorded_ms(85000, true, 90000, 80000, true), 90000);
 }
 
-TEST(StaticRecorded, ThisClustersRowOnlyWhenTheFileLostTheSlot) {
+TEST(StaticRecorded, ItsOwnRowOnlyWhenTheFileLostTheSlot) {
     // the file is the exact memory: a release lowered it below the row's ceiling
-    EXPECT_EQ(static_recorded_ms(80000, true, 90000, true, true), 80000);
+    EXPECT_EQ(static_recorded_ms(80000, true, std::nullopt, 90000, true), 80000);
     // a file kept but without the slot (deleted, replaced by an empty one): the row
-    EXPECT_EQ(static_recorded_ms(0, false, 90000, true, true), 90000);
-    // without a file the clock rules bound a restart; the row would only delay it
-    EXPECT_EQ(static_recorded_ms(0, false, 90000, true, false), 0);
-    EXPECT_EQ(static_recorded_ms(70000, true, 90000, true, false), 70000);
+    EXPECT_EQ(static_recorded_ms(0, false, std::nullopt, 90000, true), 90000);
+    EXPECT_EQ(static_recorded_ms(0, false, 70000, 90000, true), 90000);
+    // without a file the clock rules bound a restart; its own row would only delay it
+    EXPECT_EQ(static_recorded_ms(0, false, std::nullopt, 90000, false), 0);
+    EXPECT_EQ(static_recorded_ms(70000, true, std::nullopt, 90000, false), 70000);
 }
 
 TEST(StaticRecorded, NoRowKeepsTheModel) {
-    EXPECT_EQ(static_recorded_ms(0, false, std::nullopt, false, true), 0);
-    EXPECT_EQ(static_recorded_ms(70000, true, std::nullopt, true, true), 70000);
+    EXPECT_EQ(static_recorded_ms(0, false, std::nullopt, std::nullopt, true), 0);
+    EXPECT_EQ(static_recorded_ms(70000, true, std::nullopt, std::nullopt, true), 70000);
 }
 
 namespace {

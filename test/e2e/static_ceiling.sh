@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The database's copy of the static slots' ceilings (cosid.static_ceiling, cosid 1.5) around
+# the operations that could lose it or let it stop static issuing (found by a review of the
+# first version of it; each case failed on that version):
+#   bash test/e2e/static_ceiling.sh WORKDIR
+# a) a 1.4 catalog updated (ALTER EXTENSION cosid UPDATE, then one cosid_next() per static
+#    namespace) while the slot's window is open, a stop and pg_upgrade right after it, the new
+#    clock 5 s back (as pg_upgrade.sh's static_case): the open window must be recorded.
+# b) DROP EXTENSION cosid; CREATE EXTENSION cosid VERSION '1.4' under a running keeper: static
+#    ids go on (a keeper that cached "the table exists" failed every window until a restart).
+# c) a synchronous standby that does not answer: static ids go on (the row is durable locally).
+# d) a switchover by logical replication (FOR ALL TABLES): the publisher's rows reach the
+#    subscriber, which (same static slot, clock 5 s back) starts above them.
+# e) the database read-only for 10 s: the record write fails, and the state file's ceiling
+#    must not move on with each retry (it did when the file was written first).
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+ROOT="${1:-/tmp/cosid-e2e}/static_ceiling"
+FAIL=0
+now_ms() { date +%s%3N; }
+B="$PG_BIN"; D="$ROOT"
+OPORT=55701; NPORT=55702
+RUNNING=()
+cleanup() { local d; for d in "${RUNNING[@]}"; do as_pg "$B/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
+start_pg() { as_pg "$B/pg_ctl" -D "$1" -l "$1/../server.log" -w start >/dev/null; RUNNING+=("$1"); }
+stop_pg() { as_pg "$B/pg_ctl" -D "$1" -m fast -w stop >/dev/null; }
+qo() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+qn() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
+as_pg "$B/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+as_pg "$B/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
+      "max_connections = 30" "fsync = off" "cosid.static_slots = 'st:5'" "cosid.acquire_timeout = '30s'")
+printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
+printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+NS="SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)"
+
+# --- b) stale cache --------------------------------------------------------------------------
+start_pg "$D/old/data"
+qo -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" >/dev/null
+qo -c "ALTER SYSTEM SET cosid.pool_idle_timeout = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 "the static window released" qo -c "SELECT count(*) = 0 FROM cosid_pool() WHERE kind = 'static'" >/dev/null
+qo -c "DROP EXTENSION cosid" -c "CREATE EXTENSION cosid VERSION '1.4'" -c "$NS" >/dev/null
+got=$(qo -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
+check "b) a 1.4 catalog made again in the keeper's database: static ids still issued" "t" "$got"
+qo -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
+qo -c "DROP EXTENSION cosid" >/dev/null
+stop_pg "$D/old/data"
+
+# --- c) synchronous standby not answering ----------------------------------------------------
+start_pg "$D/old/data"
+qo -c "CREATE EXTENSION cosid VERSION '1.4'" -c "$NS" >/dev/null
+qo -c "ALTER EXTENSION cosid UPDATE" >/dev/null
+qo -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
+got=$(qo -c "SET cosid.acquire_timeout = '15s'" -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
+check "c) synchronous standby down: a static id within 15 s (static slots need no store)" "t" "$got"
+qo -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+qo -c "DROP EXTENSION cosid" >/dev/null
+stop_pg "$D/old/data"
+rm -f "$D/old/data/cosid.state"
+
+# --- e) failed record writes ratchet the file's ceiling ----------------------------------------
+start_pg "$D/old/data"
+qo -c "CREATE EXTENSION cosid" -c "$NS" >/dev/null
+qo -c "ALTER SYSTEM SET default_transaction_read_only = on" -c "SELECT pg_reload_conf()" >/dev/null
+t0=$SECONDS
+while [ $((SECONDS - t0)) -lt 10 ]; do qo -c "SET default_transaction_read_only = off" -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next('st')" >/dev/null 2>&1 || true; done
+ahead=$(( ($(awk '$1 == "window" {print $4}' "$D/old/data/cosid.state" 2>/dev/null || echo 0) - $(now_ms)) / 1000 ))
+qo -c "ALTER SYSTEM RESET default_transaction_read_only" -c "SELECT pg_reload_conf()" >/dev/null
+got=$(qo -c "SET cosid.acquire_timeout = '20s'" -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
+check "e) 10 s with the database read-only: the state file's ceiling at most static_ahead (10 s) ahead; an id within 20 s after" \
+    "ahead<=10|t" "ahead<=$([ "$ahead" -le 10 ] && echo 10 || echo "$ahead")|$got"
+qo -c "DROP EXTENSION cosid" >/dev/null
+stop_pg "$D/old/data"
+rm -f "$D/old/data/cosid.state"
+
+# --- a) 1.4 -> 1.5 with a window open, then pg_upgrade ---------------------------------------
+start_pg "$D/old/data"
+qo -c "CREATE EXTENSION cosid VERSION '1.4'" -c "$NS" \
+   -c "CREATE TABLE t_static (id bigint PRIMARY KEY DEFAULT cosid_next('st'), phase text)" >/dev/null
+pids=()
+for c in 1 2 3 4; do qo -c "INSERT INTO t_static(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null & pids+=($!); done
+for c in "${pids[@]}"; do wait "$c"; done
+# docs/upgrades.md: "run ALTER EXTENSION cosid UPDATE on the old cluster before pg_upgrade, and
+# let a static window be written, e.g. by one cosid_next() per static namespace"
+qo -c "ALTER EXTENSION cosid UPDATE" >/dev/null
+qo -c "INSERT INTO t_static(phase) VALUES ('before')" >/dev/null
+before=$(qo -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_static")
+stop_pg "$D/old/data"
+max_id=${before%%|*}; max_ms=${before#*|}
+(cd "$D" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$D/old/data" -D "$D/new/data" -p "$OPORT" -P "$NPORT" \
+     -s "$D" -U postgres --no-sync --link) > "$D/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade failed"; tail "$D/pg_upgrade.out"; exit 1; }
+echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$D/new/data/postgresql.conf"
+start_pg "$D/new/data"
+pids=()
+for c in 1 2 3 4; do qn -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 500)" >/dev/null 2>>"$D/after.err" & pids+=($!); done
+for c in "${pids[@]}"; do wait "$c" || true; done
+check "a) the old cluster's row came over: its stop recorded the window opened under 1.4" "1" \
+    "$(qn -c "SELECT count(*) FROM cosid.static_ceiling c, pg_control_system() s WHERE c.system_identifier <> s.system_identifier")"
+check "a) 2000 ids after pg_upgrade, all above $max_id, none refused" "2000|true|" \
+    "$(qn -c "SELECT count(*) || '|' || coalesce(min(id) > $max_id, false) FROM t_static WHERE phase = 'after'")|$(head -1 "$D/after.err")"
+stop_pg "$D/new/data"
+
+# --- d) logical replication switchover ----------------------------------------------------------
+L="$D/logical"; mkdir -p "$L"; chown "$PG_USER" "$L"
+qa() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$L" -p 55703 -d postgres -At "$@"; }
+qb() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$L" -p 55704 -d postgres -At "$@"; }
+for n in pub:55703 sub:55704; do
+    d=${n%%:*}; as_pg "$B/initdb" -D "$L/$d" -A trust -U postgres -E UTF8 --locale=C >/dev/null
+    printf '%s\n' "port = ${n##*:}" "unix_socket_directories = '$L'" "wal_level = logical" "${conf[@]:2}" >> "$L/$d/postgresql.conf"
+    mkdir -p "$L/$d-run"; chown "$PG_USER" "$L/$d-run"
+    as_pg "$B/pg_ctl" -D "$L/$d" -l "$L/$d-run/server.log" -w start >/dev/null; RUNNING+=("$L/$d")
+done
+for q in qa qb; do $q -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_static (id bigint PRIMARY KEY DEFAULT cosid_next('st'), phase text)" >/dev/null; done
+qa -c "INSERT INTO t_static(phase) SELECT 'before' FROM generate_series(1, 2000)" -c "CREATE PUBLICATION p FOR ALL TABLES" >/dev/null
+qb -c "CREATE SUBSCRIPTION s CONNECTION 'host=$L port=55703 dbname=postgres user=postgres' PUBLICATION p" >/dev/null 2>&1
+wait_for 60 "2000 rows on the subscriber" qb -c "SELECT count(*) = 2000 FROM t_static" >/dev/null
+before=$(qa -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_static")
+max_id=${before%%|*}; max_ms=${before#*|}
+rows=$(qb -c "SELECT count(*) FROM cosid.static_ceiling")
+as_pg "$B/pg_ctl" -D "$L/pub" -m fast -w stop >/dev/null
+qb -c "ALTER SUBSCRIPTION s DISABLE" >/dev/null
+as_pg "$B/pg_ctl" -D "$L/sub" -m fast -w stop >/dev/null
+echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$L/sub/postgresql.conf"
+as_pg "$B/pg_ctl" -D "$L/sub" -l "$L/sub-run/server.log" -w start >/dev/null
+qb -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$L/after.err" || true
+check "d) after a logical-replication switchover: the publisher's ceiling on the subscriber, 2000 ids above $max_id" "1|2000|" \
+    "$rows|$(qb -c "SELECT count(*) FROM t_static WHERE phase = 'after' AND id > $max_id")|$(head -1 "$L/after.err")"
+exit $FAIL
