@@ -506,7 +506,43 @@ void serve_raise_request() {
     ConditionVariableBroadcast(&shared->cv);
 }
 
+// A store the keeper cannot reach before its first pass (a pooler refusing it, a wrong
+// cosid.store_dsn, the store down) is logged once, with the store's own words, and again
+// when it answers; the checks in between (every second) are at DEBUG1.  The extension
+// missing in this instance's own database is the normal state before CREATE EXTENSION:
+// not logged.
+struct {
+    uint64 failures = 0;
+    int64 since = 0;
+} unreachable;
+
+void log_store_reachability(bool ready, const StoreError& err) {
+    if (ready) {
+        if (unreachable.failures > 0)
+            ereport(LOG, (errmsg("cosid keeper: the lease store answers again after " UINT64_FORMAT
+                                 " failed attempt%s in " INT64_FORMAT " ms",
+                                 unreachable.failures, unreachable.failures == 1 ? "" : "s",
+                                 mono_ms() - unreachable.since)));
+        unreachable.failures = 0;
+        return;
+    }
+    if (strstr(err.message, "cosid.database") != nullptr) return;
+    if (unreachable.failures++ == 0) {
+        unreachable.since = mono_ms();
+        ereport(LOG, (errmsg("cosid keeper: cannot reach the lease store%s: %s",
+                             store_is_remote() ? " (cosid.store_dsn)" : "", err.message),
+                      errdetail("Tried again every second; further failures are logged at DEBUG1 until it answers. "
+                                "Callers of cosid_next() are told this answer."),
+                      store_is_remote() ? errhint("A pooler in front of the store must run in session or "
+                                                  "transaction mode; see docs/pooler.md.")
+                                        : 0));
+    } else {
+        ereport(DEBUG1, (errmsg("cosid keeper: cannot reach the lease store: %s", err.message)));
+    }
+}
+
 int request_cursor = 0;  // requests are served round-robin across passes
+int64 next_ready_check_at = 0;
 
 long keeper_pass(bool serve_requests) {
     int64 pass_start = mono_ms();
@@ -747,7 +783,12 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             apply_store_timeouts();
         }
         MemoryContext old = MemoryContextSwitchTo(tick_context);
-        if (!shared->keeper_ready) {
+        if (!shared->keeper_ready && mono_ms() < next_ready_check_at) {
+            // A waiting backend wakes the keeper, the keeper's answer wakes the backend: at
+            // most one check per 100 ms, or the two would spin while the store is away.
+            sleep_ms = static_cast<long>(next_ready_check_at - mono_ms());
+        } else if (!shared->keeper_ready) {
+            next_ready_check_at = mono_ms() + 100;
             StoreError err;
             bool ready = store_extension_ready(&err);
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -761,6 +802,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
             shared->keeper_checks++;
             LWLockRelease(shared->lock);
+            log_store_reachability(ready, err);
             ConditionVariableBroadcast(&shared->cv);
             if (ready) sleep_ms = 0;
         } else {
