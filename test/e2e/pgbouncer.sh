@@ -21,6 +21,7 @@ now_ms() { date +%s%3N; }
 
 start_server "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('pb', slot_bits => 5, tolerance => '300 ms')" \
+   -c "SELECT cosid_namespace_create('pb' || g, slot_bits => 5, tolerance => '300 ms') FROM generate_series(2, 3) g" \
    -c "CREATE TABLE observed (namespace text, slot int, fence bigint, incarnation uuid, floor bigint, ceiling bigint)" \
    >/dev/null
 qs <<'SQL' >/dev/null
@@ -113,6 +114,26 @@ for s in a b; do
         awk -v t="$t_restart" '$2 == "ok" && $1 > t {n++} END {print (n > 0) ? "t" : "f"}')"
 done
 check "no unique violation in any client" 0 "$(cat "$base"/clients/*.log | grep -c ' 23505' || true)"
+
+echo "# one store transaction per keeper pass: A holds leases in pb, pb2 and pb3"
+qa -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next('pb2'), cosid_next('pb3')" >/dev/null
+# the three stay leased for the pool's idle timeout (60 s), idle or not
+read -r r0 x0 <<<"$(qa -F ' ' -c "SELECT renewals, store_transactions FROM cosid_stats()")"
+check_true "A renews its 3 leases a few times" "$(wait_for 30 "A's renewals" qa -c "SELECT renewals >= $r0 + 12 FROM cosid_stats()")"
+read -r r1 x1 <<<"$(qa -F ' ' -c "SELECT renewals, store_transactions FROM cosid_stats()")"
+echo "# A: $((r1 - r0)) renewals in $((x1 - x0)) store transactions"
+# one transaction per lease would be 4 per pass of 3 renewals (the store's failover count is
+# read every ttl/3 too); one per pass is 2
+check_true "A renews several leases per store transaction (fewer transactions than renewals)" \
+    "$([ $((x1 - x0)) -lt $((r1 - r0)) ] && echo t)"
+lost_slot=$(qs -c "SELECT slot FROM cosid_leases('pb2') WHERE state = 'held'")
+l0=$(qa -c "SELECT leases_lost FROM cosid_stats()")
+qs -c "SELECT * FROM cosid.revoke('pb2', $lost_slot)" >/dev/null
+check_true "a lease revoked on the store is found lost in a batched pass, and reported for its namespace" \
+    "$(wait_for 20 "A's log of the lost lease" bash -c "grep -q 'lease on slot $lost_slot of namespace \"pb2\" was lost' '$A/server.log' && echo t")"
+r2=$(qa -c "SELECT renewals FROM cosid_stats()")
+check_true "A's other leases go on renewing" "$(wait_for 20 "A's renewals" qa -c "SELECT renewals >= $r2 + 4 FROM cosid_stats()")"
+check "A lost that lease and no other" $((l0 + 1)) "$(qa -c "SELECT leases_lost FROM cosid_stats()")"
 
 qa -c "SELECT id FROM t" > "$base/a.ids"; qb -c "SELECT id FROM t" > "$base/b.ids"
 echo "# rows: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids")"
