@@ -553,3 +553,38 @@ BEGIN
     END IF;
     PERFORM cosid._namespace_insert(name, slot_bits, sequence_bits, v_ts_bits, v_epoch_ms, v_unit, v_tol_ms);
 END $$;
+-- A keeper's pass in one store transaction (issue 26): the renewals and releases due for
+-- several leases of one incarnation, element k of each array describing lease k.  Each is
+-- cosid.renew or cosid.release itself, with its checks (fence and incarnation, the store role
+-- that acquired it, the timeline); a row per lease the store still held for the caller, ord
+-- naming it (1-based), none for a lease that was lost.  SECURITY INVOKER: whoever may call
+-- renew and release (cosid_keeper) may batch them, and nobody else.  An error in any element
+-- rolls back the whole pass: the keeper then asks lease by lease, and so learns which.
+CREATE FUNCTION cosid.lease_pass(p_incarnation uuid, p_ttl_ms bigint, p_release boolean[], p_namespace text[],
+                                 p_slot int[], p_fence bigint[], p_number bigint[])
+RETURNS TABLE (ord int, slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n int := coalesce(array_length(p_namespace, 1), 0);
+BEGIN
+    IF coalesce(array_length(p_release, 1), 0) <> n OR coalesce(array_length(p_slot, 1), 0) <> n
+       OR coalesce(array_length(p_fence, 1), 0) <> n OR coalesce(array_length(p_number, 1), 0) <> n THEN
+        RAISE EXCEPTION 'cosid.lease_pass needs arrays of one length'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('namespace %s, release %s, slot %s, fence %s, number %s elements', n,
+                                  coalesce(array_length(p_release, 1), 0), coalesce(array_length(p_slot, 1), 0),
+                                  coalesce(array_length(p_fence, 1), 0), coalesce(array_length(p_number, 1), 0));
+    END IF;
+    FOR k IN 1 .. n LOOP
+        IF p_release[k] THEN
+            RETURN QUERY SELECT k, r.slot, r.fence, NULL::bigint, NULL::bigint, NULL::bigint, r.next_floor, r.store_now
+                           FROM cosid.release(p_namespace[k], p_slot[k], p_incarnation, p_fence[k], p_number[k]) r;
+        ELSE
+            RETURN QUERY SELECT k, r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, r.store_now
+                           FROM cosid.renew(p_namespace[k], p_slot[k], p_incarnation, p_fence[k], p_ttl_ms) r;
+        END IF;
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[]) TO cosid_keeper;

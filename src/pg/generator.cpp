@@ -388,6 +388,20 @@ void wait_for_lease(const char* ns) {
                         errdetail("This instance issues in %d namespaces at most at once (cosid.max_namespaces).",
                                   setting_max_namespaces),
                         errhint("Raise cosid.max_namespaces and restart the server.")));
+    char keeper_found[256];
+    LWLockAcquire(shared->lock, LW_SHARED);
+    bool store_unready = shared->keeper_pid != 0 && !shared->keeper_ready && shared->keeper_problem_message[0] != '\0';
+    strlcpy(keeper_found, shared->keeper_problem_message, sizeof(keeper_found));
+    LWLockRelease(shared->lock);
+    // The keeper runs but its store did not answer (a transient error: callers waited): say
+    // what it found, not that no keeper attached.
+    if (store_unready)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid lease keeper cannot reach the lease store for namespace \"%s\"", ns),
+                        errdetail("The keeper's last attempt on the lease store%s failed: %s",
+                                  store_is_remote() ? " (cosid.store_dsn)" : "", keeper_found),
+                        errhint("Check that the store (or the pooler in front of it) is up and accepts the keeper; "
+                                "the server log has the keeper's entry for this outage.")));
     if (!shared->keeper_ready || shared->keeper_pid == 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid lease keeper is not serving namespace \"%s\"", ns),

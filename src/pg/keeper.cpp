@@ -281,18 +281,31 @@ void serve_request(int i, int64 now) {
 // when the store answered: the release was applied, or the lease is not ours any more.  A
 // failed release keeps the entry (closed) and is tried again with the same timestamp, so
 // this instance never forgets what it issued on a slot it may still hold.
-bool release_entry(int i) {
-    PoolEntry* e = &shared->pool[i];
+// A renewal or release of one lease, copied out of its entry under the lock and sent to
+// the store without it: alone (send_one, release_entry) or with the others due in the
+// same pass, in one store transaction (run_due_leases).
+struct DueLease {
+    int i;
+    bool release;
     char ns[NAMEDATALEN];
+    int32 slot;
+    int64 fence;
+    int64 last;  // release: the exact last timestamp issued on it
+    int64 tol;   // renew: the namespace's tolerance, for the clock check
+};
+
+// False when there is nothing to send: not leased (any more), or a static slot (done here).
+bool release_prepare(int i, DueLease* d) {
+    PoolEntry* e = &shared->pool[i];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (e->state != kLeased) {
         LWLockRelease(shared->lock);
-        return true;
+        return false;
     }
     if (e->is_static) {  // no store: closed, and its last timestamp kept in the state file
         LWLockRelease(shared->lock);
         release_static(i);
-        return true;
+        return false;
     }
     if (!e->releasing) {
         uint64 last_word = pg_atomic_fetch_or_u64(&e->word, issue_word::kClosed);
@@ -302,15 +315,19 @@ bool release_entry(int i) {
         e->release_uncertain = false;
         e->backoff_ms = 0;
     }
-    strlcpy(ns, e->ns, sizeof(ns));
-    int32 slot = e->slot;
-    int64 fence = e->fence;
-    int64 last = e->release_last;
+    d->i = i;
+    d->release = true;
+    strlcpy(d->ns, e->ns, sizeof(d->ns));
+    d->slot = e->slot;
+    d->fence = e->fence;
+    d->last = e->release_last;
+    d->tol = e->tolerance_ms;
     LWLockRelease(shared->lock);
+    return true;
+}
 
-    StoreResult r;
-    StoreError err;
-    bool ok = store_release(ns, slot, shared->incarnation, fence, last, &r, &err);
+bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {
+    PoolEntry* e = &shared->pool[d.i];
     if (ok && r.found) count(shared->stats.releases);
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -329,16 +346,31 @@ bool release_entry(int i) {
     LWLockRelease(shared->lock);
     if (lost) {
         health_lease_lost();
-        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost before its release", slot, ns),
+        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost before its release", d.slot, d.ns),
                       errdetail("Its fence or incarnation had changed in the store (expired and taken, or revoked).")));
     }
     if (!ok)
-        ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", slot, ns, err.message),
+        ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", d.slot, d.ns, err.message),
                       errdetail("The entry is kept with its last timestamp " INT64_FORMAT "; the release is tried "
                                 "again in " INT64_FORMAT " ms.",
-                                last, retry_in)));
+                                d.last, retry_in)));
     ConditionVariableBroadcast(&shared->cv);
     return ok;
+}
+
+// Releases entry i to the store, in order: its word is closed first (no claim succeeds after
+// that) and the OR's answer is the exact last timestamp any backend issued on it, which the
+// store hands on as the slot's next floor; nothing waits for backends.  The entry ends only
+// when the store answered: the release was applied, or the lease is not ours any more.  A
+// failed release keeps the entry (closed) and is tried again with the same timestamp, so
+// this instance never forgets what it issued on a slot it may still hold.
+bool release_entry(int i) {
+    DueLease d;
+    if (!release_prepare(i, &d)) return true;
+    StoreResult r;
+    StoreError err;
+    bool ok = store_release(d.ns, d.slot, shared->incarnation, d.fence, d.last, &r, &err);
+    return release_apply(d, ok, r, err);
 }
 
 // The current run of failed renewals, for the log.
@@ -347,28 +379,31 @@ struct {
     int64 since = 0;
 } outage;
 
-void renew_entry(int i) {
+// False for a static slot: renewed here, without the store.
+bool renew_prepare(int i, DueLease* d) {
     PoolEntry* e = &shared->pool[i];
-    char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_SHARED);
-    strlcpy(ns, e->ns, sizeof(ns));
-    int32 slot = e->slot;
-    int64 fence = e->fence;
-    int64 tol = e->tolerance_ms;
+    d->i = i;
+    d->release = false;
+    strlcpy(d->ns, e->ns, sizeof(d->ns));
+    d->slot = e->slot;
+    d->fence = e->fence;
+    d->last = 0;
+    d->tol = e->tolerance_ms;
     bool is_static = e->is_static;
     LWLockRelease(shared->lock);
     if (is_static) {
         renew_static(i);
-        return;
+        return false;
     }
+    return true;
+}
 
-    StoreResult r;
-    StoreError err;
-    int64 before = clock_ms();
-    bool ok = store_renew(ns, slot, shared->incarnation, fence, setting_ttl_ms, &r, &err);
-    int64 after = clock_ms();
+// before/after: the wall clock around the store call, for the store clock check.
+void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err, int64 before,
+                 int64 after) {
+    PoolEntry* e = &shared->pool[d.i];
     int64 done = mono_ms();
-
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
         e->expires_at = r.expires_at;
@@ -388,7 +423,7 @@ void renew_entry(int i) {
     if (ok && r.found) {
         count(shared->stats.renewals);
         health_renewal(true);
-        health_store_clock(r.store_now, before, after, tol);
+        health_store_clock(r.store_now, before, after, d.tol);
         if (outage.failures > 0) {
             ereport(LOG, (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT
                                  " ms",
@@ -397,7 +432,7 @@ void renew_entry(int i) {
         }
     } else if (ok) {
         health_lease_lost();
-        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", slot, ns),
+        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", d.slot, d.ns),
                       errdetail("Its fence or incarnation changed in the store; generators on it stop.")));
     } else {
         count(shared->stats.renewal_failures);
@@ -405,14 +440,67 @@ void renew_entry(int i) {
         // One entry per outage in the log, not one per slot and retry: the rest at DEBUG1.
         if (outage.failures++ == 0) {
             outage.since = mono_ms();
-            ereport(LOG, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", slot, ns, err.message),
+            ereport(LOG, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", d.slot, d.ns, err.message),
                           errdetail("Renewals are retried with backoff; further failures are logged at DEBUG1 "
                                     "until one succeeds.")));
         } else {
-            ereport(DEBUG1, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", slot, ns, err.message)));
+            ereport(DEBUG1, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", d.slot, d.ns, err.message)));
         }
     }
     ConditionVariableBroadcast(&shared->cv);
+}
+
+void send_one(const DueLease& d) {
+    if (d.release) {
+        StoreResult r;
+        StoreError err;
+        bool ok = store_release(d.ns, d.slot, shared->incarnation, d.fence, d.last, &r, &err);
+        release_apply(d, ok, r, err);
+        return;
+    }
+    StoreResult r;
+    StoreError err;
+    int64 before = clock_ms();
+    bool ok = store_renew(d.ns, d.slot, shared->incarnation, d.fence, setting_ttl_ms, &r, &err);
+    renew_apply(d, ok, r, err, before, clock_ms());
+}
+
+// A store without cosid.lease_pass (older than 1.5): lease by lease, asked again later.
+int64 lease_pass_missing_until = 0;
+
+// The renewals and releases due in a pass, in one store transaction (cosid.lease_pass),
+// each answered and applied as alone.  A pass that fails with the store's answer (an error
+// in one lease rolls back all) is asked again lease by lease, so that each lease gets its
+// own answer, as before; a pass that failed on the way (a timeout, a lost connection)
+// fails every lease in it, as the next calls would have failed within the same bound.
+void run_due_leases(DueLease* due, int n) {
+    if (n == 0) return;
+    if (n == 1 || mono_ms() < lease_pass_missing_until) {
+        for (int k = 0; k < n; ++k) send_one(due[k]);
+        return;
+    }
+    LeaseCall* calls = static_cast<LeaseCall*>(palloc(sizeof(LeaseCall) * n));
+    StoreResult* results = static_cast<StoreResult*>(palloc(sizeof(StoreResult) * n));
+    for (int k = 0; k < n; ++k)
+        calls[k] = LeaseCall{due[k].release, due[k].ns, due[k].slot, due[k].fence, due[k].last};
+    StoreError err;
+    int64 before = clock_ms();
+    bool ok = store_lease_pass(calls, n, shared->incarnation, setting_ttl_ms, results, &err);
+    int64 after = clock_ms();
+    if (!ok && !err.outcome_unknown && !transient(err.sqlerrcode)) {
+        if (err.sqlerrcode == ERRCODE_UNDEFINED_FUNCTION) {
+            lease_pass_missing_until = mono_ms() + 60000;
+            ereport(LOG, (errmsg("cosid: the lease store has no cosid.lease_pass (%s); leases are renewed one "
+                                 "transaction each", err.message),
+                          errhint("ALTER EXTENSION cosid UPDATE on the lease store.")));
+        }
+        for (int k = 0; k < n; ++k) send_one(due[k]);
+        return;
+    }
+    for (int k = 0; k < n; ++k) {
+        if (due[k].release) release_apply(due[k], ok, results[k], err);
+        else renew_apply(due[k], ok, results[k], err, before, after);
+    }
 }
 
 // One pass over the pool; returns how long to sleep.  Leases first (renewals, releases,
@@ -519,7 +607,43 @@ void serve_raise_request() {
     ConditionVariableBroadcast(&shared->cv);
 }
 
+// A store the keeper cannot reach before its first pass (a pooler refusing it, a wrong
+// cosid.store_dsn, the store down) is logged once, with the store's own words, and again
+// when it answers; the checks in between (every second) are at DEBUG1.  The extension
+// missing in this instance's own database is the normal state before CREATE EXTENSION:
+// not logged.
+struct {
+    uint64 failures = 0;
+    int64 since = 0;
+} unreachable;
+
+void log_store_reachability(bool ready, const StoreError& err) {
+    if (ready) {
+        if (unreachable.failures > 0)
+            ereport(LOG, (errmsg("cosid keeper: the lease store answers again after " UINT64_FORMAT
+                                 " failed attempt%s in " INT64_FORMAT " ms",
+                                 unreachable.failures, unreachable.failures == 1 ? "" : "s",
+                                 mono_ms() - unreachable.since)));
+        unreachable.failures = 0;
+        return;
+    }
+    if (strstr(err.message, "cosid.database") != nullptr) return;
+    if (unreachable.failures++ == 0) {
+        unreachable.since = mono_ms();
+        ereport(LOG, (errmsg("cosid keeper: cannot reach the lease store%s: %s",
+                             store_is_remote() ? " (cosid.store_dsn)" : "", err.message),
+                      errdetail("Tried again every second; further failures are logged at DEBUG1 until it answers. "
+                                "Callers of cosid_next() are told this answer."),
+                      store_is_remote() ? errhint("A pooler in front of the store must run in session or "
+                                                  "transaction mode; see docs/pooler.md.")
+                                        : 0));
+    } else {
+        ereport(DEBUG1, (errmsg("cosid keeper: cannot reach the lease store: %s", err.message)));
+    }
+}
+
 int request_cursor = 0;  // requests are served round-robin across passes
+int64 next_ready_check_at = 0;
 
 // A server issuing from its own store that is then added to a Citus cluster as a worker
 // (citus_add_node) would go on renewing windows the coordinator's store grants again: the
@@ -552,6 +676,14 @@ long keeper_pass(bool serve_requests) {
     int64 pass_start = mono_ms();
     long sleep_ms = 1000;
     bool requests_due = false;
+    DueLease* due = static_cast<DueLease*>(palloc(sizeof(DueLease) * Max(shared->npool, 1)));
+    int ndue = 0;
+    int* soon = static_cast<int*>(palloc(sizeof(int) * Max(shared->npool, 1)));
+    int nsoon = 0;
+    // Renewals due within ttl/6 join a pass that goes to the store anyway: leases acquired at
+    // different times come into step, and then cost one store transaction per pass together.
+    // Renewing early is harmless: a renewal never shortens a window.
+    int64 early_ms = setting_ttl_ms / 6;
     if (serve_requests) serve_raise_request();
     guard_local_leases();
     for (int i = 0; i < shared->npool; ++i) {
@@ -599,22 +731,30 @@ long keeper_pass(bool serve_requests) {
             }
         } else if (state == kLeased && releasing) {
             if (next_renew <= now) {
-                release_entry(i);
+                if (release_prepare(i, &due[ndue])) ndue++;
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
         } else if (state == kLeased &&
                    (release || (!claimed && now - idle_since >= idle_limit_ms(e->observed_word)))) {
-            release_entry(i);
+            if (release_prepare(i, &due[ndue])) ndue++;
         } else if (state == kLeased) {
             if (next_renew <= now) {
-                renew_entry(i);
+                if (renew_prepare(i, &due[ndue])) ndue++;
                 next_renew = now + 100;
+            } else if (next_renew <= now + early_ms) {
+                soon[nsoon++] = i;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 10)));
         }
     }
+    if (ndue > 0) {
+        // Static slots have no store to share a transaction with: renewed when due only.
+        for (int k = 0; k < nsoon; ++k)
+            if (!shared->pool[soon[k]].is_static && renew_prepare(soon[k], &due[ndue])) ndue++;
+    }
+    run_due_leases(due, ndue);
     // Then the store's failovers, orphans and requests, for at most one store bound in all.
     check_store_failovers();
     sweep_orphans(pass_start + store_bound_ms());
@@ -789,7 +929,12 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             apply_store_timeouts();
         }
         MemoryContext old = MemoryContextSwitchTo(tick_context);
-        if (!shared->keeper_ready) {
+        if (!shared->keeper_ready && mono_ms() < next_ready_check_at) {
+            // A waiting backend wakes the keeper, the keeper's answer wakes the backend: at
+            // most one check per 100 ms, or the two would spin while the store is away.
+            sleep_ms = static_cast<long>(next_ready_check_at - mono_ms());
+        } else if (!shared->keeper_ready) {
+            next_ready_check_at = mono_ms() + 100;
             StoreError err;
             bool ready = store_extension_ready(&err);
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -805,6 +950,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             strlcpy(shared->keeper_problem_hint, ready ? "" : err.hint, sizeof(shared->keeper_problem_hint));
             shared->keeper_checks++;
             LWLockRelease(shared->lock);
+            log_store_reachability(ready, err);
             ConditionVariableBroadcast(&shared->cv);
             if (ready) sleep_ms = 0;
         } else {

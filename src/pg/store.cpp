@@ -29,6 +29,12 @@ struct TextRow {
 };
 
 using RowReader = void (*)(const TextRow&, StoreResult*);
+// Every row of an answer, for the statements that return several (store_lease_pass); the
+// others read the first row only.
+struct RowSink {
+    void (*take)(void* ctx, const TextRow&);
+    void* ctx;
+};
 
 int64 get_int64(const TextRow& r, int col, int64 dflt) {
     return r.null[col - 1] ? dflt : strtoll(r.value[col - 1], nullptr, 10);
@@ -70,7 +76,8 @@ void end_store_call() {
 // statement_timeout is only armed by the backend's query loop, never for SPI in a worker:
 // the keeper arms the same timer itself around each store transaction, so that a slow
 // statement or a commit waiting for a synchronous standby ends within the bound.
-bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err) {
+bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
+             const RowSink* sink = nullptr) {
     MemoryContext caller = CurrentMemoryContext;
     volatile bool ok = false;
     Oid types[kMaxCols];
@@ -88,16 +95,18 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         SPI_connect();
         PushActiveSnapshot(GetTransactionSnapshot());
         pgstat_report_activity(STATE_RUNNING, sql);
-        int rc = SPI_execute_with_args(sql, nargs, types, values, nullptr, false, 1);
+        int rc = SPI_execute_with_args(sql, nargs, types, values, nullptr, false, sink != nullptr ? 0 : 1);
         if (rc != SPI_OK_SELECT) elog(ERROR, "cosid store query failed: %s", SPI_result_code_string(rc));
-        if (SPI_processed > 0) {
+        for (uint64 n = 0; n < SPI_processed; ++n) {
             row->present = true;
             int ncols = Min(SPI_tuptable->tupdesc->natts, kMaxCols);
             for (int c = 0; c < ncols; ++c) {
-                char* v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1);
+                char* v = SPI_getvalue(SPI_tuptable->vals[n], SPI_tuptable->tupdesc, c + 1);
                 row->null[c] = v == nullptr;
                 if (v != nullptr) strlcpy(row->value[c], v, sizeof(row->value[c]));
             }
+            if (sink == nullptr) break;
+            sink->take(sink->ctx, *row);
         }
         SPI_finish();
         PopActiveSnapshot();
@@ -192,14 +201,12 @@ bool connect_remote(StoreError* err) {
     if (remote != nullptr && PQstatus(remote) == CONNECTION_OK) return true;
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
-    // The server bounds lock waits and statements itself (a clean error, the connection
-    // stays); connecting is bounded here, as libpq's connect_timeout is not used by
-    // PQconnectPoll.
-    char options[192];
-    snprintf(options, sizeof(options), "-c statement_timeout=%d -c lock_timeout=%d -c client_min_messages=warning",
-             (int)store_bound_ms(), (int)store_bound_ms());
-    const char* keys[] = {"dbname", "options", "application_name", nullptr};
-    const char* vals[] = {setting_store_dsn, options, "cosid keeper", nullptr};
+    // No startup options: a pooler in transaction mode (PgBouncer) refuses them ("unsupported
+    // startup parameter"), and would hand any session setting to other clients anyway.  The
+    // bounds are set in each store transaction instead (exec_remote).  Connecting is bounded
+    // here, as libpq's connect_timeout is not used by PQconnectPoll.
+    const char* keys[] = {"dbname", "application_name", nullptr};
+    const char* vals[] = {setting_store_dsn, "cosid keeper", nullptr};
     int64 deadline = mono_ms() + Max(store_bound_ms(), 2000);
     remote = PQconnectStartParams(keys, vals, 1 /* expand dbname: the DSN may be a conninfo or URI */);
     if (remote == nullptr) return remote_failed(err, "out of memory connecting to the lease store");
@@ -226,13 +233,31 @@ int sqlstate_of(const PGresult* res) {
     return MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]);
 }
 
-// Sends one statement and collects its first result, waiting at most twice the server's
-// own statement bound: the server's timeout answers first while it is alive.
+// The bounds of one store transaction, set in it and gone with it (is_local): the server
+// ends a lock wait or a statement past the bound itself (a clean error, the connection
+// stays), and passes on warnings (a commit's cancelled wait for a standby: on_remote_notice)
+// whatever the store role's own settings.  Nothing of it outlives the transaction, so the
+// keeper's session may be any server connection of a pooler, a new one each transaction.
+constexpr const char* kBoundsSql =
+    "SELECT pg_catalog.set_config('statement_timeout', $1, true), pg_catalog.set_config('lock_timeout', $1, true), "
+    "pg_catalog.set_config('client_min_messages', 'warning', true)";
+
+// Sends the bounds and one statement in one pipeline, one Sync: one round trip and one
+// (implicit) transaction, which PostgreSQL arms the statement timer for again at each
+// message, so the statement runs under the bound set just before it.  Unnamed statements
+// only: none outlives the transaction (PgBouncer 1.18 keeps no prepared statements).
+// Waits at most twice the bound: the server's own timeout answers first while it is alive.
+// Returns the first failed result, else the statement's.
 PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
     int64 deadline = mono_ms() + 2 * store_bound_ms();
     char msg[256];
     snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)(2 * store_bound_ms()));
-    if (!PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0)) {
+    char bound[32];
+    snprintf(bound, sizeof(bound), "%d", (int)store_bound_ms());
+    const char* bound_args[1] = {bound};
+    if (!PQenterPipelineMode(remote) ||
+        !PQsendQueryParams(remote, kBoundsSql, 1, nullptr, bound_args, nullptr, nullptr, 0) ||
+        !PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0) || !PQpipelineSync(remote)) {
         remote_failed(err, PQerrorMessage(remote));
         return nullptr;
     }
@@ -244,11 +269,13 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
     }
     // The rows arrive at Execute, the commit's outcome only at Sync: an error after the
     // rows (a serialization failure, a deferred trigger, a failover) means the transaction
-    // was rolled back, and the rows must not be used.  So every result is read, and the
-    // first error among them, if any, is the answer.
+    // was rolled back, and the rows must not be used.  So every result up to the Sync's is
+    // read, and the first error among them, if any, is the answer.
     PGresult* answer = nullptr;
     bool answer_failed = false;
-    for (;;) {
+    bool synced = false;
+    int idle_nulls = 0;  // NULLs in a row with nothing busy: libpq has nothing more to give
+    while (!synced && PQstatus(remote) == CONNECTION_OK && idle_nulls < 4) {
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
                 PQclear(answer);
@@ -262,10 +289,21 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
             }
         }
         PGresult* res = PQgetResult(remote);
-        if (res == nullptr) break;
+        if (res == nullptr) {  // the end of one statement's results; the next follow
+            idle_nulls++;
+            continue;
+        }
+        idle_nulls = 0;
         ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_PIPELINE_SYNC) {
+            synced = true;
+            PQclear(res);
+            continue;
+        }
+        // A statement skipped after an earlier error (PIPELINE_ABORTED) carries no words of
+        // its own: the earlier error stays the answer.
         bool failed = st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK;
-        if (answer == nullptr || (failed && !answer_failed)) {
+        if (!answer_failed && (failed || answer == nullptr || st == PGRES_TUPLES_OK)) {
             PQclear(answer);
             answer = res;
             answer_failed = failed;
@@ -273,11 +311,25 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
             PQclear(res);
         }
     }
+    // The connection broke before the Sync was answered (the loop ends only so): the
+    // server's error, if it sent one (a FATAL: rolled back), is the answer, and run_libpq
+    // drops the connection; without one the outcome is unknown.
+    if (!synced && !(answer != nullptr && answer_failed)) {
+        PQclear(answer);
+        remote_failed(err, PQerrorMessage(remote), true);
+        return nullptr;
+    }
+    if (synced && !PQexitPipelineMode(remote)) {
+        PQclear(answer);
+        remote_failed(err, PQerrorMessage(remote), true);
+        return nullptr;
+    }
     if (answer == nullptr) remote_failed(err, PQerrorMessage(remote), true);
     return answer;
 }
 
-bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err) {
+bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
+               const RowSink* sink = nullptr) {
     if (remote == nullptr && mono_ms() < remote_down_until) {
         set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
         return false;
@@ -295,12 +347,16 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
             snprintf(msg, sizeof(msg), "the lease store warned: %s; its answer is not relied on", remote_warning);
             set_error(err, msg, ERRCODE_WARNING, true);
             ok = false;
-        } else if (ok && PQntuples(res) > 0) {
-            row->present = true;
-            int ncols = Min(PQnfields(res), kMaxCols);
-            for (int c = 0; c < ncols; ++c) {
-                row->null[c] = PQgetisnull(res, 0, c);
-                if (!row->null[c]) strlcpy(row->value[c], PQgetvalue(res, 0, c), sizeof(row->value[c]));
+        } else if (ok) {
+            for (int n = 0; n < PQntuples(res); ++n) {
+                row->present = true;
+                int ncols = Min(PQnfields(res), kMaxCols);
+                for (int c = 0; c < ncols; ++c) {
+                    row->null[c] = PQgetisnull(res, n, c);
+                    if (!row->null[c]) strlcpy(row->value[c], PQgetvalue(res, n, c), sizeof(row->value[c]));
+                }
+                if (sink == nullptr) break;
+                sink->take(sink->ctx, *row);
             }
         } else if (res != nullptr && !ok) {
             const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -322,12 +378,13 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
 // whatever the store's synchronous_commit (see the SQL script), locally and remotely alike.  Errors (a lock timeout, a lost connection, a missing table, ...) are
 // returned, so a failing store never takes the keeper down.
 bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out,
-         StoreError* err) {
+         StoreError* err, const RowSink* sink = nullptr) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     memset(out, 0, sizeof(*out));
     err->outcome_unknown = false;
-    bool ok = store_is_remote() ? run_libpq(sql, nargs, args, &row, err) : run_spi(sql, nargs, args, &row, err);
+    bool ok = store_is_remote() ? run_libpq(sql, nargs, args, &row, err, sink)
+                                : run_spi(sql, nargs, args, &row, err, sink);
     if (ok && row.present && reader != nullptr) reader(row, out);
     out->row = row.present;
     count(shared->stats.store_transactions);
@@ -480,6 +537,81 @@ bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fe
     return run("SELECT slot, fence, next_floor, store_now "
                "FROM cosid._durable() durable, cosid.release($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
                5, a.v, read_release, out, err);
+}
+
+namespace {
+// An array literal of `n` elements, each quoted (namespace names may hold commas, quotes or
+// braces), in the keeper's memory context.
+const char* array_literal(int n, const char* (*element)(const LeaseCall&, char* buf), const LeaseCall* calls) {
+    StringInfoData out;
+    initStringInfo(&out);
+    appendStringInfoChar(&out, '{');
+    char buf[32];
+    for (int k = 0; k < n; ++k) {
+        if (k > 0) appendStringInfoChar(&out, ',');
+        appendStringInfoChar(&out, '"');
+        for (const char* c = element(calls[k], buf); *c != '\0'; ++c) {
+            if (*c == '"' || *c == '\\') appendStringInfoChar(&out, '\\');
+            appendStringInfoChar(&out, *c);
+        }
+        appendStringInfoChar(&out, '"');
+    }
+    appendStringInfoChar(&out, '}');
+    return out.data;
+}
+
+struct PassRows {
+    StoreResult* results;
+    int n;
+};
+
+// One row per lease the store still held for us (renewed, or released): ord (1-based), then
+// the columns of cosid.renew; a lease without a row was lost, as with store_renew/release.
+void take_pass_row(void* ctx, const TextRow& r) {
+    PassRows* rows = static_cast<PassRows*>(ctx);
+    int ord = get_int32(r, 1, 0);
+    if (ord < 1 || ord > rows->n) return;
+    StoreResult* out = &rows->results[ord - 1];
+    out->row = true;
+    out->slot = get_int32(r, 2, -1);
+    out->found = out->slot >= 0;
+    out->fence = get_int64(r, 3, 0);
+    out->expires_at = get_int64(r, 4, 0);
+    out->floor = get_int64(r, 5, 0);
+    out->ceiling = get_int64(r, 6, 0);
+    out->next_floor = get_int64(r, 7, 0);
+    out->store_now = get_int64(r, 8, 0);
+}
+}  // namespace
+
+bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, int64 ttl_ms, StoreResult* results,
+                      StoreError* err) {
+    memset(results, 0, sizeof(StoreResult) * n);
+    char ttl[32];
+    snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_ms);
+    const char* args[7] = {
+        incarnation,
+        ttl,
+        array_literal(n, [](const LeaseCall& c, char*) -> const char* { return c.release ? "t" : "f"; }, calls),
+        array_literal(n, [](const LeaseCall& c, char*) -> const char* { return c.ns; }, calls),
+        array_literal(n, [](const LeaseCall& c, char* b) -> const char* { snprintf(b, 32, "%d", c.slot); return b; },
+                      calls),
+        array_literal(n, [](const LeaseCall& c, char* b) -> const char* {
+                          snprintf(b, 32, INT64_FORMAT, c.fence);
+                          return b;
+                      }, calls),
+        array_literal(n, [](const LeaseCall& c, char* b) -> const char* {
+                          snprintf(b, 32, INT64_FORMAT, c.release ? c.last_issued : 0);
+                          return b;
+                      }, calls),
+    };
+    PassRows rows{results, n};
+    RowSink sink{take_pass_row, &rows};
+    StoreResult first;
+    return run("SELECT ord, slot, fence, expires_at, floor, ceiling, next_floor, store_now "
+               "FROM cosid._durable() durable, "
+               "cosid.lease_pass($1::uuid, $2::bigint, $3::bool[], $4::text[], $5::int[], $6::bigint[], $7::bigint[])",
+               7, args, nullptr, &first, err, &sink);
 }
 
 namespace {

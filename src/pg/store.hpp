@@ -48,6 +48,19 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
                  StoreError* err);
 bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 last_issued,
                    StoreResult* out, StoreError* err);
+// One lease's renewal or release in a keeper pass (store_lease_pass).
+struct LeaseCall {
+    bool release;
+    const char* ns;
+    int32 slot;
+    int64 fence;
+    int64 last_issued;  // release only
+};
+// Renews and releases `n` leases of this incarnation in one store transaction (cosid.lease_pass),
+// each checked by the store as store_renew/store_release check it: results[k] answers calls[k]
+// (found = false: the lease was lost).  A failure fails them all (one transaction).
+bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, int64 ttl_ms, StoreResult* results,
+                      StoreError* err);
 // The first lease the store has for this incarnation after (after_ns, after_slot) in
 // (namespace, slot) order: namespace_name, slot, fence and ceiling; row = false when none.
 bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 after_slot, StoreResult* out,

@@ -1,0 +1,54 @@
+-- cosid.lease_pass (issue 26): a keeper's renewals and releases of one pass in one store
+-- transaction.  Each lease is checked as cosid.renew/cosid.release check it: a lease whose
+-- fence moved answers no row (lost) while the others of the pass are renewed; the privilege
+-- rules are renew's and release's (cosid_keeper only, and only the store role that acquired
+-- a lease renews or releases it); anything refused changes nothing.
+SELECT cosid_namespace_create('batch', slot_bits => 3);
+CREATE ROLE pass_one LOGIN IN ROLE cosid_keeper;
+CREATE ROLE pass_two LOGIN IN ROLE cosid_keeper;
+CREATE ROLE pass_app;
+SET SESSION AUTHORIZATION pass_one;
+SELECT slot AS s1, fence AS f1 FROM cosid.acquire('batch', 'one', '00000000-0000-0000-0000-0000000000b1', 60000) \gset
+SELECT slot AS s2, fence AS f2 FROM cosid.acquire('batch', 'one', '00000000-0000-0000-0000-0000000000b1', 60000) \gset
+SELECT slot AS s3, fence AS f3 FROM cosid.acquire('batch', 'one', '00000000-0000-0000-0000-0000000000b1', 60000) \gset
+RESET SESSION AUTHORIZATION;
+SELECT md5(string_agg(l::text, ',' ORDER BY namespace, slot)) AS before FROM cosid.lease l \gset
+
+-- not for ordinary roles, nor for another keeper role
+SET ROLE pass_app;
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b1', 60000,
+    '{f}', '{batch}', '{%s}', '{%s}', '{0}')$$, :s1, :f1));
+RESET ROLE;
+SET SESSION AUTHORIZATION pass_two;
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b1', 60000,
+    '{f,t}', '{batch,batch}', '{%s,%s}', '{%s,%s}', '{0,0}')$$, :s1, :s2, :f1, :f2));
+-- arrays of different lengths
+SELECT expect_error($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b1', 60000,
+    '{f}', '{batch,batch}', '{0}', '{1}', '{0}')$$);
+RESET SESSION AUTHORIZATION;
+SELECT md5(string_agg(l::text, ',' ORDER BY namespace, slot)) = :'before' AS nothing_changed FROM cosid.lease l;
+
+-- The owner: lease 1 renewed, lease 2 with a stale fence (lost: no row), lease 3 released.
+SET SESSION AUTHORIZATION pass_one;
+SELECT ord, slot = CASE ord WHEN 1 THEN :s1 ELSE :s3 END AS its_slot,
+       fence - CASE ord WHEN 1 THEN :f1 ELSE :f3 END AS fence_moved,
+       expires_at IS NOT NULL AS renewed, ceiling >= expires_at AS ceiling_covers_expiry
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b1', 60000, '{f,f,t}', '{batch,batch,batch}',
+                        ARRAY[:s1, :s2, :s3], ARRAY[:f1, :f2 + 7, :f3], '{0,0,0}')
+ ORDER BY ord;
+-- an empty pass answers nothing
+SELECT count(*) AS empty_pass FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b1', 60000, '{}', '{}', '{}', '{}', '{}');
+RESET SESSION AUTHORIZATION;
+SELECT slot = :s1 AS s1, incarnation IS NOT NULL AS held, fence - :f1 AS fence_moved FROM cosid.lease
+ WHERE namespace = 'batch' AND slot = :s1;
+SELECT incarnation IS NOT NULL AS s2_still_held, fence = :f2 AS s2_fence_unchanged FROM cosid.lease
+ WHERE namespace = 'batch' AND slot = :s2;
+SELECT incarnation IS NULL AS s3_released, fence = :f3 + 1 AS s3_fence_moved FROM cosid.lease
+ WHERE namespace = 'batch' AND slot = :s3;
+SELECT pg_catalog.has_function_privilege('public', 'cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[])', 'EXECUTE') AS public_may_call,
+       pg_catalog.has_function_privilege('cosid_keeper', 'cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[])', 'EXECUTE') AS keeper_may_call;
+
+SELECT count(*) AS revoked FROM generate_series(0, 7) s, cosid.revoke('batch', s) r;
+DROP ROLE pass_one;
+DROP ROLE pass_two;
+DROP ROLE pass_app;
