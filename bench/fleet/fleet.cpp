@@ -446,12 +446,15 @@ int main(int argc, char** argv) {
     }
     // Ramp: every instance connects and acquires; the first acquires spread over ttl/3.
     int64_t t0 = now_us();
-    int64_t ramp_limit = t0 + (int64_t)(opt.ttl_ms / 3 + 60000 + opt.n * 5) * 1000;
+    int64_t ramp_limit = t0 + (int64_t)(opt.ttl_ms / 3 + 120000 + opt.n * 100) * 1000;  // backends start slowly on a busy machine
     run_until(ramp_limit, true);
     int64_t ramp_us = now_us() - t0;
     if (holders < opt.n) {
-        printf("ok=0 holders=%d n=%d ramp_s=%.1f first_error=\"%s\"\n", holders, opt.n, ramp_us / 1e6,
-               st.first_error.c_str());
+        int by_state[8] = {0};
+        for (auto& in : fleet) by_state[(int)in.state]++;
+        printf("ok=0 holders=%d n=%d ramp_s=%.1f exhausted=%ld states=%d/%d/%d/%d/%d/%d/%d/%d first_error=\"%s\"\n",
+               holders, opt.n, ramp_us / 1e6, st.exhausted, by_state[0], by_state[1], by_state[2], by_state[3],
+               by_state[4], by_state[5], by_state[6], by_state[7], st.first_error.c_str());
         return 1;
     }
     // Measure a whole number of renewal rounds from here.

@@ -49,7 +49,8 @@ pidfile = $b/pgbouncer.pid
 logfile = $b/pgbouncer.log
 INI
     chown "$PG_USER" "$b/pgbouncer.ini"
-    as_pg pgbouncer -d "$b/pgbouncer.ini"
+    # runuser sets the soft limit of open files back to 1024: raised again for PgBouncer
+    as_pg bash -c "ulimit -n $(ulimit -Hn) && exec pgbouncer -d '$b/pgbouncer.ini'"
     for _ in $(seq 1 100); do
         as_pg psql -X -At -h "$b" -p $(( sport + 1 + $1 )) -d postgres -c "SELECT 1" >/dev/null 2>&1 && return 0
         sleep 0.1
@@ -59,8 +60,8 @@ INI
 cpu_ticks() {  # cpu_ticks PID...: user + system ticks of these processes and their reaped children
     local t=0 p
     for p in "$@"; do
-        [ -r "/proc/$p/stat" ] || continue
-        t=$(( t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$p/stat") ))
+        v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$p/stat" 2>/dev/null) || continue
+        t=$(( t + ${v:-0} ))  # (a backend that ended meanwhile: its time is in the postmaster's)
     done
     echo "$t"
 }
