@@ -15,8 +15,10 @@
 // as the instance reckons it (send time of the last granted call + ttl).  Nothing asserts
 // here: the figures are printed as key=value for bench/run.sh.
 #include <libpq-fe.h>
+#include <dirent.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +51,8 @@ struct Options {
     int connect_parallel = 64;
     int ramp_seconds = 0;  // spread of the first acquires (default: ttl/3)
     std::string ready_file;    // made when the measured period starts (bench samples the store from then)
+    std::string admin_conninfo;  // the store, directly: WAL position and backends at the measured period
+    std::vector<int> watch_pids;  // the store's postmaster, PgBouncers: their CPU over the measured period
     std::string latency_file;  // every measured renewal latency in µs, one a line (to merge processes)
 };
 
@@ -379,6 +383,58 @@ void on_event(Instance& in, uint32_t events) {
     }
 }
 
+// CPU ticks (user + system) of a process, its live children and the children it reaped.
+long long cpu_ticks_of(int pid) {
+    auto read_stat = [](int p, int* ppid, long long* own, long long* reaped) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/stat", p);
+        FILE* f = fopen(path, "r");
+        if (f == nullptr) return false;
+        char buf[1024];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char* c = strrchr(buf, ')');
+        if (c == nullptr) return false;
+        long long v[20] = {0};
+        char state;
+        // fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime
+        if (sscanf(c + 2, "%c %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &state, &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11], &v[12], &v[13]) < 15)
+            return false;
+        *ppid = (int)v[0];
+        *own = v[10] + v[11];
+        *reaped = v[12] + v[13];
+        return true;
+    };
+    int ppid;
+    long long own, reaped, total = 0;
+    if (!read_stat(pid, &ppid, &own, &reaped)) return 0;
+    total = own + reaped;
+    if (DIR* d = opendir("/proc")) {
+        while (dirent* e = readdir(d)) {
+            int p = atoi(e->d_name);
+            long long o, r;
+            if (p > 0 && p != pid && read_stat(p, &ppid, &o, &r) && ppid == pid) total += o;
+        }
+        closedir(d);
+    }
+    return total;
+}
+
+std::string admin_query(const char* sql) {
+    if (opt.admin_conninfo.empty()) return "";
+    PGconn* c = PQconnectdb(opt.admin_conninfo.c_str());
+    std::string out;
+    if (PQstatus(c) == CONNECTION_OK) {
+        PGresult* r = PQexec(c, sql);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0) out = PQgetvalue(r, 0, 0);
+        PQclear(r);
+    }
+    PQfinish(c);
+    return out;
+}
+
 int pct(std::vector<int>& v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -419,6 +475,10 @@ int main(int argc, char** argv) {
         else if (k == "--ramp-seconds") opt.ramp_seconds = atoi(v.c_str());
         else if (k == "--latency-file") opt.latency_file = v;
         else if (k == "--ready-file") opt.ready_file = v;
+        else if (k == "--admin-conninfo") opt.admin_conninfo = v;
+        else if (k == "--watch-pids") {
+            for (char* t = strtok(&v[0], ","); t != nullptr; t = strtok(nullptr, ",")) opt.watch_pids.push_back(atoi(t));
+        }
         else {
             fprintf(stderr, "unknown option %s\n", k.c_str());
             return 2;
@@ -464,9 +524,25 @@ int main(int argc, char** argv) {
         FILE* f = fopen(opt.ready_file.c_str(), "w");
         if (f != nullptr) fclose(f);
     }
+    std::vector<long long> cpu0;
+    for (int p : opt.watch_pids) cpu0.push_back(cpu_ticks_of(p));
+    std::string wal0 = admin_query("SELECT pg_current_wal_lsn()");
     int64_t m0 = now_us();
+    run_until(m0 + (int64_t)opt.seconds * 500000, false);
+    std::string backends = admin_query("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'");
     run_until(m0 + (int64_t)opt.seconds * 1000000, false);
     double secs = (now_us() - m0) / 1e6;
+    std::string cpu_text;
+    for (size_t i = 0; i < opt.watch_pids.size(); ++i) {
+        char b[64];
+        snprintf(b, sizeof(b), "%s%.3f", i ? "," : "", (cpu_ticks_of(opt.watch_pids[i]) - cpu0[i]) / (double)sysconf(_SC_CLK_TCK) / secs);
+        cpu_text += b;
+    }
+    std::string wal_rate = "0";
+    if (!wal0.empty()) {
+        std::string q = "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '" + wal0 + "') / " + std::to_string(secs) + ")";
+        wal_rate = admin_query(q.c_str());
+    }
     measuring = false;
     if (!opt.latency_file.empty()) {
         FILE* f = fopen(opt.latency_file.c_str(), "w");
@@ -482,9 +558,11 @@ int main(int argc, char** argv) {
     std::replace(e.begin(), e.end(), '\n', ' ');
     printf("ok=1 n=%d pooled=%d seconds=%.1f ramp_s=%.1f renewals=%ld renewals_per_s=%.1f renew_p50_ms=%.2f "
            "renew_p99_ms=%.2f renew_max_ms=%.2f acquires=%ld acquire_p50_ms=%.2f acquire_p99_ms=%.2f releases=%ld "
-           "crashes=%ld lost_no_row=%ld lost_late=%ld errors=%ld exhausted=%ld holders_end=%d first_error=\"%s\"\n",
+           "crashes=%ld lost_no_row=%ld lost_late=%ld errors=%ld exhausted=%ld holders_end=%d cpu=%s wal_bytes_per_s=%s "
+           "backends=%s first_error=\"%s\"\n",
            opt.n, opt.pooled ? 1 : 0, secs, ramp_us / 1e6, st.renewals, st.renewals / secs, p50 / 1000.0,
            p99 / 1000.0, pmax / 1000.0, st.acquires, a50 / 1000.0, a99 / 1000.0, st.releases, st.crashes,
-           st.lost_no_row, st.lost_late, st.errors - errors_before, st.exhausted, holders, e.c_str());
+           st.lost_no_row, st.lost_late, st.errors - errors_before, st.exhausted, holders, cpu_text.c_str(),
+           wal_rate.c_str(), backends.c_str(), e.c_str());
     return 0;
 }

@@ -57,17 +57,6 @@ INI
     done
     echo "PgBouncer $1 did not start: $(tail -3 "$b/pgbouncer.log")" >&2; return 1
 }
-cpu_ticks() {  # cpu_ticks PID...: user + system ticks of these processes and their reaped children
-    local t=0 p
-    for p in "$@"; do
-        v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$p/stat" 2>/dev/null) || continue
-        t=$(( t + ${v:-0} ))  # (a backend that ended meanwhile: its time is in the postmaster's)
-    done
-    echo "$t"
-}
-store_pids() { local pm; pm=$(head -1 "$sdir/data/postmaster.pid"); echo "$pm $(pgrep -P "$pm" | tr '\n' ' ')"; }
-bouncer_pids() { cat "$sdir"/bouncer*/pgbouncer.pid 2>/dev/null | tr '\n' ' '; }
-
 echo
 echo "7. fleet: one lease store, N simulated instances each with its own store connection (bench/fleet),"
 echo "   ttl 30 s (renewed every 10 s), ${fleet_secs} s measured per case after every instance holds a lease,"
@@ -88,42 +77,35 @@ for c in $cases; do
         done
     fi
     rm -f "$sdir"/run.*
+    pm=$(head -1 "$sdir/data/postmaster.pid"); pids=()
     for k in $(seq 0 $(( procs - 1 ))); do
         share=$(( n / procs + (k < n % procs ? 1 : 0) ))
+        # the first process samples the store's and the PgBouncers' CPU, WAL and backends
+        # over its measured period (the others' periods start within seconds of it)
+        extra=(); [ "$k" = 0 ] && extra=(--admin-conninfo "host=$sdir port=$sport dbname=postgres user=postgres"
+                                         --watch-pids "$(echo "$pm" $(cat "$sdir"/bouncer*/pgbouncer.pid 2>/dev/null) | tr ' ' ',')")
         "$fdir/fleet" --conninfo "${conns[$k]}" --n "$share" --seconds "$fleet_secs" --namespace "$ns" \
-            --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" --ready-file "$sdir/run.ready$k" \
-            --latency-file "$sdir/run.lat$k" > "$sdir/run.out$k" 2>&1 &
+            --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" --latency-file "$sdir/run.lat$k" "${extra[@]}" \
+            > "$sdir/run.out$k" 2>&1 &
+        pids+=($!)
     done
-    ready=0
-    for _ in $(seq 1 $(( 600 * 5 ))); do  # the ramp: connections, then acquires spread over ttl/3
-        ready=$(find "$sdir" -maxdepth 1 -name "run.ready*" | wc -l)
-        [ "$ready" = "$procs" ] && break
-        [ -z "$(jobs -rp)" ] && break
-        sleep 0.2
-    done
-    if [ "$ready" != "$procs" ]; then
-        wait || true
-        printf '   %-18s did not reach a lease each: %s\n' "$n $mode" "$(cat "$sdir"/run.out* | head -c 300)"
+    for p in "${pids[@]}"; do wait "$p" || true; done
+    if [ "$(cat "$sdir"/run.out* | grep -c '^ok=1')" != "$procs" ]; then
+        printf '   %-18s did not reach a lease each: %s\n' "$n $mode" "$(grep -h '^ok=0' "$sdir"/run.out* | head -c 300)"
         for p in "$sdir"/bouncer*/pgbouncer.pid; do [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
         rm -rf "$sdir"/bouncer*; continue
     fi
-    tick=$(getconf CLK_TCK); t0=$(date +%s%N)
-    c0=$(cpu_ticks $(store_pids)); b0=$(cpu_ticks $(bouncer_pids)); w0=$(sq -c "SELECT pg_current_wal_lsn()")
-    sleep $(( fleet_secs / 2 ))
-    backends=$(sq -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'")
-    while [ "$(jobs -rp | wc -l)" = "$procs" ]; do sleep 0.2; done  # until the first one ends
-    c1=$(cpu_ticks $(store_pids)); b1=$(cpu_ticks $(bouncer_pids)); w1=$(sq -c "SELECT pg_current_wal_lsn()")
-    t1=$(date +%s%N)
-    wait || true
-    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
-    cpu=$(awk -v a="$c0" -v b="$c1" -v t="$tick" -v s="$secs" 'BEGIN { printf "%.2f", (b - a) / t / s }')
-    bcpu=$([ "$mode" = pooled ] && awk -v a="$b0" -v b="$b1" -v t="$tick" -v s="$secs" 'BEGIN { printf "%.2f", (b - a) / t / s }' || echo -)
-    wal=$(awk -v s="$secs" -v d="$(sq -c "SELECT pg_wal_lsn_diff('$w1', '$w0')")" 'BEGIN { printf "%.0f", d / 1024 / s }')
+    field() { grep -o " $1=[^ ]*" "$sdir/run.out${2:-0}" | cut -d= -f2; }
     sum() { cat "$sdir"/run.out* | grep -o " $1=[0-9.]*" | cut -d= -f2 | awk '{ s += $1 } END { print s + 0 }'; }
+    secs=$(field seconds)
+    cpus=$(field cpu); cpu=$(cut -d, -f1 <<<"$cpus")
+    bcpu=$([ "$mode" = pooled ] && tr ',' '\n' <<<"$cpus" | tail -n +2 | awk '{ s += $1 } END { printf "%.2f", s }' || echo -)
+    wal=$(awk -v b="$(field wal_bytes_per_s)" 'BEGIN { printf "%.0f", b / 1024 }')
+    backends=$(field backends)
     rps=$(sum renewals_per_s); lost=$(( $(sum lost_no_row) + $(sum lost_late) )); errs=$(sum errors)
     pct_of() { cat "$sdir"/run.lat* | sort -n | awk -v p="$1" '{ a[NR] = $1 } END { i = int(NR * p + 0.999); if (i < 1) i = 1; printf "%.2f", a[i] / 1000 }'; }
     p50=$(pct_of 0.50); p99=$(pct_of 0.99)
-    printf '   %-18s %9s %9s %9s %10s %9s %12s %9s %6s\n' "$n $mode" "$rps" "$p50" "$p99" "${cpu} cores" \
+    printf '   %-18s %9s %9s %9s %10s %9s %12s %9s %6s\n' "$n $mode" "$rps" "$p50" "$p99" "$(printf %.2f "$cpu") cores" \
         "$backends" "$wal" "$bcpu" "$lost"
     [ "$errs" != 0 ] && echo "      errors: $errs ($(grep -o 'first_error="[^"]*"' "$sdir"/run.out* | head -1))"
     if awk -v p="$p99" 'BEGIN { exit !(p < 50) }' && [ "$lost" = 0 ]; then
@@ -131,7 +113,7 @@ for c in $cases; do
         [ "$mode" = direct ] && [ "$n" -gt "$largest_direct" ] && largest_direct=$n
     fi
     per=$(awk -v c="$cpu" -v r="$rps" 'BEGIN { if (r > 0) printf "%.0f", c * 1e6 / r; else print 0 }')
-    echo "      ($(grep -ho 'acquires=[0-9]*' "$sdir"/run.out* | cut -d= -f2 | awk "{ s += \$1 } END { print s + 0 }") acquires, p99 $(grep -ho 'acquire_p99_ms=[0-9.]*' "$sdir"/run.out* | cut -d= -f2 | sort -n | tail -1) ms; store CPU per renewal ${per} µs; ${secs} s sampled)"
+    echo "      ($(sum acquires) acquires (p99 $(field acquire_p99_ms) ms), $(sum releases) releases, $(sum crashes) crashes; store CPU per renewal ${per} µs; ramp $(field ramp_s) s; ${secs} s measured)"
     if [ -n "${csv:-}" ]; then
         for m in "renewals_per_s $rps 1/s" "renew_p50 $p50 ms" "renew_p99 $p99 ms" "store_cpu $cpu cores" \
                  "backends $backends 1" "wal_kb_per_s $wal kB/s" "lost $lost 1" "store_cpu_per_renewal $per us"; do
@@ -139,7 +121,7 @@ for c in $cases; do
         done
     fi
     for p in "$sdir"/bouncer*/pgbouncer.pid; do [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null; done
-    for _ in $(seq 1 50); do [ -z "$(bouncer_pids)" ] && break; sleep 0.1; done
+    for _ in $(seq 1 50); do compgen -G "$sdir/bouncer*/pgbouncer.pid" >/dev/null || break; sleep 0.1; done
     rm -rf "$sdir"/bouncer*
 done
 echo "   largest fleet carried with p99 < 50 ms and no lease lost: $largest instances (direct: $largest_direct)"

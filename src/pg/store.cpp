@@ -13,6 +13,7 @@ extern "C" {
 #include <optional>
 #include <string>
 
+#include "errors.hpp"
 #include "settings.hpp"
 #include "slot_range.hpp"
 #include "state.hpp"
@@ -521,11 +522,9 @@ bool check_store_range(const char* ns, const StoreResult& layout, StoreError* er
     if (row.present && !row.null[0]) seen = parse_slot_range(row.value[0], layout.slot_bits);
     if (judge_store_range(seen, *store) != RangeVerdict::Differs) return true;
     char msg[256];
-    snprintf(msg, sizeof(msg),
-             "the lease store grants slots %s of namespace \"%s\", this instance had %s: is cosid.store_dsn "
-             "another region's store? (moved on purpose: UPDATE cosid.namespace SET slot_range = NULL here)",
+    snprintf(msg, sizeof(msg), "The lease store grants slots %s of namespace \"%s\"; this instance had %s.",
              store_text.c_str(), ns, seen ? seen->text().c_str() : "another range");
-    set_error(err, msg, ERRCODE_INVALID_OBJECT_DEFINITION);
+    set_error(err, msg, COSID_SLOT_RANGE);
     return false;
 }
 }  // namespace
