@@ -5,6 +5,9 @@
 # Not part of the tests: timings on a shared machine are noisy, so nothing here asserts.
 #   bash bench/run.sh            (as root; installs and builds like the other scripts)
 #   QUICK=1 bash bench/run.sh    (smaller sizes, for a smoke run)
+#   FLEET=1 bash bench/run.sh    (adds section 7: one store under simulated fleets of 100 to 20,000
+#                                 instances, directly and through PgBouncer; about 12 minutes;
+#                                 FLEET=only runs section 7 alone; bench/fleet/fleet.sh)
 #   COSID_PG_MAJOR=18 bash bench/run.sh   (another major from ../shared/pg, unpacked into
 #                                          /opt/pg/18; on 18 and later PostgreSQL's own
 #                                          uuidv7() is one more baseline)
@@ -26,6 +29,13 @@ else  # in a copy of the tree: its objects are built for that major
     make -C "$b" -s -j2 PG_CONFIG="$PG_BIN/pg_config" install >/dev/null
 fi
 
+if [ "${FLEET:-0}" = only ]; then
+    out="$COSID_ROOT/bench/results"; mkdir -p "$out"; csv="$out/fleet.csv"; echo "section,case,metric,value,unit" > "$csv"
+    echo; echo "cosid fleet benchmark on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/^Mem/ {print $2}') GiB"
+    source "$COSID_ROOT/bench/fleet/fleet.sh"
+    echo; echo "figures written to bench/results/fleet.csv"
+    exit 0
+fi
 dir=/tmp/cosid-bench; port=55470
 start_server "$dir" "$port" "shared_buffers = '256MB'" "max_connections = 200" "synchronous_commit = off" \
     "max_wal_size = '2GB'" "checkpoint_timeout = '30min'"
@@ -237,6 +247,11 @@ for _ in $(seq 1 100); do q -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.2; d
 held=$(slots_held)
 echo "   after a crash restart, before the old lease expires: $held"
 rec slots "150 connections after crash" held "$held" slots
+
+if [ "${FLEET:-0}" = 1 ]; then  # its own store (max_connections 1100, fsync on) and PgBouncers
+    stop_server "$dir" immediate
+    source "$COSID_ROOT/bench/fleet/fleet.sh"
+fi
 
 # the same figures as JSON
 awk -F, 'NR > 1 { printf "%s  {\"section\": \"%s\", \"case\": \"%s\", \"metric\": \"%s\", \"value\": %s, \"unit\": \"%s\"}", (NR > 2 ? ",\n" : "[\n"), $1, $2, $3, $4, $5 }

@@ -415,7 +415,9 @@ bool store_acquire(const char* ns, const char* owner_key, const char* incarnatio
     const char* args[5] = {ns, owner_key, incarnation, ttl, pref};
     return run("SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "
                "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
-               "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms, n.slot_range::text "
+               "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms, "
+               // (a store before 1.5 has no slot_range: read through jsonb, NULL there)
+               "pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'slot_range' "
                "FROM cosid._durable() durable, "
                "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
                "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
@@ -514,10 +516,22 @@ bool check_store_range(const char* ns, const StoreResult& layout, StoreError* er
         return false;
     }
     std::string store_text = store->text();
-    const char* args[2] = {ns, store_text.c_str()};
+    const char* args[2] = {ns, layout.slot_range};  // "": no range stated, nothing to keep
     TextRow row;
     memset(&row, 0, sizeof(row));
-    if (!run_spi("SELECT cosid._namespace_range_seen($1::text, $2::int4range)::text", 2, args, &row, err)) return false;
+    if (!run_spi("SELECT cosid._namespace_range_seen($1::text, nullif($2::text, '')::int4range)::text", 2, args, &row, err)) {
+        // This database's cosid is older than 1.5: nothing to keep a range in.  Fine while the
+        // store states none; a regional store's range needs the update here first.
+        if (err->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION) return false;
+        if (layout.slot_range[0] == '\0') return true;
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "The lease store grants only slots %s of namespace \"%s\"; this database's cosid keeps no slot "
+                 "range before 1.5 (ALTER EXTENSION cosid UPDATE).",
+                 store_text.c_str(), ns);
+        set_error(err, msg, COSID_SLOT_RANGE);
+        return false;
+    }
     std::optional<SlotRange> seen;
     if (row.present && !row.null[0]) seen = parse_slot_range(row.value[0], layout.slot_bits);
     if (judge_store_range(seen, *store) != RangeVerdict::Differs) return true;
