@@ -53,6 +53,7 @@ struct Options {
     std::string ready_file;    // made when the measured period starts (bench samples the store from then)
     std::string admin_conninfo;  // the store, directly: WAL position and backends at the measured period
     std::vector<int> watch_pids;  // the store's postmaster, PgBouncers: their CPU over the measured period
+    int id_offset = 0;  // several processes: owner keys and preferred slots from here on
     std::string latency_file;  // every measured renewal latency in µs, one a line (to merge processes)
 };
 
@@ -158,14 +159,11 @@ void fail(Instance& in, const char* what) {
     ++st.errors;
     if (st.first_error.empty()) st.first_error = std::string(what) + ": " + (in.conn ? PQerrorMessage(in.conn) : "");
     if (in.state == State::Connecting) --connecting;
-    if (in.slot >= 0) {
-        --holders;
-        in.slot = -1;
-    }
     drop_conn(in);
     in.state = State::Down;
     in.call = Call::None;
-    schedule(in.id, now_us() + 1000000);  // reconnect as a new incarnation, like a restarted keeper
+    // reconnect: with a lease, to renew it (lost only if too late); else as a new incarnation
+    schedule(in.id, now_us() + (in.slot >= 0 ? 100000 : 1000000));
 }
 
 // One round trip: directly the keeper's statement with parameters; through the pooler the
@@ -236,10 +234,10 @@ void on_timer(Instance& in) {
     case State::Idle:
     case State::Down:
         if (connecting >= opt.connect_parallel) return schedule(in.id, now_us() + 20000);
-        in.incarnation = new_uuid();
+        if (in.slot < 0) in.incarnation = new_uuid();  // else: reconnecting to renew its lease
         return start_connect(in);
     case State::Ready:
-        return acquire(in, in.id);  // each simulated server prefers its own slot (cosid.preferred_slot)
+        return acquire(in, opt.id_offset + in.id);  // each simulated server prefers its own slot (cosid.preferred_slot)
     case State::Holding: {
         double r = std::uniform_real_distribution<double>(0, 1)(rng);
         if (r < opt.churn / 2) {
@@ -264,8 +262,13 @@ void on_answer(Instance& in) {
     Call call = in.call;
     in.call = Call::None;
     if (!in.error.empty()) {
-        if (call == Call::Renew) ++st.lost_no_row;
         ++st.errors;
+        if (call == Call::Renew) {  // a keeper tries again within its lease: lost only if too late
+            if (st.first_error.empty()) st.first_error = in.error;
+            drop_conn(in);
+            in.state = State::Down;
+            return schedule(in.id, t + 100000);
+        }
         if (st.first_error.empty()) st.first_error = in.error;
         if (in.slot >= 0) --holders;
         in.slot = -1;
@@ -353,8 +356,12 @@ void on_event(Instance& in, uint32_t events) {
         if (p == PGRES_POLLING_OK) {
             --connecting;
             PQsetnonblocking(in.conn, 1);
-            in.state = State::Ready;
             watch(in, false);
+            if (in.slot >= 0) {  // back after a failed renewal: renew at once
+                in.state = State::Holding;
+                return schedule(in.id, now_us());
+            }
+            in.state = State::Ready;
             int64_t spread = (opt.ramp_seconds > 0 ? opt.ramp_seconds * 1000LL : opt.ttl_ms / 3) * 1000;
             // the first acquires spread over the ramp, so that renewals spread over ttl/3
             return schedule(in.id, in.fence > 0 ? now_us() : now_us() + (int64_t)(rng() % spread));
@@ -476,6 +483,7 @@ int main(int argc, char** argv) {
         else if (k == "--latency-file") opt.latency_file = v;
         else if (k == "--ready-file") opt.ready_file = v;
         else if (k == "--admin-conninfo") opt.admin_conninfo = v;
+        else if (k == "--id-offset") opt.id_offset = atoi(v.c_str());
         else if (k == "--watch-pids") {
             for (char* t = strtok(&v[0], ","); t != nullptr; t = strtok(nullptr, ",")) opt.watch_pids.push_back(atoi(t));
         }
@@ -501,7 +509,7 @@ int main(int argc, char** argv) {
     timer_gen.assign(opt.n, 0);
     for (int i = 0; i < opt.n; ++i) {
         fleet[i].id = i;
-        fleet[i].owner_key = "fleet-" + std::to_string(i);
+        fleet[i].owner_key = "fleet-" + std::to_string(opt.id_offset + i);
         schedule(i, now_us());
     }
     // Ramp: every instance connects and acquires; the first acquires spread over ttl/3.

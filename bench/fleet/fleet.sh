@@ -77,7 +77,7 @@ for c in $cases; do
         done
     fi
     rm -f "$sdir"/run.*
-    pm=$(head -1 "$sdir/data/postmaster.pid"); pids=()
+    pm=$(head -1 "$sdir/data/postmaster.pid"); pids=(); offset=0
     for k in $(seq 0 $(( procs - 1 ))); do
         share=$(( n / procs + (k < n % procs ? 1 : 0) ))
         # the first process samples the store's and the PgBouncers' CPU, WAL and backends
@@ -86,8 +86,8 @@ for c in $cases; do
                                          --watch-pids "$(echo "$pm" $(cat "$sdir"/bouncer*/pgbouncer.pid 2>/dev/null) | tr ' ' ',')")
         "$fdir/fleet" --conninfo "${conns[$k]}" --n "$share" --seconds "$fleet_secs" --namespace "$ns" \
             --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" --latency-file "$sdir/run.lat$k" "${extra[@]}" \
-            > "$sdir/run.out$k" 2>&1 &
-        pids+=($!)
+            --id-offset "$offset" > "$sdir/run.out$k" 2>&1 &
+        pids+=($!); offset=$(( offset + share ))  # each process its own owner keys and preferred slots
     done
     for p in "${pids[@]}"; do wait "$p" || true; done
     if [ "$(cat "$sdir"/run.out* | grep -c '^ok=1')" != "$procs" ]; then
