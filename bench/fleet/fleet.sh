@@ -15,7 +15,7 @@ fdir="$COSID_ROOT/bench/fleet"
 make -C "$fdir" -s fleet PG_INCLUDE="$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)" >/dev/null
 fleet_secs=${FLEET_SECONDS:-60}
 cases=${FLEET_CASES:-"direct:100 direct:1000 pooled:1000 pooled:10000 pooled:20000"}
-sdir=/tmp/cosid-fleet; sport=${FLEET_PORT:-55480}; per_bouncer=10000
+sdir=/tmp/cosid-fleet; sport=${FLEET_PORT:-55620}; per_bouncer=10000
 ulimit -n "$(ulimit -Hn)"  # the simulator and PgBouncer hold one socket per instance
 # The store as a shared store is run: commits flushed (fsync on), room for 1,000 direct keepers.
 fsync=${FLEET_FSYNC:-on}

@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/regional"
 SA="$base/store_a"; SB="$base/store_b"; A1="$base/a1"; A2="$base/a2"; B1="$base/b1"; B2="$base/b2"
-PSA=55490; PSB=55491; PA1=55492; PA2=55493; PB1=55494; PB2=55495
+PSA=55610; PSB=55611; PA1=55612; PA2=55613; PB1=55614; PB2=55615
 trap 'kill $(jobs -p) 2>/dev/null || true
       for d in "$A1" "$A2" "$B1" "$B2" "$SA" "$SB"; do stop_server "$d" immediate; done' EXIT
 q() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
