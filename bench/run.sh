@@ -5,6 +5,9 @@
 # Not part of the tests: timings on a shared machine are noisy, so nothing here asserts.
 #   bash bench/run.sh            (as root; installs and builds like the other scripts)
 #   QUICK=1 bash bench/run.sh    (smaller sizes, for a smoke run)
+#   FLEET=1 bash bench/run.sh    (adds section 8: one store under simulated fleets of 100 to 20,000
+#                                 instances, directly and through PgBouncer; about 12 minutes;
+#                                 FLEET=only runs section 8 alone; bench/fleet/fleet.sh)
 #   COSID_PG_MAJOR=18 bash bench/run.sh   (another major from ../shared/pg, unpacked into
 #                                          /opt/pg/18; on 18 and later PostgreSQL's own
 #                                          uuidv7() is one more baseline)
@@ -26,6 +29,13 @@ else  # in a copy of the tree: its objects are built for that major
     make -C "$b" -s -j2 PG_CONFIG="$PG_BIN/pg_config" install >/dev/null
 fi
 
+if [ "${FLEET:-0}" = only ]; then
+    out="$COSID_ROOT/bench/results"; mkdir -p "$out"; csv="$out/fleet.csv"; echo "section,case,metric,value,unit" > "$csv"
+    echo; echo "cosid fleet benchmark on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/^Mem/ {print $2}') GiB"
+    source "$COSID_ROOT/bench/fleet/fleet.sh"
+    echo; echo "figures written to bench/results/fleet.csv"
+    exit 0
+fi
 dir=/tmp/cosid-bench; port=55470
 start_server "$dir" "$port" "shared_buffers = '256MB'" "max_connections = 200" "synchronous_commit = off" \
     "max_wal_size = '2GB'" "checkpoint_timeout = '30min'"
@@ -296,6 +306,11 @@ if citus_install; then
         done
     done
     echo "   (bigserial on workers: Citus gives each node group its own range, group << 48)"
+fi
+
+if [ "${FLEET:-0}" = 1 ]; then  # its own store (max_connections 1100, fsync on) and PgBouncers
+    stop_server "$dir" immediate
+    source "$COSID_ROOT/bench/fleet/fleet.sh"
 fi
 
 # the same figures as JSON

@@ -376,6 +376,15 @@ void wait_for_lease(const char* ns) {
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", error),
                         errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
+    if (error[0] != '\0' && error_code == COSID_SLOT_RANGE)  // regional stores: src/core/slot_range
+        ereport(ERROR, (errcode(COSID_SLOT_RANGE),
+                        errmsg("cosid namespace \"%s\": the lease store's slot range is not the one this instance saw",
+                               ns),
+                        errdetail("%s Its slots may be another region's store's: no slot was taken.", error),
+                        errhint("Point cosid.store_dsn at this instance's own region's store. To move the instance to "
+                                "that store on purpose, forget the range it saw, here as a superuser: UPDATE "
+                                "cosid.namespace SET slot_range = NULL WHERE name = '%s'.",
+                                ns)));
     if (error[0] != '\0' && error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
         report_layout_mismatch(ns, "on this instance", error, "no slot was taken", "the keeper then copies the store's");
     if (error[0] != '\0')

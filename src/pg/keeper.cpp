@@ -19,6 +19,7 @@
 #include "health.hpp"
 #include "issue_word.hpp"
 #include "settings.hpp"
+#include "slot_range.hpp"
 #include "state.hpp"
 #include "static_keeper.hpp"
 #include "store.hpp"
@@ -49,6 +50,12 @@ int64 idle_limit_ms(uint64 word) {
 int64 next_backoff_ms(int64 backoff_ms) { return backoff_ms == 0 ? 100 : Min(backoff_ms * 2, store_bound_ms()); }
 
 bool transient(int sqlerrcode) { return store_error_is_transient(unpack_sql_state(sqlerrcode)); }
+
+// An acquire's slot against the range the store states for the namespace ("" for all slots).
+bool slot_in_store_range(const StoreResult& r) {
+    std::optional<SlotRange> range = parse_slot_range(r.slot_range, r.slot_bits);
+    return range && range->contains(r.slot);
+}
 
 // Under the lock: the pool's invariant, at most one leased entry per (ns, slot).  The store only
 // grants available slots, so a live entry of ours for the slot it just granted holds a lease
@@ -200,6 +207,19 @@ void serve_request(int i, int64 now) {
         snprintf(err.message, sizeof(err.message),
                  "the lease store granted slot %d of namespace \"%s\", outside its %d slot bits", r.slot, ns,
                  r.slot_bits);
+        err.sqlerrcode = ERRCODE_DATA_CORRUPTED;
+        ok = false;
+    }
+    if (ok && r.found && !slot_in_store_range(r)) {
+        // A store of this version grants only its range (cosid.acquire): one that does not is
+        // not trusted with the slot.  Nothing was issued in it: handed back, and an error.
+        StoreResult rel;
+        StoreError rel_err;
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
+            request_orphan_sweep();
+        snprintf(err.message, sizeof(err.message),
+                 "the lease store granted slot %d of namespace \"%s\", outside its slot range %s", r.slot, ns,
+                 r.slot_range);
         err.sqlerrcode = ERRCODE_DATA_CORRUPTED;
         ok = false;
     }

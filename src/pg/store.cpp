@@ -11,9 +11,13 @@ extern "C" {
 #include "libpq-fe.h"
 }
 
+#include <optional>
+#include <string>
+
 #include "citus.hpp"
 #include "errors.hpp"
 #include "settings.hpp"
+#include "slot_range.hpp"
 #include "state.hpp"
 
 namespace cosid::pg {
@@ -421,6 +425,7 @@ void read_acquire(const TextRow& r, StoreResult* out) {
     out->duplicate_key = get_bool(r, 8);
     out->earliest_expiry = get_int64(r, 9, 0);
     read_layout_columns(r, 10, out);
+    strlcpy(out->slot_range, r.null[15] ? "" : r.value[15], sizeof(out->slot_range));
 }
 
 void read_release(const TextRow& r, StoreResult* out) {
@@ -495,7 +500,9 @@ bool store_acquire(const char* ns, const char* owner_key, const char* incarnatio
     const char* args[5] = {ns, owner_key, incarnation, ttl, pref};
     return run("SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "
                "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
-               "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms "
+               "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms, "
+               // (a store before 1.5 has no slot_range: read through jsonb, NULL there)
+               "pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'slot_range' "
                "FROM cosid._durable() durable, "
                "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
                "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
@@ -674,6 +681,48 @@ bool store_read_health(const char* owner_key, const char* incarnation, StoreResu
                2, args, read_health, out, err);
 }
 
+namespace {
+// Regional stores: the range of slots the store states for a namespace against the one this
+// instance saw first (kept in its copy of the namespace); another one is refused, since its
+// slots may be another region's (src/core/slot_range).  Here alone a store that states no
+// range means every slot.
+bool check_store_range(const char* ns, const StoreResult& layout, StoreError* err) {
+    std::optional<SlotRange> store = parse_slot_range(layout.slot_range, layout.slot_bits);
+    if (!store) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "the lease store states slot range \"%s\" for namespace \"%s\", no range of its %d slot bits",
+                 layout.slot_range, ns, layout.slot_bits);
+        set_error(err, msg, ERRCODE_DATA_CORRUPTED);
+        return false;
+    }
+    std::string store_text = store->text();
+    const char* args[2] = {ns, layout.slot_range};  // "": no range stated, nothing to keep
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    if (!run_spi("SELECT cosid._namespace_range_seen($1::text, nullif($2::text, '')::int4range)::text", 2, args, &row, err)) {
+        // This database's cosid is older than 1.5: nothing to keep a range in.  Fine while the
+        // store states none; a regional store's range needs the update here first.
+        if (err->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION) return false;
+        if (layout.slot_range[0] == '\0') return true;
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "The lease store grants only slots %s of namespace \"%s\"; this database's cosid keeps no slot "
+                 "range before 1.5 (ALTER EXTENSION cosid UPDATE).",
+                 store_text.c_str(), ns);
+        set_error(err, msg, COSID_SLOT_RANGE);
+        return false;
+    }
+    std::optional<SlotRange> seen;
+    if (row.present && !row.null[0]) seen = parse_slot_range(row.value[0], layout.slot_bits);
+    if (judge_store_range(seen, *store) != RangeVerdict::Differs) return true;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "The lease store grants slots %s of namespace \"%s\"; this instance had %s.",
+             store_text.c_str(), ns, seen ? seen->text().c_str() : "another range");
+    set_error(err, msg, COSID_SLOT_RANGE);
+    return false;
+}
+}  // namespace
+
 // Always on this instance (SPI), whatever the store: see cosid._namespace_sync.
 bool store_sync_local_namespace(const char* ns, const StoreResult& layout, StoreError* err) {
     char ts[16], slot[16], seq[16], epoch[32], tol[32];
@@ -690,7 +739,7 @@ bool store_sync_local_namespace(const char* ns, const StoreResult& layout, Store
                       7, args, &row, err);
     if (ok && row.present && !row.null[0] && strcmp(row.value[0], "copied") == 0)
         ereport(LOG, (errmsg("cosid: namespace \"%s\" copied from the lease store to this instance", ns)));
-    return ok;
+    return ok && check_store_range(ns, layout, err);
 }
 
 bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {

@@ -17,6 +17,7 @@ struct StoreResult {
     // namespace layout (acquire only)
     int timestamp_bits, slot_bits, sequence_bits, unit_ms;
     int64 epoch_ms, tolerance_ms;
+    char slot_range[32];  // acquire only: the store's range of the namespace's slots, "" for all
     char namespace_name[NAMEDATALEN];  // store_next_own_lease only
 };
 
