@@ -3,7 +3,8 @@
 # tight loop, bulk insert, connection churn, first-call latency, store load.  Prints a
 # compact table and writes the same figures to bench/results/latest.{csv,json}.
 # Not part of the tests: timings on a shared machine are noisy, so nothing here asserts.
-#   bash bench/run.sh            (as root; installs and builds like the other scripts)
+#   bash bench/run.sh            (as root; installs and builds like the other scripts; draws
+#                                 docs/img/bench-*.svg with bench/charts.sh)
 #   QUICK=1 bash bench/run.sh    (smaller sizes, for a smoke run)
 #   FLEET=1 bash bench/run.sh    (adds section 8: one store under simulated fleets of 100 to 20,000
 #                                 instances, directly and through PgBouncer; about 12 minutes;
@@ -318,3 +319,5 @@ awk -F, 'NR > 1 { printf "%s  {\"section\": \"%s\", \"case\": \"%s\", \"metric\"
          END { print "\n]" }' "$csv" > "$out/latest.json"
 echo
 echo "figures written to bench/results/latest.csv and bench/results/latest.json"
+# and as charts for docs/benchmarks.md (SVG under docs/img, drawn with gnuplot)
+bash "$COSID_ROOT/bench/charts.sh" "$csv" "$COSID_ROOT/docs/img" || echo "charts not drawn (bench/charts.sh)"
