@@ -1307,7 +1307,8 @@ GRANT EXECUTE ON FUNCTION cosid._health_state() TO pg_monitor, cosid_admin;
 CREATE FUNCTION cosid._store_health(p_owner_key text DEFAULT NULL, p_incarnation uuid DEFAULT NULL,
                                     OUT max_ttl_ms bigint, OUT max_tolerance_ms bigint, OUT raise_floors boolean,
                                     OUT standbys int, OUT sync_standbys int, OUT sync_names boolean,
-                                    OUT store_now bigint, OUT other_incarnations int)
+                                    OUT store_now bigint, OUT other_incarnations int,
+                                    OUT failovers int, OUT timeline int)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT s.max_ttl_ms, s.max_tolerance_ms, s.raise_floors_on_new_timeline,
            (SELECT count(*) FROM pg_stat_replication)::int,
@@ -1316,7 +1317,8 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
            cosid.store_now(),
            (SELECT count(DISTINCT l.incarnation) FROM cosid.lease l
              WHERE l.owner_key = p_owner_key AND l.incarnation IS DISTINCT FROM p_incarnation
-               AND l.expires_at > cosid.store_now())::int
+               AND l.expires_at > cosid.store_now())::int,
+           s.failovers, s.timeline
       FROM cosid.store_state s
      ORDER BY s.created_at DESC LIMIT 1
 $$;

@@ -58,8 +58,9 @@ void health_store_clock(int64 store_now, int64 local_before, int64 local_after, 
     stamp(&h->skew_measured_at);
 }
 
-void health_read_store_facts() {
+bool health_read_store_facts(int64* failovers, int32* timeline) {
     StoreResult r;
+    memset(&r, 0, sizeof(r));
     StoreError err;
     int64 before = clock_ms();
     bool ok = store_read_health(shared->owner_key, shared->incarnation, &r, &err);
@@ -88,6 +89,9 @@ void health_read_store_facts() {
     uint64 measured = pg_atomic_read_u64(&h->skew_measured_at);
     bool lately = measured != 0 && mono_ms() - static_cast<int64>(measured) < setting_ttl_ms;
     if (ok && r.row && !lately) health_store_clock(r.store_now, before, after, r.expires_at);
+    *failovers = r.failovers;
+    *timeline = r.timeline;
+    return ok && r.row;
 }
 
 }  // namespace cosid::pg

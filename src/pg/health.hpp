@@ -48,6 +48,9 @@ void health_lease_lost();  // counts leases_lost too
 // and after the call.  Counts a clock skew event past half the tolerance.
 void health_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms);
 // Every ttl/3: the store's limits and replication (cosid._store_health() there).
-void health_read_store_facts();
+// Returns whether the store answered (a store before 1.5 has no cosid._store_health()); its
+// failover count and timeline then in *failovers and *timeline: the keeper's check of the
+// store's failovers reads them here, in the same store transaction.
+bool health_read_store_facts(int64* failovers, int32* timeline);
 
 }  // namespace cosid::pg

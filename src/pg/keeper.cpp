@@ -534,11 +534,17 @@ int64 next_state_check_at = 0;
 void check_store_failovers() {
     if (mono_ms() < next_state_check_at) return;
     next_state_check_at = mono_ms() + Max(setting_ttl_ms / 3, 100);
-    health_read_store_facts();  // cosid_health(): the store's limits and replication, and the clocks
-    StoreResult r;
-    StoreError err;
-    if (!store_read_state(&r, &err) || !r.row) return;
-    int64 failovers = r.fence;
+    // One store transaction: cosid_health()'s facts (the store's limits, replication, the
+    // clocks) and the failover count; a store before 1.5 answers the count alone.
+    int64 failovers = 0;
+    int32 timeline = 0;
+    if (!health_read_store_facts(&failovers, &timeline)) {
+        StoreResult r;
+        StoreError err;
+        if (!store_read_state(&r, &err) || !r.row) return;
+        failovers = r.fence;
+        timeline = r.slot;
+    }
     int64 seen = shared->store_failovers_seen;
     shared->store_failovers_seen = failovers;  // only the keeper writes it
     if (seen >= 0 && failovers < seen)
@@ -553,7 +559,7 @@ void check_store_failovers() {
     count(shared->stats.store_failovers, static_cast<uint64>(failovers - seen));
     ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a point "
                          "in time",
-                         r.slot),
+                         timeline),
                   errdetail("Leases held before are lost to their holders (ZC001 once); new windows start above the "
                             "floors the store raised, unless cosid_store_settings() says not to raise them.")));
 }

@@ -671,13 +671,15 @@ void read_health(const TextRow& r, StoreResult* out) {
     out->ceiling = get_bool(r, 6) ? 1 : 0;  // synchronous_standby_names set
     out->store_now = get_int64(r, 7, 0);
     out->next_floor = get_int64(r, 8, 0);   // other live incarnations with this owner key
+    out->failovers = get_int64(r, 9, 0);
+    out->timeline = get_int32(r, 10, 0);
 }
 }  // namespace
 
 bool store_read_health(const char* owner_key, const char* incarnation, StoreResult* out, StoreError* err) {
     const char* args[2] = {owner_key, incarnation};
     return run("SELECT max_ttl_ms, max_tolerance_ms, raise_floors, standbys, sync_standbys, sync_names, store_now, "
-               "other_incarnations FROM cosid._store_health($1::text, $2::uuid)",
+               "other_incarnations, failovers, timeline FROM cosid._store_health($1::text, $2::uuid)",
                2, args, read_health, out, err);
 }
 

@@ -19,6 +19,8 @@ struct StoreResult {
     int64 epoch_ms, tolerance_ms;
     char slot_range[32];  // acquire only: the store's range of the namespace's slots, "" for all
     char namespace_name[NAMEDATALEN];  // store_next_own_lease only
+    int64 failovers;                   // store_read_health: the store's failover count
+    int32 timeline;                    // and the timeline it writes on
 };
 
 struct StoreError {
