@@ -399,7 +399,7 @@ RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling 
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_now  bigint := cosid.store_now();
-    v_ns   cosid.namespace := cosid._namespace_row(p_namespace);
+    v_ns   cosid.namespace;
     v_dup  boolean;
     v_cond text;
     v_pref int := 0;
@@ -408,6 +408,11 @@ DECLARE
     c      record;
     r      cosid.lease;
 BEGIN
+    -- Shared with every acquire, exclusive with a change of the namespace's slot range
+    -- (cosid._namespace_range_guard): a range is never set while an acquire that read the
+    -- namespace without it is still in flight, and an acquire reads the range after it.
+    PERFORM pg_catalog.pg_advisory_xact_lock_shared(1668248937, pg_catalog.hashtext(p_namespace));
+    v_ns := cosid._namespace_row(p_namespace);
     IF p_owner_key IS NULL OR p_owner_key = '' OR p_incarnation IS NULL THEN
         RAISE EXCEPTION 'cosid.acquire needs an owner key and an incarnation'
             USING ERRCODE = 'null_value_not_allowed';
@@ -1707,6 +1712,10 @@ ALTER TABLE cosid.namespace ADD CONSTRAINT namespace_slot_range
 CREATE FUNCTION cosid._namespace_range_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
+    IF NEW.slot_range IS DISTINCT FROM OLD.slot_range THEN
+        -- waits for acquires in flight (cosid.acquire): their grants are then seen below
+        PERFORM pg_catalog.pg_advisory_xact_lock(1668248937, pg_catalog.hashtext(OLD.name));
+    END IF;
     IF NEW.slot_range IS DISTINCT FROM OLD.slot_range
        AND EXISTS (SELECT 1 FROM cosid.lease l WHERE l.namespace = OLD.name AND l.fence > 0) THEN
         RAISE EXCEPTION 'cosid namespace "%" keeps its slot range', OLD.name
