@@ -507,7 +507,10 @@ void run_due_leases(DueLease* due, int n) {
     int64 before = clock_ms();
     bool ok = store_lease_pass(calls, n, shared->incarnation, setting_ttl_ms, results, &err);
     int64 after = clock_ms();
-    if (!ok && !err.outcome_unknown && !transient(err.sqlerrcode)) {
+    // Asked again lease by lease unless the store was not reached (or may have committed):
+    // a transient answer of the store (one lease's row locked, the pass past its statement
+    // bound) is one lease's as often as all of theirs, and must not hold up the others.
+    if (!ok && !err.outcome_unknown && ERRCODE_TO_CATEGORY(err.sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION) {
         if (err.sqlerrcode == ERRCODE_UNDEFINED_FUNCTION) {
             lease_pass_missing_until = mono_ms() + 60000;
             ereport(LOG, (errmsg("cosid: the lease store has no cosid.lease_pass (%s); leases are renewed one "
