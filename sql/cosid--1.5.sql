@@ -1716,7 +1716,10 @@ BEGIN
         -- waits for acquires in flight (cosid.acquire): their grants are then seen below
         PERFORM pg_catalog.pg_advisory_xact_lock(1668248937, pg_catalog.hashtext(OLD.name));
     END IF;
+    -- An instance's own record of the range a store stated (cosid._namespace_range_seen,
+    -- cosid._namespace_range_forget) is not a store's range: its old grants are its own history.
     IF NEW.slot_range IS DISTINCT FROM OLD.slot_range
+       AND coalesce(pg_catalog.current_setting('cosid_internal.range_record', true), '') <> 'on'
        AND EXISTS (SELECT 1 FROM cosid.lease l WHERE l.namespace = OLD.name AND l.fence > 0) THEN
         RAISE EXCEPTION 'cosid namespace "%" keeps its slot range', OLD.name
             USING ERRCODE = 'invalid_object_definition',
@@ -1790,8 +1793,22 @@ DECLARE
 BEGIN
     SELECT n.slot_range INTO v_seen FROM cosid.namespace n WHERE n.name = p_name FOR UPDATE;
     IF v_seen IS NULL AND p_range IS NOT NULL THEN
+        PERFORM pg_catalog.set_config('cosid_internal.range_record', 'on', true);
         UPDATE cosid.namespace n SET slot_range = p_range WHERE n.name = p_name;
+        PERFORM pg_catalog.set_config('cosid_internal.range_record', '', true);
     END IF;
     RETURN v_seen;
 END $$;
 REVOKE ALL ON FUNCTION cosid._namespace_range_seen(text, int4range) FROM PUBLIC;
+
+-- ZC008's way out, on the instance (superuser): forget the range its keeper saw for a
+-- namespace, so that it takes the next store's.  Never on a store: there the range is the
+-- store's own, fixed once it granted a slot (namespace_range_guard).
+CREATE FUNCTION cosid._namespace_range_forget(p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_catalog.set_config('cosid_internal.range_record', 'on', true);
+    UPDATE cosid.namespace n SET slot_range = NULL WHERE n.name = p_name;
+    PERFORM pg_catalog.set_config('cosid_internal.range_record', '', true);
+END $$;
+REVOKE ALL ON FUNCTION cosid._namespace_range_forget(text) FROM PUBLIC;

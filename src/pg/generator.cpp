@@ -382,8 +382,8 @@ void wait_for_lease(const char* ns) {
                                ns),
                         errdetail("%s Its slots may be another region's store's: no slot was taken.", error),
                         errhint("Point cosid.store_dsn at this instance's own region's store. To move the instance to "
-                                "that store on purpose, forget the range it saw, here as a superuser: UPDATE "
-                                "cosid.namespace SET slot_range = NULL WHERE name = '%s'.",
+                                "that store on purpose, forget the range it saw, here as a superuser: SELECT "
+                                "cosid._namespace_range_forget('%s').",
                                 ns)));
     if (error[0] != '\0' && error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
         report_layout_mismatch(ns, "on this instance", error, "no slot was taken", "the keeper then copies the store's");

@@ -70,11 +70,11 @@ moved=$(q "$A2" "$PA2" -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '3s'
 echo "$moved" | grep -E 'ERROR|DETAIL|HINT' | sed 's/^/#   /'
 check "an instance whose store states another range is refused (ZC008)" 1 "$(grep -c 'ERROR:  ZC008' <<<"$moved")"
 check "the error names both ranges" 1 "$(grep -c 'grants slots \[512,1024) of namespace "orders"; this instance had \[0,512)' <<<"$moved")"
-check "the hint says how to move it on purpose" 1 "$(grep -c "HINT: .*UPDATE cosid.namespace SET slot_range = NULL WHERE name = 'orders'" <<<"$moved")"
+check "the hint says how to move it on purpose" 1 "$(grep -c "HINT: .*SELECT cosid._namespace_range_forget('orders')" <<<"$moved")"
 check "it holds no slot of region B's store" 0 "$(q "$SB" "$PSB" -c "
     SELECT count(*) FROM cosid.lease WHERE namespace = 'orders' AND owner_key = '$key_a2'")"
 # moved on purpose: it forgets the range it saw, and takes a slot of region B's range
-q "$A2" "$PA2" -c "UPDATE cosid.namespace SET slot_range = NULL WHERE name = 'orders'" >/dev/null
+q "$A2" "$PA2" -c "SELECT cosid._namespace_range_forget('orders')" >/dev/null
 check "after forgetting, the moved instance issues on region B's slots" t \
     "$(q "$A2" "$PA2" -c "SELECT (cosid_parse(cosid_next('orders'), 'orders')).slot >= 512")"
 check "region B's instances go on" 100 "$(q "$B1" "$PB1" -c "SELECT count(cosid_next()) FROM generate_series(1, 100)")"
