@@ -115,14 +115,17 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
            (SELECT count(*) FROM pg_stat_replication)::int,
            (SELECT count(*) FROM pg_stat_replication WHERE sync_state IN ('sync', 'quorum'))::int,
            current_setting('synchronous_standby_names') <> '',
-           cosid.store_now(),
+           n.now,
            (SELECT count(DISTINCT l.incarnation) FROM cosid.lease l
              WHERE l.owner_key = p_owner_key AND l.incarnation IS DISTINCT FROM p_incarnation
-               AND l.expires_at > cosid.store_now())::int,
+               AND l.expires_at > n.now)::int,
            s.failovers, s.timeline
-      FROM cosid.store_state s
+      FROM cosid.store_state s, (SELECT cosid.store_now() AS now) n
      ORDER BY s.created_at DESC LIMIT 1
 $$;
+-- Every keeper asks the above every ttl/3: its owner's leases are found by index, not by a
+-- scan of every slot of every namespace (a store of 165,000 slots: 26-32 ms a call without it).
+CREATE INDEX lease_owner_key ON cosid.lease (owner_key) WHERE owner_key IS NOT NULL;
 REVOKE ALL ON FUNCTION cosid._store_health(text, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid._store_health(text, uuid) TO cosid_keeper;
 
