@@ -398,16 +398,20 @@ bool run(const char* sql, int nargs, const char* const* args, RowReader reader, 
 
 void read_exists(const TextRow&, StoreResult* out) { out->found = true; }
 
-void read_lease(const TextRow& r, StoreResult* out) {
-    out->slot = get_int32(r, 1, -1);
+// A lease's answer, seven columns from `first` on: slot (NULL: none), fence, expires_at,
+// floor, ceiling, next_floor, store_now.
+void read_lease_columns(const TextRow& r, int first, StoreResult* out) {
+    out->slot = get_int32(r, first, -1);
     out->found = out->slot >= 0;
-    out->fence = get_int64(r, 2, 0);
-    out->expires_at = get_int64(r, 3, 0);
-    out->floor = get_int64(r, 4, 0);
-    out->ceiling = get_int64(r, 5, 0);
-    out->next_floor = get_int64(r, 6, 0);
-    out->store_now = get_int64(r, 7, 0);
+    out->fence = get_int64(r, first + 1, 0);
+    out->expires_at = get_int64(r, first + 2, 0);
+    out->floor = get_int64(r, first + 3, 0);
+    out->ceiling = get_int64(r, first + 4, 0);
+    out->next_floor = get_int64(r, first + 5, 0);
+    out->store_now = get_int64(r, first + 6, 0);
 }
+
+void read_lease(const TextRow& r, StoreResult* out) { read_lease_columns(r, 1, out); }
 
 // A namespace's layout and tolerance, six columns from `first` on: timestamp_bits, slot_bits,
 // sequence_bits, epoch_ms, unit in ms, tolerance_ms (an acquire's answer, a local namespace).
@@ -580,14 +584,7 @@ void take_pass_row(void* ctx, const TextRow& r) {
     if (ord < 1 || ord > rows->n) return;
     StoreResult* out = &rows->results[ord - 1];
     out->row = true;
-    out->slot = get_int32(r, 2, -1);
-    out->found = out->slot >= 0;
-    out->fence = get_int64(r, 3, 0);
-    out->expires_at = get_int64(r, 4, 0);
-    out->floor = get_int64(r, 5, 0);
-    out->ceiling = get_int64(r, 6, 0);
-    out->next_floor = get_int64(r, 7, 0);
-    out->store_now = get_int64(r, 8, 0);
+    read_lease_columns(r, 2, out);  // after the lease's ordinal in the pass
 }
 }  // namespace
 
