@@ -285,6 +285,13 @@ bool sync_static_rows(bool* exists, StoreError* err) {
     return ok;
 }
 
+// A window's ceiling (or a released slot's last timestamp) into cosid.static_ceiling, after the
+// windows not recorded yet; nothing where the catalog has no such table.
+bool record_static_ceiling(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err) {
+    bool exists = false;
+    return sync_static_rows(&exists, err) && (!exists || store_static_record(ns, slot, ceiling_ms, err));
+}
+
 }  // namespace
 
 const char* state_file_path() {
@@ -404,12 +411,15 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             strlcpy(hint, "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
                     "no window is issued on before it is written.", sizeof(hint));
             code = record_err.sqlerrcode;
-        } else if (change_model([&] { model.set_window(ns, slot, ceiling, timeline); }),
-                   !save_model(write_error, sizeof(write_error))) {
-            snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
-            strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
-                    "of the file's directory (cosid.state_file).", sizeof(hint));
         } else {
+            change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
+            if (!save_model(write_error, sizeof(write_error))) {
+                snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
+                strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
+                        "of the file's directory (cosid.state_file).", sizeof(hint));
+            }
+        }
+        if (error[0] == '\0') {
             r.slot = slot;
             r.fence = 0;
             r.floor = floor;
@@ -458,10 +468,8 @@ void renew_static(int i) {
     } else if (target > ceiling) {
         uint32 timeline = GetWALInsertionTimeLine();
         // the database's copy first (see serve_static_request), then the file
-        bool db_exists = false;
         StoreError record_err;
-        if (!sync_static_rows(&db_exists, &record_err) ||
-            (db_exists && !store_static_record(k.ns, k.slot, target, &record_err))) {
+        if (!record_static_ceiling(k.ns, k.slot, target, &record_err)) {
             snprintf(error, sizeof(error), "cosid.static_ceiling in database \"%s\" could not be written: %s",
                      setting_database, record_err.message);
             ok = false;
@@ -527,10 +535,8 @@ void release_static(int i) {
     // The database's copy holds at least this window (one opened before the table was there,
     // under a 1.4 catalog updated since, is recorded here at the latest: a clean stop before
     // pg_upgrade releases every window).  It keeps the ceiling; only the file is lowered.
-    bool db_exists = false;
     StoreError record_err;
-    if (!sync_static_rows(&db_exists, &record_err) ||
-        (db_exists && !store_static_record(k.ns, k.slot, value, &record_err)))
+    if (!record_static_ceiling(k.ns, k.slot, value, &record_err))
         ereport(LOG, (errmsg("cosid could not record static slot %d of \"%s\" in cosid.static_ceiling: %s", k.slot,
                              k.ns, record_err.message),
                       errdetail("A cluster made from this database (pg_upgrade, a restore) would not know this "
