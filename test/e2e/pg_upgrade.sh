@@ -68,6 +68,21 @@ attver_gap() {
     [ -n "$err" ] && echo "$err"
 }
 
+# init_pair OBIN NBIN D SETTING...: the old and the new cluster under D, alike (same locale,
+# encoding and data checksums, which pg_upgrade requires; 18 turns checksums on by default),
+# the new one with the old one's settings, as an operator copies postgresql.conf.
+init_pair() {
+    local obin=$1 nbin=$2 D=$3 i1 i2; shift 3
+    rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
+    as_pg "$obin/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i1=$!
+    as_pg "$nbin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
+    wait "$i1"; wait "$i2"
+    local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
+                "max_connections = 30" "fsync = off" "$@")
+    printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
+    printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+}
+
 # upgrade_case OLD NEW MODE FROM: a cluster of major OLD at extension version FROM,
 # upgraded with pg_upgrade (MODE copy or link) to major NEW.
 upgrade_case() {
@@ -77,22 +92,10 @@ upgrade_case() {
     D="$ROOT/$old-$new"
     local name="$old -> $new (${mode}, cosid $from)"
     echo "# pg_upgrade $name"
-    rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
     qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
     qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
-    # Both clusters alike (same locale, encoding and data checksums, which pg_upgrade
-    # requires; 18 turns checksums on by default); the new one gets the old one's settings,
-    # as an operator copies postgresql.conf.
-    local i1 i2
-    as_pg "$obin/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i1=$!
-    as_pg "$nbin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
-    wait "$i1"; wait "$i2"
-    local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
-                "max_connections = 30" "fsync = off" "cosid.ttl = '2s'"
-                # above max_ttl + 2 x tolerance: the first acquires after the upgrade wait that long
-                "cosid.acquire_timeout = '15s'")
-    printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
-    printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+    # acquire_timeout above max_ttl + 2 x tolerance: the first acquires after the upgrade wait that long
+    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '15s'"
 
     local gap
     if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
@@ -216,17 +219,9 @@ static_case() {
     local bin D name="$1 -> $1 (link, static slots)"
     bin=$(bin_of "$1"); D="$ROOT/static-$1"
     echo "# pg_upgrade $name"
-    rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
     qo() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
     qn() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
-    local i1 i2
-    as_pg "$bin/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i1=$!
-    as_pg "$bin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
-    wait "$i1"; wait "$i2"
-    local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
-                "max_connections = 30" "fsync = off" "cosid.static_slots = 'st:5'" "cosid.acquire_timeout = '30s'")
-    printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
-    printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+    init_pair "$bin" "$bin" "$D" "cosid.static_slots = 'st:5'" "cosid.acquire_timeout = '30s'"
     start_pg "$bin" "$D/old/data"
     qo -c "CREATE EXTENSION cosid" \
        -c "SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)" \
