@@ -2,8 +2,8 @@
 # Keepers through a pooler (issue 26): one store S, PgBouncer in transaction pooling mode in
 # front of it, two servers A and B whose cosid.store_dsn points at PgBouncer.  First, before
 # PgBouncer runs, a caller's error names what the keeper found (the store's own words) and
-# the keeper logs it once; then both servers insert through PgBouncer, the store restarts
-# behind it, and: zero duplicate ids across A and B, every id inside a window the store
+# the keeper logs it once; then both servers insert through PgBouncer, the store stops behind
+# it (until each keeper saw it) and starts again, and: zero duplicate ids across A and B, every id inside a window the store
 # granted to its slot (recorded by a trigger on the store's lease table, in the store's own
 # transactions), and each keeper logged the outage once.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -99,7 +99,13 @@ client() {  # client DIR PORT NAME
 for c in 1 2; do client "$A" "$PA" "a$c" & client "$B" "$PB" "b$c" & done
 sleep 3
 echo "# the store restarts behind PgBouncer while both servers insert"
-as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w restart -l "$S/server.log" >/dev/null; t_restart=$(now_ms)
+# Down until each keeper has seen a renewal fail (a restart between two renewals can go by
+# unseen: PgBouncer connects again before the next one), so that each has an outage to log.
+f0a=$(qa -c "SELECT renewal_failures FROM cosid_stats()"); f0b=$(qb -c "SELECT renewal_failures FROM cosid_stats()")
+as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w stop >/dev/null
+check_true "A's keeper finds the store down" "$(wait_for 30 "a renewal failure on A" qa -c "SELECT renewal_failures > $f0a FROM cosid_stats()")"
+check_true "B's keeper finds the store down" "$(wait_for 30 "a renewal failure on B" qb -c "SELECT renewal_failures > $f0b FROM cosid_stats()")"
+as_pg "$PG_BIN/pg_ctl" -D "$S/data" -w start -l "$S/server.log" >/dev/null; t_restart=$(now_ms)
 for s in A B; do
     q=q${s,,}; r0=$($q -c "SELECT renewals FROM cosid_stats()")
     check_true "$s renews again after the store's restart" \
