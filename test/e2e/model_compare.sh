@@ -13,7 +13,11 @@ for seed in 1 2 3 4 5; do
     psql_at "$dir" "$port" postgres -q -c "CREATE DATABASE model_$seed" >/dev/null
     psql_at "$dir" "$port" "model_$seed" -q -c "CREATE EXTENSION cosid" \
         -c "CREATE OR REPLACE FUNCTION cosid_r100(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
-            \$\$ SELECT ((v - '"$t0"' + 50) / 100 * 100 - CASE WHEN v - '"$t0"' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" >/dev/null
+            \$\$ SELECT ((v - '"$t0"' + 50) / 100 * 100 - CASE WHEN v - '"$t0"' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" \
+        -c "CREATE FUNCTION cosid_model_at(now_ms bigint) RETURNS text LANGUAGE sql VOLATILE AS
+            \$\$ SELECT set_config('cosid.store_clock_offset',
+                                    (now_ms - floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)::text, false);
+               SELECT 'model'::text \$\$" >/dev/null
     "$COSID_ROOT/test/model/model_compare" "$seed" 200 "$dir/ops.sql" "$dir/expected.txt" "$t0"
     chmod a+r "$dir/ops.sql"
     psql_at "$dir" "$port" "model_$seed" -f "$dir/ops.sql" > "$dir/actual.txt"

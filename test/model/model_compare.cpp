@@ -2,9 +2,11 @@
 // writes the same sequence as SQL against the store's functions.  The SQL's output must
 // equal the model's, line for line (test/e2e/model_compare.sh runs psql and diffs).
 //
-// Time: operation k happens at model time T0 + k*1000 ms.  Before each statement the SQL
-// sets cosid.store_clock_offset so the store's clock reads T0 + k*1000 (+ a few ms of
-// execution).  ttl and tolerance are multiples of 100 ms that keep every expiry at least
+// Time: operation k happens at model time T0 + k*1000 ms.  Each statement sets
+// cosid.store_clock_offset so the store's clock reads T0 + k*1000 (+ a few ms of execution):
+// in the namespace argument of the store function it calls (cosid_model_at, defined by
+// test/e2e/model_compare.sh), so that no gap between two statements of a loaded machine
+// counts (a separate statement before it once let 100 ms pass).  ttl and tolerance are multiples of 100 ms that keep every expiry at least
 // 100 ms away from an operation's time, and every time is printed rounded to 100 ms, so
 // the few ms of drift never change an answer.
 #include <cstdio>
@@ -71,10 +73,6 @@ int main(int argc, char** argv) {
 
     for (int k = 1; k <= steps; ++k) {
         const int64_t now = T0 + int64_t{k} * 1000;
-        std::fprintf(sql,
-                     "SELECT set_config('cosid.store_clock_offset', "
-                     "(%lld - floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)::text, false);\n",
-                     static_cast<long long>(now));
         Owner& o = owners[static_cast<size_t>(pick(5))];
         int op = pick(6);
         size_t which = o.held.empty() ? 0 : static_cast<size_t>(pick(static_cast<int>(o.held.size())));
@@ -100,8 +98,9 @@ int main(int argc, char** argv) {
                          "'exhausted earliest=' || cosid_r100(earliest_expiry) ELSE 'slot=' || slot || ' fence=' || "
                          "fence || ' floor=' || cosid_r100(floor) || ' ceiling=' || cosid_r100(ceiling) || ' exp=' || "
                          "cosid_r100(expires_at) END || ' dup=' || CASE WHEN duplicate_key THEN 't' ELSE 'f' END "
-                         "FROM cosid.acquire('model', '%s', '%s', %lld, %s);\n",
-                         o.key.c_str(), o.key.c_str(), o.inc.c_str(), static_cast<long long>(TTL), pref.c_str());
+                         "FROM cosid.acquire(cosid_model_at(%lld), '%s', '%s', %lld, %s);\n",
+                         o.key.c_str(), static_cast<long long>(now), o.key.c_str(), o.inc.c_str(),
+                         static_cast<long long>(TTL), pref.c_str());
         } else if (op == 2 && !o.held.empty()) {
             const Lease l = o.held[which];
             auto r = model.renew(l.slot, o.inc, l.fence, TTL, now);
@@ -110,9 +109,9 @@ int main(int argc, char** argv) {
             if (!r) o.held.erase(o.held.begin() + static_cast<long>(which));
             std::fprintf(sql,
                          "INSERT INTO out(line) SELECT 'renew %s ' || coalesce((SELECT 'ceiling=' || "
-                         "cosid_r100(ceiling) || ' exp=' || cosid_r100(expires_at) FROM cosid.renew('model', %d, '%s', "
-                         "%lld, %lld)), 'lost');\n",
-                         o.key.c_str(), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
+                         "cosid_r100(ceiling) || ' exp=' || cosid_r100(expires_at) FROM cosid.renew(cosid_model_at(%lld), %d, "
+                         "'%s', %lld, %lld)), 'lost');\n",
+                         o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
                          static_cast<long long>(TTL));
         } else if (op == 3 && !o.held.empty()) {
             const Lease l = o.held[which];
@@ -125,8 +124,8 @@ int main(int argc, char** argv) {
             o.held.erase(o.held.begin() + static_cast<long>(which));
             std::fprintf(sql,
                          "INSERT INTO out(line) SELECT 'release %s ' || coalesce((SELECT 'next_floor=' || "
-                         "cosid_r100(next_floor) FROM cosid.release('model', %d, '%s', %lld, %lld)), 'lost');\n",
-                         o.key.c_str(), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
+                         "cosid_r100(next_floor) FROM cosid.release(cosid_model_at(%lld), %d, '%s', %lld, %lld)), 'lost');\n",
+                         o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
                          static_cast<long long>(last));
         } else if (op == 4 && pick(3) == 0) {
             int slot = pick(1 << SLOT_BITS);
@@ -134,8 +133,8 @@ int main(int argc, char** argv) {
             std::fprintf(exp, "revoke %d %s\n", slot, r ? ("next_floor=" + r100(r->next_floor)).c_str() : "free");
             std::fprintf(sql,
                          "INSERT INTO out(line) SELECT 'revoke %d ' || coalesce((SELECT 'next_floor=' || "
-                         "cosid_r100(next_floor) FROM cosid.revoke('model', %d)), 'free');\n",
-                         slot, slot);
+                         "cosid_r100(next_floor) FROM cosid.revoke(cosid_model_at(%lld), %d)), 'free');\n",
+                         slot, static_cast<long long>(now), slot);
         } else {
             // time passes; print the state of every slot as the store sees it
             std::string line = "state";
@@ -146,7 +145,8 @@ int main(int argc, char** argv) {
             std::fprintf(exp, "%s\n", line.c_str());
             std::fprintf(sql,
                          "INSERT INTO out(line) SELECT 'state ' || string_agg(state, ' ' ORDER BY slot) FROM "
-                         "cosid_leases('model');\n");
+                         "cosid_leases(cosid_model_at(%lld));\n",
+                         static_cast<long long>(now));
         }
     }
     std::fprintf(sql, "\\o\n\\pset tuples_only on\n\\pset format unaligned\nSELECT line FROM out ORDER BY n;\n");
