@@ -13,6 +13,10 @@ check "the package owns the library, the control file and every script" 0 \
     "$(for f in "$pkglib/cosid.so" "$share/cosid.control" $(cd "$(dirname "$0")/../../sql" && ls cosid--*.sql | sed "s|^|$share/|"); do
            dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done | wc -l)"
 version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$share/cosid.control")
+# the package's version names the extension version it installs (1.5.0 ships 1.5): a
+# changelog left behind would publish new scripts under an old package version
+check "the package version $(basename "$deb" | cut -d_ -f2) is the extension's $version" "$version" \
+    "$(basename "$deb" | cut -d_ -f2 | cut -d. -f1,2)"
 start_server "$dir" "$port"
 trap 'stop_server "$dir" immediate' EXIT
 q() { psql_at "$dir" "$port" postgres -At "$@"; }
