@@ -557,6 +557,15 @@ bool raise_static_not_before(const char* ns, int64 floor_ms, char* error, size_t
         strlcpy(error, problem, len);
         return false;
     }
+    // The raised floor goes into cosid.static_ceiling first, as a window's ceiling does: the
+    // state file stays in the old data directory across pg_upgrade (and is absent in a
+    // restore), and a cluster made from this database must not start below the adopted ids.
+    // It is refused here when it cannot be recorded: the adopt fails and is run again.
+    StoreError record_err;
+    if (!record_static_ceiling(ns, static_slot_for(ns), floor_ms, &record_err)) {
+        snprintf(error, len, "cosid could not record the raised floor in cosid.static_ceiling: %s", record_err.message);
+        return false;
+    }
     change_model([&] { model.raise_not_before(ns, floor_ms); });
     char write_error[300];
     if (!save_model(write_error, sizeof(write_error))) {

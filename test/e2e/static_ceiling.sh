@@ -13,6 +13,9 @@
 #    subscriber, which (same static slot, clock 5 s back) starts above them.
 # e) the database read-only for 10 s: the record write fails, and the state file's ceiling
 #    must not move on with each retry (it did when the file was written first).
+# f) cosid_adopt of a column whose ids are ahead of the clock into a static namespace, then
+#    pg_upgrade before any window: the adopted floor must come over (it was only in the state
+#    file, which pg_upgrade leaves behind) and the new cluster start above the adopted ids.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 ROOT="${1:-/tmp/cosid-e2e}/static_ceiling"
@@ -101,6 +104,32 @@ check "a) the old cluster's row came over: its stop recorded the window opened u
 check "a) 2000 ids after pg_upgrade, all above $max_id, none refused" "2000|true|" \
     "$(qn -c "SELECT count(*) || '|' || coalesce(min(id) > $max_id, false) FROM t_static WHERE phase = 'after'")|$(head -1 "$D/after.err")"
 stop_pg "$D/new/data"
+
+# --- f) cosid_adopt into a static namespace, then pg_upgrade -------------------------------------
+F="$D/adopt"; mkdir -p "$F"; chown "$PG_USER" "$F"
+qfo() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$F" -p 55705 -d postgres -At "$@"; }
+qfn() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$F" -p 55706 -d postgres -At "$@"; }
+for n in old:55705 new:55706; do
+    d=${n%%:*}; as_pg "$B/initdb" -D "$F/$d" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+    printf '%s\n' "port = ${n##*:}" "unix_socket_directories = '$F'" "${conf[@]:2}" >> "$F/$d/postgresql.conf"
+done
+as_pg "$B/pg_ctl" -D "$F/old" -l "$F/old.log" -w start >/dev/null; RUNNING+=("$F/old")
+# ids of another generator, 5 s ahead of the clock, on the static slot itself
+qfo -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_adopt (id bigint PRIMARY KEY, phase text)" \
+    -c "INSERT INTO t_adopt SELECT cosid_min_id(now() + interval '5 s', 'st') + (5 << 8) + k, 'adopted' FROM generate_series(0, 99) k" \
+    -c "SELECT cosid_adopt('t_adopt', 'id', 'st')" >/dev/null
+before=$(qfo -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_adopt")
+max_id=${before%%|*}; max_ms=${before#*|}
+as_pg "$B/pg_ctl" -D "$F/old" -m fast -w stop >/dev/null
+(cd "$F" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$F/old" -D "$F/new" -p 55705 -P 55706 \
+     -s "$F" -U postgres --no-sync --link) > "$F/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade (f) failed"; tail "$F/pg_upgrade.out"; exit 1; }
+# the new cluster's clock 5 s below the adopted ids (pg_upgrade took some of their lead)
+echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$F/new/postgresql.conf"
+as_pg "$B/pg_ctl" -D "$F/new" -l "$F/new.log" -w start >/dev/null; RUNNING+=("$F/new")
+qfn -c "INSERT INTO t_adopt(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$F/after.err" || true
+check "f) cosid_adopt into a static namespace, then pg_upgrade: 2000 ids after it, all above the adopted $max_id" "2000|" \
+    "$(qfn -c "SELECT count(*) FROM t_adopt WHERE phase = 'after' AND id > $max_id")|$(head -1 "$F/after.err")"
+as_pg "$B/pg_ctl" -D "$F/new" -m fast -w stop >/dev/null
 
 # --- d) logical replication switchover ----------------------------------------------------------
 L="$D/logical"; mkdir -p "$L"; chown "$PG_USER" "$L"
