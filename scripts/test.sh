@@ -93,7 +93,7 @@ run_lane() {  # run_lane N: the lane's scripts in order; "e2e lane N: P passed, 
         if in_lane2 "$name"; then [ "$lane" = 2 ] || continue; else [ "$lane" = 1 ] || continue; fi
         log "end-to-end (lane $lane): $name"
         started=$SECONDS
-        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "# FAILED: $name"; fi
         echo "# $name took $((SECONDS - started)) s"
     done
     echo "e2e lane $lane: $passed passed, $failed failed"
@@ -146,5 +146,18 @@ else
     total_failed=$((total_failed + 1)); status=1
 fi
 make -C "$COSID_ROOT" -s install >/dev/null  # the development install again, as before the package
+# Every failure again at the end, where a reader of a long log (or of its tail only) looks:
+# the check's line and the script it came from.
+if [ "$status" != 0 ]; then
+    echo "failures:"
+    for f in "$work/lane1.log" "$work/lane2.log" "$work/majors.log" "$work/smoke.log"; do
+        [ -f "$f" ] && awk -v lane="$(basename "$f" .log)" '
+            /^==> end-to-end/ { script = $NF }
+            /^# FAILED: / { print "  " lane ": " $3 " failed" }
+            /^not ok/ { print "  " lane (script ? " " script : "") ": " $0 }
+            /^#   pg[0-9]+ [a-z_]+\.sh: not ok/ { print "  " lane ": " substr($0, 5) }
+            /^#   pg_upgrade\.sh: not ok/ { print "  " lane ": " substr($0, 5) }' "$f"
+    done | head -40
+fi
 echo "total: $total_passed passed, $total_failed failed"
 exit $status
