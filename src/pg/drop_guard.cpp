@@ -1,5 +1,6 @@
-// DROP EXTENSION cosid in the store's database is refused while any window or next floor of
-// the store reaches past its clock: the lease table is the only record of the windows handed
+// DROP EXTENSION cosid in the store's database (or a DROP OWNED BY its owner, which drops it
+// too) is refused while any window or next floor of the store
+// reaches past its clock: the lease table is the only record of the windows handed
 // out, and a store made again by CREATE EXTENSION starts its slots at its now (see
 // cosid._namespace_insert), which must lie above everything the old one handed out.  A
 // ProcessUtility hook (as pg_stat_statements installs one), active only when preloaded.
@@ -15,8 +16,23 @@ namespace {
 
 ProcessUtility_hook_type prev_process_utility = nullptr;
 
-bool drops_cosid(const Node* stmt) {
-    if (stmt == nullptr || !IsA(stmt, DropStmt)) return false;
+// The statements that drop the extension: DROP EXTENSION cosid, and DROP OWNED BY a role that
+// owns it or its schema (for that one *owners gets the roles, and whether it drops cosid is
+// asked of the catalog in windows_ahead).  DROP SCHEMA cosid CASCADE is refused by PostgreSQL
+// itself: the schema is a member of the extension (2BP01).
+bool drops_cosid(const Node* stmt, List** owners) {
+    *owners = NIL;
+    if (stmt == nullptr) return false;
+    if (IsA(stmt, DropOwnedStmt)) {
+        const DropOwnedStmt* drop = reinterpret_cast<const DropOwnedStmt*>(stmt);
+        ListCell* lc;
+        foreach (lc, drop->roles) {
+            Oid role = get_rolespec_oid(static_cast<RoleSpec*>(lfirst(lc)), true);
+            if (OidIsValid(role)) *owners = lappend_oid(*owners, role);
+        }
+        return *owners != NIL;
+    }
+    if (!IsA(stmt, DropStmt)) return false;
     const DropStmt* drop = reinterpret_cast<const DropStmt*>(stmt);
     if (drop->removeType != OBJECT_EXTENSION) return false;
     ListCell* lc;
@@ -39,10 +55,20 @@ struct Ahead {
     char which[160] = "";  // the slot it is
 };
 
-void windows_ahead(Ahead* out) {
+void windows_ahead(Ahead* out, List* owners) {
     SPI_connect();
-    int rc = SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'cosid'", true, 1);
-    if (rc == SPI_OK_SELECT && SPI_processed > 0) {
+    int rc = SPI_execute("SELECT e.extowner, n.nspowner FROM pg_catalog.pg_extension e "
+                         "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = 'cosid' WHERE e.extname = 'cosid'",
+                         true, 1);
+    bool dropped = rc == SPI_OK_SELECT && SPI_processed > 0;
+    if (dropped && owners != NIL) {  // DROP OWNED BY: only a role that owns the extension or its schema
+        bool isnull;
+        Oid ext_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        Datum schema_datum = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+        Oid schema_owner = isnull ? InvalidOid : DatumGetObjectId(schema_datum);
+        dropped = list_member_oid(owners, ext_owner) || (OidIsValid(schema_owner) && list_member_oid(owners, schema_owner));
+    }
+    if (dropped) {
         SPI_execute("LOCK TABLE cosid.lease IN SHARE MODE", false, 0);
         rc = SPI_execute(
             "WITH now AS MATERIALIZED (SELECT cosid.store_now() AS ms), "
@@ -72,9 +98,10 @@ void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only
                            ParamListInfo params, QueryEnvironment* query_env, DestReceiver* dest,
                            QueryCompletion* qc) {
     new_statement();  // COPY, DO, CALL, FETCH ... start statements without ExecutorStart
-    if (drops_cosid(pstmt->utilityStmt) && !store_is_remote() && in_store_database()) {
+    List* owners = NIL;
+    if (drops_cosid(pstmt->utilityStmt, &owners) && !store_is_remote() && in_store_database()) {
         Ahead ahead;
-        windows_ahead(&ahead);
+        windows_ahead(&ahead, owners);
         if (ahead.count > 0)
             ereport(ERROR,
                     (errcode(ERRCODE_OBJECT_IN_USE),

@@ -58,7 +58,7 @@ void health_store_clock(int64 store_now, int64 local_before, int64 local_after, 
     stamp(&h->skew_measured_at);
 }
 
-bool health_read_store_facts(int64* failovers, int32* timeline) {
+bool health_read_store_facts(int64* failovers, int32* timeline, bool* raises) {
     StoreResult r;
     memset(&r, 0, sizeof(r));
     StoreError err;
@@ -91,6 +91,7 @@ bool health_read_store_facts(int64* failovers, int32* timeline) {
     if (ok && r.row && !lately) health_store_clock(r.store_now, before, after, r.expires_at);
     *failovers = r.failovers;
     *timeline = r.timeline;
+    *raises = r.found;
     return ok && r.row;
 }
 

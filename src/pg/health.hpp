@@ -50,7 +50,8 @@ void health_store_clock(int64 store_now, int64 local_before, int64 local_after, 
 // Every ttl/3: the store's limits and replication (cosid._store_health() there).
 // Returns whether the store answered (a store before 1.5 has no cosid._store_health()); its
 // failover count and timeline then in *failovers and *timeline: the keeper's check of the
-// store's failovers reads them here, in the same store transaction.
-bool health_read_store_facts(int64* failovers, int32* timeline);
+// store's failovers reads them here, in the same store transaction, and in *raises whether the
+// store raises its floors on a new timeline (cosid_store_settings()).
+bool health_read_store_facts(int64* failovers, int32* timeline, bool* raises);
 
 }  // namespace cosid::pg

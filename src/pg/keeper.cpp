@@ -541,7 +541,9 @@ void check_store_failovers() {
     // clocks) and the failover count; a store before 1.5 answers the count alone.
     int64 failovers = 0;
     int32 timeline = 0;
-    if (!health_read_store_facts(&failovers, &timeline)) {
+    bool raises = true;  // a store before 1.5 states nothing, and raises
+    if (!health_read_store_facts(&failovers, &timeline, &raises)) {
+        raises = true;
         StoreResult r;
         StoreError err;
         if (!store_read_state(&r, &err) || !r.row) return;
@@ -560,11 +562,19 @@ void check_store_failovers() {
                               "it is does not: run SELECT cosid_store_follow_timeline(restored => true) there.")));
     if (seen < 0 || failovers <= seen) return;
     count(shared->stats.store_failovers, static_cast<uint64>(failovers - seen));
-    ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a point "
-                         "in time",
-                         timeline),
-                  errdetail("Leases held before are lost to their holders (ZC001 once); new windows start above the "
-                            "floors the store raised, unless cosid_store_settings() says not to raise them.")));
+    if (raises)
+        ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a "
+                             "point in time",
+                             timeline),
+                      errdetail("Leases held before are lost to their holders (ZC001 once); new windows start above "
+                                "the floors the store raised.")));
+    else
+        ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a "
+                             "point in time",
+                             timeline),
+                      errdetail("The store raises no floors (cosid_store_settings(raise_floors_on_new_timeline => "
+                                "false)): leases held before stay with their holders, which is safe only where every "
+                                "lease change reached the promoted standby (synchronous replication).")));
 }
 
 // cosid_adopt's request: the namespace's floor is raised where its windows come from (the

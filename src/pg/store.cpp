@@ -700,8 +700,17 @@ bool check_store_range(const char* ns, const StoreResult& layout, StoreError* er
     memset(&row, 0, sizeof(row));
     if (!run_spi("SELECT cosid._namespace_range_seen($1::text, nullif($2::text, '')::int4range)::text", 2, args, &row, err)) {
         // This database's cosid is older than 1.5: nothing to keep a range in.  Fine while the
-        // store states none; a regional store's range needs the update here first.
+        // store states none; a regional store's range needs the update here first.  Asked of
+        // the catalog, not read from the SQLSTATE alone: a 42883 raised inside the function
+        // (a broken search_path, a dropped helper) must not pass for "no range kept here".
         if (err->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION) return false;
+        TextRow exists;
+        memset(&exists, 0, sizeof(exists));
+        StoreError probe_err;
+        if (!run_spi("SELECT pg_catalog.to_regprocedure('cosid._namespace_range_seen(text,int4range)') IS NOT NULL", 0,
+                     nullptr, &exists, &probe_err))
+            return false;  // (err keeps the first answer)
+        if (!exists.present || exists.null[0] || strcmp(exists.value[0], "f") != 0) return false;
         if (layout.slot_range[0] == '\0') return true;
         char msg[256];
         snprintf(msg, sizeof(msg),

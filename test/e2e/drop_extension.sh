@@ -5,7 +5,8 @@
 # ahead; the error says until when.  Once everything lies behind the clock it is accepted,
 # and the store made again starts every slot at its now: every id after it is above every
 # id before it.  Before: an expired lease with its ceiling 28 s ahead let the drop through,
-# and the new store granted slot 0 from floor 0.
+# and the new store granted slot 0 from floor 0.  DROP OWNED BY the extension's owner drops
+# it too, and is held the same way (before, it went through and took the lease table).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/drop_extension"; port=55494
@@ -32,6 +33,10 @@ ceiling_at=$(q -c "SELECT to_char(to_timestamp(ceiling / 1000.0) AT TIME ZONE 'U
 check_true "the error says until when (the ceiling, $ceiling_at UTC) and which slot" \
     "$(grep -q "DETAIL:  The last of them ends at $ceiling_at UTC (slot 0 of namespace \"d\", leased by" <<<"$out" && grep -q "HINT: .*try again after $ceiling_at UTC" <<<"$out" && echo t)"
 check "the extension is still there" "1" "$(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+# DROP SCHEMA cosid CASCADE: PostgreSQL refuses it (the schema is a member of the extension)
+out=$(err "DROP SCHEMA cosid CASCADE")
+check "DROP SCHEMA cosid CASCADE refused by PostgreSQL (2BP01), the extension still there" "2BP01 1" \
+    "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-) $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
 kill -CONT "$keeper"; keeper=""
 
 # A released slot's next_floor ahead of the clock (a window that borrowed ticks) holds the
@@ -45,12 +50,20 @@ largest=$(q -c "SELECT max(id) FROM ids")
 check_true "accepted once everything lies behind the store's clock" \
     "$(wait_until 10 q -c "DROP EXTENSION cosid" -c "SELECT true")"
 
-# Made again: every slot starts at the store's now, above every id issued before.
-q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '30s')" \
+# Made again (by another superuser, for the DROP OWNED case below): every slot starts at the
+# store's now, above every id issued before.
+q -c "CREATE ROLE ops SUPERUSER" -c "CREATE ROLE bystander" >/dev/null
+q -c "SET ROLE ops" -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '30s')" \
   -c "SELECT cosid_namespace_create('d', slot_bits => 2, tolerance => '30s')" \
   -c "INSERT INTO ids SELECT cosid_next('d'), 'after' FROM generate_series(1, 5000)" >/dev/null
 check "every id after the re-creation is above every id before it" "0" \
     "$(q -c "SELECT count(*) FROM ids WHERE phase = 'after' AND id <= $largest")"
 check_true "the new store's slots started at its now" \
     "$(q -c "SELECT bool_and(floor > 0) FROM cosid.lease WHERE namespace = 'd' AND fence > 0")"
+# DROP OWNED BY the role that owns the extension and its schema drops them too: refused while
+# this instance's lease is live; a role that owns nothing of cosid is not held up.
+out=$(err "DROP OWNED BY ops")
+check "DROP OWNED BY the extension's owner refused with 55006 while a lease is live, the extension still there" "55006 1" \
+    "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-) $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+check "DROP OWNED BY a role owning nothing of cosid goes through" "" "$(err "DROP OWNED BY bystander")"
 exit $FAIL

@@ -165,6 +165,11 @@ drill() {
     touch "$base/stop"; wait
     echo "# [$mode] client errors: $(cat "$A"/[pc].*.log "$B"/[pc].*.log | grep -ohE 'ERROR:  [^:]*' | sort | uniq -c | tr '\n' ' ')"
     echo "# [$mode] A's keeper: $(qa -c "SELECT 'failovers ' || store_failovers || ', leases lost ' || leases_lost FROM cosid_stats()")"
+    # A's keeper says what the new timeline means for its leases, as the store is set
+    local said='lost to their holders' unsaid='The store raises no floors'
+    [ "$raise" = off ] && { said='The store raises no floors'; unsaid='lost to their holders'; }
+    check "[$mode] A's keeper logged the failover as the store is set (raise $raise: '$said')" "t 0" \
+        "$(wait_for 20 "A's keeper to log the new timeline" bash -c "grep -q '$said' '$A/server.log' && echo t") $(grep -c "$unsaid" "$A/server.log")"
     final "$mode" "$([ "$mode" = async ] && [ "$raise" = off ] && echo expect_hazard)"
 }
 
