@@ -853,12 +853,14 @@ SELECT cosid_namespace_create('default');
 -- CREATE EXTENSION first, each item committed by itself, and restores the origin's record of
 -- the store state only with the data, after the user tables and theirs.  Meanwhile the store
 -- would grant windows from its now, below the ceilings its origin's holders still issue up
--- to.  Both turn row_security off (few other sessions do): then the record written here is
--- a mark (cluster 0, timeline 0), and the store grants nothing until the origin's record
--- has come (two records: the raise) or cosid_store_follow_timeline(restored => true) ran.
+-- to.  Both turn row_security off (few other sessions do), and pg_restore names itself in
+-- application_name (also with --enable-row-security): then the record written here is a
+-- mark (cluster 0, timeline 0), and the store grants nothing until the origin's record has
+-- come (two records: the raise) or cosid_store_follow_timeline(restored => true) ran.
 DO $$
 BEGIN
-    IF pg_catalog.current_setting('row_security') = 'off' THEN
+    IF pg_catalog.current_setting('row_security') = 'off'
+       OR pg_catalog.current_setting('application_name') = 'pg_restore' THEN
         UPDATE cosid.store_state SET system_identifier = 0, timeline = 0;
     END IF;
 END $$;
@@ -1241,7 +1243,7 @@ END $$;
 -- replication or a restore brings never collide with the ones this cluster writes.
 CREATE TABLE cosid.static_ceiling (
     namespace         text NOT NULL,
-    slot              int NOT NULL CHECK (slot BETWEEN 0 AND 65535),
+    slot              int NOT NULL CHECK (slot BETWEEN -1 AND 65535),  -- -1: every slot (cosid_adopt's floor)
     system_identifier bigint NOT NULL,                           -- of the cluster that wrote it
     ceiling_ms        bigint NOT NULL CHECK (ceiling_ms >= 0),  -- Unix ms; no id of the slot above it
     written_at        timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
@@ -1273,13 +1275,15 @@ $$;
 REVOKE ALL ON FUNCTION cosid._static_record(text, int, bigint) FROM PUBLIC;
 
 -- What the keeper reads before a static window: the largest ceiling other clusters recorded
--- for the slot, and this cluster's own (NULL where there is none).
+-- for the slot or for the whole namespace (slot -1: the floor cosid_adopt raised, which holds
+-- for a cluster serving the namespace on any slot), and this cluster's own (NULL where there
+-- is none).
 CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT others_ms bigint, OUT own_ms bigint)
 LANGUAGE sql STABLE AS $$
     SELECT max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
            max(c.ceiling_ms) FILTER (WHERE c.system_identifier = s.system_identifier)
       FROM pg_catalog.pg_control_system() s
-      LEFT JOIN cosid.static_ceiling c ON c.namespace = p_namespace AND c.slot = p_slot
+      LEFT JOIN cosid.static_ceiling c ON c.namespace = p_namespace AND c.slot IN (p_slot, -1)
 $$;
 REVOKE ALL ON FUNCTION cosid._static_recorded(text, int) FROM PUBLIC;
 

@@ -995,6 +995,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
         } else {
             sleep_ms = keeper_pass(true);
         }
+        static_rows_tick();
         MemoryContextSwitchTo(old);
         MemoryContextReset(tick_context);
         if (sleep_ms > 0) {

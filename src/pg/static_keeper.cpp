@@ -247,10 +247,17 @@ bool save_model(char* error, size_t len) {
 }
 
 
-// Whether every window of `model` is in cosid.static_ceiling since the table was last seen:
-// windows opened before it was there (a 1.4 catalog updated under a running server) or before
-// this keeper started are recorded before the next window is given or renewed.
+// Whether every window and not-before of `model` is in cosid.static_ceiling as the table is
+// now (`synced_file`, its relation file node): windows opened before it was there (a 1.4
+// catalog updated under a running server), before this keeper started, or before the table
+// was made again or emptied (DROP and CREATE EXTENSION, TRUNCATE) are recorded before the
+// next window is given or renewed.
 bool rows_synced = false;
+int64 synced_file = 0;
+
+// The row of a namespace's not-before (cosid_adopt's floor): it holds for every slot, also
+// for a cluster made from this one that serves the namespace on another static slot.
+constexpr int32 kEverySlot = -1;
 
 struct RowToWrite {
     char ns[NAMEDATALEN];
@@ -263,25 +270,33 @@ struct RowToWrite {
 bool sync_static_rows(bool* exists, StoreError* err) {
     *exists = false;
     if (RecoveryInProgress()) return true;
-    if (!store_static_ceiling_exists(exists, err)) return false;
+    int64 table_file = 0;
+    if (!store_static_ceiling_exists(exists, &table_file, err)) return false;
     if (!*exists) {
         rows_synced = false;
         return true;
     }
-    if (rows_synced) return true;
-    int n = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    if (rows_synced && table_file == synced_file) return true;
+    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    int n = cpp_call([&] { return windows + static_cast<int>(model.not_before.size()); });
     RowToWrite* rows = static_cast<RowToWrite*>(palloc0(sizeof(RowToWrite) * Max(n, 1)));
     cpp_call([&] {
-        for (int k = 0; k < n; ++k) {
+        for (int k = 0; k < windows; ++k) {
             strlcpy(rows[k].ns, model.windows[k].ns.c_str(), NAMEDATALEN);
             rows[k].slot = model.windows[k].slot;
             rows[k].ceiling = model.windows[k].ceiling_ms;
+        }
+        for (int k = windows; k < n; ++k) {
+            strlcpy(rows[k].ns, model.not_before[k - windows].ns.c_str(), NAMEDATALEN);
+            rows[k].slot = kEverySlot;
+            rows[k].ceiling = model.not_before[k - windows].ms;
         }
     });
     bool ok = true;
     for (int k = 0; k < n && ok; ++k) ok = store_static_record(rows[k].ns, rows[k].slot, rows[k].ceiling, err);
     pfree(rows);
     rows_synced = ok;
+    synced_file = table_file;
     return ok;
 }
 
@@ -299,6 +314,18 @@ const char* state_file_path() {
     if (is_absolute_path(setting_state_file)) return setting_state_file;
     snprintf(path_buffer, sizeof(path_buffer), "%s/%s", DataDir, setting_state_file);
     return path_buffer;
+}
+
+void static_rows_tick() {
+    static int64 next_at = 0;
+    if (!static_slots_configured() || mono_ms() < next_at) return;
+    next_at = mono_ms() + 1000;
+    // Only a model read from a file has something to record; a refused file is reported at
+    // every window already.
+    if (!model_loaded) return;
+    bool exists = false;
+    StoreError err;
+    (void)sync_static_rows(&exists, &err);  // a failure is retried here and reported by the next window
 }
 
 void static_keeper_start() {
@@ -562,7 +589,7 @@ bool raise_static_not_before(const char* ns, int64 floor_ms, char* error, size_t
     // restore), and a cluster made from this database must not start below the adopted ids.
     // It is refused here when it cannot be recorded: the adopt fails and is run again.
     StoreError record_err;
-    if (!record_static_ceiling(ns, static_slot_for(ns), floor_ms, &record_err)) {
+    if (!record_static_ceiling(ns, kEverySlot, floor_ms, &record_err)) {
         snprintf(error, len, "cosid could not record the raised floor in cosid.static_ceiling: %s", record_err.message);
         return false;
     }

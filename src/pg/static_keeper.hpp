@@ -8,6 +8,10 @@ namespace cosid::pg {
 
 // Keeper start: reads the state file and says in the log what it found.
 void static_keeper_start();
+// Once a second: the windows and not-befores of the state file go into cosid.static_ceiling
+// again when the table was made again or emptied (DROP and CREATE EXTENSION, TRUNCATE), or
+// came with ALTER EXTENSION cosid UPDATE, without waiting for the next static window.
+void static_rows_tick();
 // Entry i is a request for `ns`, whose static slot is `slot`: grants a window or sets the
 // entry's error.  The entry is kAcquiring; the keeper holds no lock.
 void serve_static_request(int i, const char* ns, int32 slot);

@@ -770,14 +770,16 @@ bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {
 // 1.4) has neither it nor its functions, and the file alone is the memory until ALTER
 // EXTENSION cosid UPDATE.  Asked at every call, never cached (the catalog can change under a
 // running keeper), and never inferred from an error of the functions themselves.
-bool store_static_ceiling_exists(bool* exists, StoreError* err) {
+bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* err) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     if (!run_spi("SELECT pg_catalog.to_regprocedure('cosid._static_record(text,integer,bigint)') IS NOT NULL "
-                 "AND pg_catalog.to_regprocedure('cosid._static_recorded(text,integer)') IS NOT NULL",
+                 "AND pg_catalog.to_regprocedure('cosid._static_recorded(text,integer)') IS NOT NULL, "
+                 "coalesce(pg_catalog.pg_relation_filenode(pg_catalog.to_regclass('cosid.static_ceiling'))::bigint, 0)",
                  0, nullptr, &row, err))
         return false;
     *exists = get_bool(row, 1);
+    *table_file = get_int64(row, 2, 0);
     return true;
 }
 

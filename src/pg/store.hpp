@@ -82,8 +82,10 @@ bool store_sync_local_namespace(const char* ns, const StoreResult& layout, Store
 // layout fields as an acquire returns them; row = false when it is not defined here.
 bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err);
 // The database's copy of the static slots' ceilings (cosid.static_ceiling, cosid 1.5; always
-// SPI).  `exists`: the catalog has it (false before ALTER EXTENSION cosid UPDATE to 1.5).
-bool store_static_ceiling_exists(bool* exists, StoreError* err);
+// SPI).  `exists`: the catalog has it (false before ALTER EXTENSION cosid UPDATE to 1.5);
+// `table_file`: its relation file node, which changes when the table is made again (DROP and
+// CREATE EXTENSION) or emptied (TRUNCATE).
+bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* err);
 // The largest ceiling other clusters recorded for the slot, and this cluster's (none: nullopt).
 bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
                            StoreError* err);

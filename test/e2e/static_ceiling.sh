@@ -13,9 +13,13 @@
 #    subscriber, which (same static slot, clock 5 s back) starts above them.
 # e) the database read-only for 10 s: the record write fails, and the state file's ceiling
 #    must not move on with each retry (it did when the file was written first).
+# g) DROP and CREATE EXTENSION under a running keeper with a static window in the file: the
+#    table made again gets the window back without waiting for the next window.
 # f) cosid_adopt of a column whose ids are ahead of the clock into a static namespace, then
-#    pg_upgrade before any window: the adopted floor must come over (it was only in the state
-#    file, which pg_upgrade leaves behind) and the new cluster start above the adopted ids.
+#    pg_upgrade before any window, the new cluster serving the namespace on another static
+#    slot: the adopted floor must come over for every slot (it was only in the state file,
+#    which pg_upgrade leaves behind; then only in the row of the old cluster's slot) and the
+#    new cluster start above the adopted ids.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 ROOT="${1:-/tmp/cosid-e2e}/static_ceiling"
@@ -78,6 +82,21 @@ qo -c "DROP EXTENSION cosid" >/dev/null
 stop_pg "$D/old/data"
 rm -f "$D/old/data/cosid.state"
 
+# --- g) DROP and CREATE EXTENSION under a running keeper ------------------------------------------
+# The table made again is empty: the keeper writes the file's windows and not-befores into it
+# again (within a second), not only at the next static window, so that a pg_upgrade right
+# after it still finds them.  Before, nothing was written until the next window.
+start_pg "$D/old/data"
+qo -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" >/dev/null
+qo -c "DROP EXTENSION cosid" -c "CREATE EXTENSION cosid" -c "$NS" >/dev/null
+file_ceiling() { awk '$1 == "window" && $2 == "st" && $3 == 5 {print $4}' "$D/old/data/cosid.state"; }
+check_true "g) DROP and CREATE EXTENSION: the state file's window is in the new cosid.static_ceiling within 10 s, no id issued" \
+    "$(wait_for 10 "the window's row in the table made again" qo -c "
+        SELECT coalesce(max(ceiling_ms) >= $(file_ceiling), false) FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = 5")"
+qo -c "DROP EXTENSION cosid" >/dev/null
+stop_pg "$D/old/data"
+rm -f "$D/old/data/cosid.state"
+
 # --- a) 1.4 -> 1.5 with a window open, then pg_upgrade ---------------------------------------
 start_pg "$D/old/data"
 qo -c "CREATE EXTENSION cosid VERSION '1.4'" -c "$NS" \
@@ -113,10 +132,11 @@ for n in old:55705 new:55706; do
     d=${n%%:*}; as_pg "$B/initdb" -D "$F/$d" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
     printf '%s\n' "port = ${n##*:}" "unix_socket_directories = '$F'" "${conf[@]:2}" >> "$F/$d/postgresql.conf"
 done
+echo "cosid.static_slots = 'st:2'" >> "$F/new/postgresql.conf"   # the last line wins: slot 2 after the upgrade
 as_pg "$B/pg_ctl" -D "$F/old" -l "$F/old.log" -w start >/dev/null; RUNNING+=("$F/old")
-# ids of another generator, 5 s ahead of the clock, on the static slot itself
+# ids of another generator, 5 s ahead of the clock, on slot 2 (the new cluster's static slot)
 qfo -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_adopt (id bigint PRIMARY KEY, phase text)" \
-    -c "INSERT INTO t_adopt SELECT cosid_min_id(now() + interval '5 s', 'st') + (5 << 8) + k, 'adopted' FROM generate_series(0, 99) k" \
+    -c "INSERT INTO t_adopt SELECT cosid_min_id(now() + interval '5 s', 'st') + (2 << 8) + k, 'adopted' FROM generate_series(0, 99) k" \
     -c "SELECT cosid_adopt('t_adopt', 'id', 'st')" >/dev/null
 before=$(qfo -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_adopt")
 max_id=${before%%|*}; max_ms=${before#*|}
@@ -127,7 +147,7 @@ as_pg "$B/pg_ctl" -D "$F/old" -m fast -w stop >/dev/null
 echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$F/new/postgresql.conf"
 as_pg "$B/pg_ctl" -D "$F/new" -l "$F/new.log" -w start >/dev/null; RUNNING+=("$F/new")
 qfn -c "INSERT INTO t_adopt(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$F/after.err" || true
-check "f) cosid_adopt into a static namespace, then pg_upgrade: 2000 ids after it, all above the adopted $max_id" "2000|" \
+check "f) cosid_adopt into a static namespace, then pg_upgrade onto another static slot: 2000 ids after it, all above the adopted $max_id" "2000|" \
     "$(qfn -c "SELECT count(*) FROM t_adopt WHERE phase = 'after' AND id > $max_id")|$(head -1 "$F/after.err")"
 as_pg "$B/pg_ctl" -D "$F/new" -m fast -w stop >/dev/null
 
