@@ -541,14 +541,14 @@ void check_store_failovers() {
     // clocks) and the failover count; a store before 1.5 answers the count alone.
     int64 failovers = 0;
     int32 timeline = 0;
-    bool raises = true;  // a store before 1.5 states nothing, and raises
+    bool raises = true;
     if (!health_read_store_facts(&failovers, &timeline, &raises)) {
-        raises = true;
         StoreResult r;
         StoreError err;
         if (!store_read_state(&r, &err) || !r.row) return;
         failovers = r.fence;
         timeline = r.slot;
+        raises = r.ceiling != 0;
     }
     int64 seen = shared->store_failovers_seen;
     shared->store_failovers_seen = failovers;  // only the keeper writes it

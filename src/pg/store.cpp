@@ -650,12 +650,15 @@ namespace {
 void read_state(const TextRow& r, StoreResult* out) {
     out->fence = get_int64(r, 1, 0);
     out->slot = get_int32(r, 2, 0);
+    out->ceiling = get_bool(r, 3) ? 1 : 0;
     out->found = true;
 }
 }  // namespace
 
 bool store_read_state(StoreResult* out, StoreError* err) {
-    return run("SELECT failovers, timeline FROM cosid.store_state", 0, nullptr, read_state, out, err);
+    // (every version's store_state has the three columns)
+    return run("SELECT failovers, timeline, raise_floors_on_new_timeline FROM cosid.store_state", 0, nullptr,
+               read_state, out, err);
 }
 
 namespace {

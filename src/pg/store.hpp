@@ -68,7 +68,8 @@ bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, in
 // (namespace, slot) order: namespace_name, slot, fence and ceiling; row = false when none.
 bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 after_slot, StoreResult* out,
                           StoreError* err);
-// The store's failover count (in `fence`) and timeline (in `slot`), from cosid.store_state.
+// The store's failover count (in `fence`), timeline (in `slot`) and whether it raises its
+// floors on a new timeline (`ceiling` 1), from cosid.store_state.
 bool store_read_state(StoreResult* out, StoreError* err);
 // For cosid_health (cosid._store_health(), 1.5): max_ttl_ms in `fence`, max_tolerance_ms in
 // `expires_at`, raise_floors_on_new_timeline in `found`, the store server's standbys in `slot`,
