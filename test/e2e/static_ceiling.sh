@@ -88,6 +88,10 @@ rm -f "$D/old/data/cosid.state"
 # after it still finds them.  Before, nothing was written until the next window.
 start_pg "$D/old/data"
 qo -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" >/dev/null
+# the window released first: no renewal would write its row again
+qo -c "ALTER SYSTEM SET cosid.pool_idle_timeout = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 "the static window released" qo -c "SELECT count(*) = 0 FROM cosid_pool() WHERE kind = 'static'" >/dev/null
+qo -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
 qo -c "DROP EXTENSION cosid" -c "CREATE EXTENSION cosid" -c "$NS" >/dev/null
 file_ceiling() { awk '$1 == "window" && $2 == "st" && $3 == 5 {print $4}' "$D/old/data/cosid.state"; }
 check_true "g) DROP and CREATE EXTENSION: the state file's window is in the new cosid.static_ceiling within 10 s, no id issued" \
