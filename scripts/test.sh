@@ -80,7 +80,7 @@ majors_pid=$!
 # second takes the deployments (Citus, Patroni, PgBouncer, regional stores, the exporter) and
 # the longest fault runs; the first everything else.  Each lane has its own work directory,
 # and the initdb template both copy from is made before they start (scripts/lib.sh).
-LANE2=(chaos.sh static_slots.sh store_failover.sh citus.sh patroni.sh pgbouncer.sh regional.sh prometheus.sh health.sh static_ceiling.sh)
+LANE2=(chaos.sh static_slots.sh store_failover.sh citus.sh patroni.sh pgbouncer.sh regional.sh prometheus.sh health.sh static_ceiling.sh static_ceiling_ops.sh)
 in_lane2() { local x; for x in "${LANE2[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
 run_lane() {  # run_lane N: the lane's scripts in order; "e2e lane N: P passed, F failed" at the end

@@ -1276,12 +1276,17 @@ REVOKE ALL ON FUNCTION cosid._static_record(text, int, bigint) FROM PUBLIC;
 
 -- What the keeper reads before a static window: the largest ceiling other clusters recorded
 -- for the slot or for the whole namespace (slot -1: the floor cosid_adopt raised, which holds
--- for a cluster serving the namespace on any slot), and this cluster's own (NULL where there
--- is none).
-CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT others_ms bigint, OUT own_ms bigint)
+-- for a cluster serving the namespace on any slot), this cluster's own (NULL where there is
+-- none), and whether a restore is under way: CREATE EXTENSION left its mark in store_state
+-- (the install script's DO block) and the origin's record has not come yet, so neither may the
+-- origin's rows here (pg_restore brings cosid's data last, static_ceiling's before
+-- store_state's): no static window until then.
+CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT others_ms bigint, OUT own_ms bigint,
+                                       OUT restoring boolean)
 LANGUAGE sql STABLE AS $$
     SELECT max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
-           max(c.ceiling_ms) FILTER (WHERE c.system_identifier = s.system_identifier)
+           max(c.ceiling_ms) FILTER (WHERE c.system_identifier = s.system_identifier),
+           (SELECT count(*) = 1 AND coalesce(bool_and(t.system_identifier = 0), false) FROM cosid.store_state t)
       FROM pg_catalog.pg_control_system() s
       LEFT JOIN cosid.static_ceiling c ON c.namespace = p_namespace AND c.slot IN (p_slot, -1)
 $$;

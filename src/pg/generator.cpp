@@ -390,7 +390,8 @@ void wait_for_lease(const char* ns) {
     if (error[0] != '\0')
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
-                        errdetail("The lease store answered: %s", error)));
+                        errdetail("The lease store answered: %s", error),
+                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
     if (pool_full)
         ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
                         errmsg("cosid's lease pool is full"),

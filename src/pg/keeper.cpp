@@ -254,8 +254,9 @@ void serve_request(int i, int64 now) {
         e->state = kWanted;
         e->retry_at = done + Min(100L << Min(e->tries - 1, 10), store_bound_ms());
     } else if (!ok) {
-        // The request fails: the waiting backend reports the store's error.
+        // The request fails: the waiting backend reports the store's error, and its hint.
         snprintf(e->error, sizeof(e->error), "%s", err.message);
+        strlcpy(e->error_hint, err.hint, sizeof(e->error_hint));
         e->error_code = err.sqlerrcode;
         e->state = kWanted;
         e->retry_at = done + 1000;

@@ -33,6 +33,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
+#include "utils/json.h"  // escape_json: the static keeper's rows for one comparison
 #include "utils/uuid.h"
 #if PG_VERSION_NUM >= 190000
 #include "utils/lsyscache.h"  // get_database_name moved here from commands/dbcommands.h

@@ -267,7 +267,7 @@ struct RowToWrite {
 
 // `*exists`: the catalog has cosid.static_ceiling (never on a standby: nothing is issued
 // there, and nothing could be written).  When it has, the model's windows are in it.
-bool sync_static_rows(bool* exists, StoreError* err) {
+bool sync_static_rows(bool* exists, StoreError* err, int lock_timeout_ms = 0) {
     *exists = false;
     if (RecoveryInProgress()) return true;
     int64 table_file = 0;
@@ -293,7 +293,8 @@ bool sync_static_rows(bool* exists, StoreError* err) {
         }
     });
     bool ok = true;
-    for (int k = 0; k < n && ok; ++k) ok = store_static_record(rows[k].ns, rows[k].slot, rows[k].ceiling, err);
+    for (int k = 0; k < n && ok; ++k)
+        ok = store_static_record(rows[k].ns, rows[k].slot, rows[k].ceiling, err, lock_timeout_ms);
     pfree(rows);
     rows_synced = ok;
     synced_file = table_file;
@@ -318,14 +319,56 @@ const char* state_file_path() {
 
 void static_rows_tick() {
     static int64 next_at = 0;
+    static bool failing = false;
     if (!static_slots_configured() || mono_ms() < next_at) return;
     next_at = mono_ms() + 1000;
     // Only a model read from a file has something to record; a refused file is reported at
     // every window already.
-    if (!model_loaded) return;
+    if (!model_loaded || RecoveryInProgress()) return;
+    // What the model holds, as JSON for one comparison with this cluster's rows: rows the
+    // table lost (made again by DROP and CREATE EXTENSION, emptied by TRUNCATE or DELETE) are
+    // written again.  Every store call here gives up on a lock after 100 ms: the keeper's
+    // pass (dynamic namespaces too) must not wait behind someone's lock on the table.
+    StringInfoData json;
+    initStringInfo(&json);
+    appendStringInfoChar(&json, '[');
+    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    int n = cpp_call([&] { return windows + static_cast<int>(model.not_before.size()); });
+    for (int k = 0; k < n; ++k) {
+        char ns[NAMEDATALEN];
+        int32 slot = kEverySlot;
+        int64 ceiling = 0;
+        cpp_call([&] {
+            const std::string& name = k < windows ? model.windows[k].ns : model.not_before[k - windows].ns;
+            strlcpy(ns, name.c_str(), sizeof(ns));
+            if (k < windows) slot = model.windows[k].slot;
+            ceiling = k < windows ? model.windows[k].ceiling_ms : model.not_before[k - windows].ms;
+        });
+        if (k > 0) appendStringInfoChar(&json, ',');
+        appendStringInfoString(&json, "{\"ns\":");
+        escape_json(&json, ns);
+        appendStringInfo(&json, ",\"slot\":%d,\"ceiling\":" INT64_FORMAT "}", slot, ceiling);
+    }
+    appendStringInfoChar(&json, ']');
     bool exists = false;
+    int64 table_file = 0;
+    int64 missing = 0;
     StoreError err;
-    (void)sync_static_rows(&exists, &err);  // a failure is retried here and reported by the next window
+    bool ok = store_static_ceiling_exists(&exists, &table_file, &err);
+    if (ok && exists && n > 0) ok = store_static_rows_missing(json.data, &missing, &err, 100);
+    if (ok && missing > 0) {
+        rows_synced = false;
+        ok = sync_static_rows(&exists, &err, 100);
+        if (ok)
+            ereport(LOG, (errmsg("cosid wrote " INT64_FORMAT " static ceiling%s into cosid.static_ceiling again "
+                                 "(the table was made again or emptied)",
+                                 missing, missing == 1 ? "" : "s")));
+    }
+    pfree(json.data);
+    if (!ok && !failing)
+        ereport(LOG, (errmsg("cosid could not compare its static ceilings with cosid.static_ceiling: %s", err.message),
+                      errdetail("Tried again every second; the next static window writes them in any case.")));
+    failing = !ok;
 }
 
 void static_keeper_start() {
@@ -405,15 +448,24 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         // a lost file held.  Written before the file: a row ahead of the file only raises, a
         // file ahead of a failed row write would push every retry's floor further ahead.
         bool db_exists = false;
+        bool restoring = false;
         std::optional<int64> others_ms, own_ms;
         StoreError db_err;
         if (!sync_static_rows(&db_exists, &db_err) ||
-            (db_exists && !store_static_recorded(ns, slot, &others_ms, &own_ms, &db_err))) {
+            (db_exists && !store_static_recorded(ns, slot, &others_ms, &own_ms, &restoring, &db_err))) {
             snprintf(error, sizeof(error), "cosid could not read or write cosid.static_ceiling in database \"%s\": %s",
                      setting_database, db_err.message);
             strlcpy(hint, "The database keeps a copy of each static window's ceiling (for pg_upgrade and restores); "
                     "no window is given without it.", sizeof(hint));
             code = db_err.sqlerrcode;
+        } else if (restoring) {
+            // The origin's rows come with the restore's data, after this CREATE EXTENSION: a
+            // window now would start at this clock, below what the origin issued.
+            snprintf(error, sizeof(error), "cosid static slots of database \"%s\" are being restored: no window before "
+                     "the origin's cosid.static_ceiling has come", setting_database);
+            strlcpy(hint, "Wait for the restore to end. A dump without cosid's data (a partial restore, cosid 1.3 or "
+                    "older): SELECT cosid_store_follow_timeline(restored => true) there.", sizeof(hint));
+            code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
         }
         if (others_ms && window_value < *others_ms) {
             char at[40];

@@ -80,8 +80,10 @@ void end_store_call() {
 // statement_timeout is only armed by the backend's query loop, never for SPI in a worker:
 // the keeper arms the same timer itself around each store transaction, so that a slow
 // statement or a commit waiting for a synchronous standby ends within the bound.
+// lock_timeout_ms > 0: the statement gives up on a lock after that long (SET LOCAL), for the
+// keeper's background work, which must never hold up its pass behind someone's lock.
 bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
-             const RowSink* sink = nullptr) {
+             const RowSink* sink = nullptr, int lock_timeout_ms = 0) {
     MemoryContext caller = CurrentMemoryContext;
     volatile bool ok = false;
     Oid types[kMaxCols];
@@ -98,6 +100,11 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     {
         SPI_connect();
         PushActiveSnapshot(GetTransactionSnapshot());
+        if (lock_timeout_ms > 0) {
+            char set[96];
+            snprintf(set, sizeof(set), "SELECT pg_catalog.set_config('lock_timeout', '%d', true)", lock_timeout_ms);
+            if (SPI_execute(set, false, 0) != SPI_OK_SELECT) elog(ERROR, "cosid could not set lock_timeout");
+        }
         pgstat_report_activity(STATE_RUNNING, sql);
         int rc = SPI_execute_with_args(sql, nargs, types, values, nullptr, false, sink != nullptr ? 0 : 1);
         if (rc != SPI_OK_SELECT) elog(ERROR, "cosid store query failed: %s", SPI_result_code_string(rc));
@@ -123,6 +130,7 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         ErrorData* ed = CopyErrorData();
         FlushErrorState();
         set_error(err, ed->message, ed->sqlerrcode);
+        if (ed->hint != nullptr) strlcpy(err->hint, ed->hint, sizeof(err->hint));  // the SQL's own advice
         FreeErrorData(ed);
         AbortCurrentTransaction();
     }
@@ -367,6 +375,8 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
             // No SQLSTATE: libpq's own error (the connection broke), not the server's answer.
             bool answered = PQresultErrorField(res, PG_DIAG_SQLSTATE) != nullptr;
             set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res), !answered);
+            if (const char* hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT))
+                strlcpy(err->hint, hint, sizeof(err->hint));  // the store's own advice, for the caller
             if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message, !answered);
         }
         PQclear(res);
@@ -787,7 +797,7 @@ bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* er
 }
 
 bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
-                           StoreError* err) {
+                           bool* restoring, StoreError* err) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     char slot_text[16];
@@ -795,21 +805,38 @@ bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* oth
     const char* args[2] = {ns, slot_text};
     *others_ms = std::nullopt;
     *own_ms = std::nullopt;
-    if (!run_spi("SELECT others_ms, own_ms FROM cosid._static_recorded($1::text, $2::int)", 2, args, &row, err))
+    if (!run_spi("SELECT others_ms, own_ms, restoring FROM cosid._static_recorded($1::text, $2::int)", 2, args, &row,
+                 err))
         return false;
     if (row.present && !row.null[0]) *others_ms = get_int64(row, 1, 0);
     if (row.present && !row.null[1]) *own_ms = get_int64(row, 2, 0);
+    *restoring = row.present && !row.null[2] && get_bool(row, 3);
     return true;
 }
 
-bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err) {
+bool store_static_rows_missing(const char* rows_json, int64* missing, StoreError* err, int lock_timeout_ms) {
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    const char* args[1] = {rows_json};
+    if (!run_spi("SELECT count(*) FROM pg_catalog.jsonb_to_recordset($1::jsonb) AS m(ns text, slot int, ceiling bigint) "
+                 "WHERE NOT EXISTS (SELECT 1 FROM cosid.static_ceiling c, pg_catalog.pg_control_system() s "
+                 "WHERE c.namespace = m.ns AND c.slot = m.slot AND c.system_identifier = s.system_identifier "
+                 "AND c.ceiling_ms >= m.ceiling)",
+                 1, args, &row, err, nullptr, lock_timeout_ms))
+        return false;
+    *missing = get_int64(row, 1, 0);
+    return true;
+}
+
+bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err, int lock_timeout_ms) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     char slot_text[16], ceiling_text[32];
     snprintf(slot_text, sizeof(slot_text), "%d", slot);
     snprintf(ceiling_text, sizeof(ceiling_text), INT64_FORMAT, ceiling_ms);
     const char* args[3] = {ns, slot_text, ceiling_text};
-    return run_spi("SELECT cosid._static_record($1::text, $2::int, $3::bigint)", 3, args, &row, err);
+    return run_spi("SELECT cosid._static_record($1::text, $2::int, $3::bigint)", 3, args, &row, err, nullptr,
+                   lock_timeout_ms);
 }
 
 namespace {

@@ -88,10 +88,15 @@ bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err);
 // CREATE EXTENSION) or emptied (TRUNCATE).
 bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* err);
 // The largest ceiling other clusters recorded for the slot, and this cluster's (none: nullopt).
+// `restoring`: a restore is under way (the mark CREATE EXTENSION left, the origin's record
+// not come yet): no static window then.
 bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
-                           StoreError* err);
+                           bool* restoring, StoreError* err);
+// How many of `rows_json` ([{"ns":..,"slot":..,"ceiling":..}, ...]: the state file's windows and
+// not-befores) this cluster's rows in cosid.static_ceiling do not cover (missing, or lower).
+bool store_static_rows_missing(const char* rows_json, int64* missing, StoreError* err, int lock_timeout_ms);
 // Records this cluster's ceiling of a static window there, durably on this server.
-bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err);
+bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err, int lock_timeout_ms = 0);
 // cosid_adopt: raises the namespace's not-before in the store (cosid.raise_floor), after the
 // store checked that the caller's layout is its own; the new not-before in `floor`.
 bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int slot_bits, int sequence_bits,

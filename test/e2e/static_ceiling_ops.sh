@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# More operations around cosid.static_ceiling (found by a second review; each case failed on
+# the build before its fix):
+#   bash test/e2e/static_ceiling_ops.sh WORKDIR
+# h) a dump restored into another cluster with the same static slot, and a cosid_next() between
+#    the restore's CREATE EXTENSION and cosid's data (pg_restore by section): no static window
+#    may open before the origin's rows have come (before: it opened at this cluster's clock,
+#    set to the middle of the origin's ids, and 184 of 20,000 ids were the origin's).
+# i) DELETE FROM cosid.static_ceiling after a cosid_adopt (the file node stays, unlike TRUNCATE):
+#    the keeper writes the rows again, and a pg_upgrade onto another static slot starts above
+#    the adopted ids (before: the row never came back; 1,380 of 2,000 ids at or below them).
+# j) the table locked after a TRUNCATE: the keeper's once-a-second comparison gives up on the
+#    lock at once, and a dynamic namespace acquires as usual (before: every keeper loop waited
+#    the store bound, 10 s, and a first id took as long).
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
+D="${1:-/tmp/cosid-e2e}/static_ceiling_ops"
+B="$PG_BIN"; FAIL=0; PORT0=55707
+RUNNING=()
+cleanup() { local d; kill $(jobs -p) 2>/dev/null || true
+            for d in "${RUNNING[@]}"; do as_pg "$B/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
+rm -rf "$D"; mkdir -p "$D"; chown -R "$PG_USER" "$D"
+NS="SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)"
+mk() {  # mk NAME PORT settings...
+    local n=$1 p=$2; shift 2
+    as_pg "$B/initdb" -D "$D/$n" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+    printf '%s\n' "port = $p" "listen_addresses = ''" "unix_socket_directories = '$D'" \
+        "shared_preload_libraries = 'cosid'" "fsync = off" "cosid.acquire_timeout = '30s'" "$@" >> "$D/$n/postgresql.conf"
+}
+up() { as_pg "$B/pg_ctl" -D "$D/$1" -l "$D/$1.log" -w start >/dev/null; RUNNING+=("$D/$1"); }
+down() { as_pg "$B/pg_ctl" -D "$D/$1" -m fast -w stop >/dev/null; }
+q() { local p=$1; shift; as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$p" -d postgres -At "$@"; }
+
+# --- h) restore with a cosid_next() between its sections --------------------------------------
+PA=$PORT0; PB=$((PORT0 + 1))
+mk a $PA "cosid.static_slots = 'default:5'"
+mk b $PB "cosid.static_slots = 'default:5'"
+up a
+# A's ids spread over a few seconds, so that B's clock can be put in their middle
+q $PA -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+    -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
+max_id=$(q $PA -c "SELECT max(id) FROM t")
+mid_ms=$(q $PA -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
+as_pg "$B/pg_dump" -h "$D" -p $PA -Fc -f "$D/a.dump" postgres
+down a
+# B's clock in the middle of A's ids (another host's clock)
+echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/postgresql.conf"
+up b
+as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=pre-data "$D/a.dump"
+first=$(as_pg "$B/psql" -X -q -h "$D" -p $PB -d postgres -At -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+echo "# h) cosid_next() between the restore's sections: $(echo "$first" | head -1)"
+check "h) no static window between the restore's sections: refused (55000) with a hint" "55000 1" \
+    "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$first" | head -1 | cut -c9-) $(grep -c '^HINT: ' <<<"$first")"
+as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=data "$D/a.dump"
+as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=post-data "$D/a.dump"
+q $PB -c "CREATE TABLE t_after (id bigint)" -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/h.err" || true
+check "h) after the restore: 20000 ids on B, none at or below A's $max_id, none of A's" "20000|0|0|" \
+    "$(q $PB -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM t)) FROM t_after")|$(head -1 "$D/h.err")"
+down b
+
+# --- i) DELETE FROM cosid.static_ceiling after an adopt, then pg_upgrade onto another slot -------
+PO=$((PORT0 + 2)); PN=$((PORT0 + 3))
+mk o $PO "cosid.static_slots = 'st:5'"
+mk n $PN "cosid.static_slots = 'st:2'"
+up o
+q $PO -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_adopt (id bigint, phase text)" \
+    -c "INSERT INTO t_adopt SELECT cosid_min_id(now() + interval '8 s', 'st') + (2 << 8) + k, 'adopted' FROM generate_series(0, 99) k" \
+    -c "SELECT cosid_adopt('t_adopt', 'id', 'st')" >/dev/null
+max_id=$(q $PO -c "SELECT max(id) FROM t_adopt")
+adopted_ms=$(q $PO -c "SELECT (extract(epoch FROM cosid_timestamp($max_id, 'st')) * 1000)::bigint")
+q $PO -c "DELETE FROM cosid.static_ceiling" >/dev/null   # a DBA emptying it by hand
+check_true "i) the namespace's adopt row written again after a DELETE of every row" \
+    "$(wait_for 10 "the adopt row back" q $PO -c "SELECT count(*) = 1 FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = -1 AND ceiling_ms >= $adopted_ms")"
+down o
+(cd "$D" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$D/o" -D "$D/n" -p $PO -P $PN -s "$D" -U postgres --no-sync --link) \
+    > "$D/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade failed"; tail "$D/pg_upgrade.out"; exit 1; }
+echo "cosid.clock_offset = $(( adopted_ms - 5000 - $(date +%s%3N) ))" >> "$D/n/postgresql.conf"
+up n
+q $PN -c "INSERT INTO t_adopt SELECT cosid_next('st'), 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$D/i.err" || true
+check "i) then pg_upgrade onto slot 2: 2000 ids, none at or below the adopted $max_id" "2000|0|" \
+    "$(q $PN -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_adopt WHERE phase = 'after'")|$(head -1 "$D/i.err")"
+down n
+
+# --- j) the table locked after a TRUNCATE: the keeper is not held up ------------------------------
+PJ=$((PORT0 + 4))
+mk j $PJ "cosid.static_slots = 'st:5'"
+up j
+q $PJ -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" -c "SELECT cosid_namespace_create('d1')" >/dev/null
+q $PJ -c "SELECT cosid_release('st', 5)" >/dev/null   # no static window: no renewal writes the table
+# the TRUNCATE commits straight into a lock queued behind it, which holds the table 30 s
+q $PJ -c "BEGIN" -c "TRUNCATE cosid.static_ceiling" -c "SELECT pg_sleep(2)" -c "COMMIT" >/dev/null &
+wait_for 10 "the TRUNCATE's lock" q $PJ -c "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'cosid.static_ceiling'::regclass AND mode = 'AccessExclusiveLock' AND granted" >/dev/null
+q $PJ -c "BEGIN" -c "LOCK TABLE cosid.static_ceiling" -c "SELECT pg_sleep(30)" -c "COMMIT" >/dev/null 2>&1 &
+check_true "j) the keeper's comparison gave up on the lock and said so" \
+    "$(wait_for 20 "the keeper's log of the locked table" bash -c "grep -q 'could not compare its static ceilings with cosid.static_ceiling' '$D/j.log' && echo t")"
+# the store bound is 10 s (ttl 60 s): a keeper waiting it out at every loop misses 8 s
+got=$(q $PJ -c "SET cosid.acquire_timeout = '8s'" -c "SELECT cosid_next('d1') > 0" 2>&1 | head -1 || true)
+check "j) meanwhile a dynamic namespace's first id within cosid.acquire_timeout = 8 s" "t" "$got"
+kill $(jobs -p) 2>/dev/null || true
+down j
+exit $FAIL
