@@ -267,11 +267,18 @@ struct RowToWrite {
 
 // `*exists`: the catalog has cosid.static_ceiling (never on a standby: nothing is issued
 // there, and nothing could be written).  When it has, the model's windows are in it.
-bool sync_static_rows(bool* exists, StoreError* err, int lock_timeout_ms = 0) {
+// While a restore is under way (*restoring), *exists is false: nothing is written (the
+// restore's COPY of the table comes later and would meet this cluster's row), and the caller
+// gives no window.
+bool sync_static_rows(bool* exists, StoreError* err, int lock_timeout_ms = 0, bool* restoring = nullptr) {
     *exists = false;
+    if (restoring != nullptr) *restoring = false;
     if (RecoveryInProgress()) return true;
     int64 table_file = 0;
-    if (!store_static_ceiling_exists(exists, &table_file, err)) return false;
+    bool being_restored = false;
+    if (!store_static_ceiling_exists(exists, &table_file, &being_restored, err, lock_timeout_ms)) return false;
+    if (restoring != nullptr) *restoring = being_restored;
+    if (being_restored) *exists = false;
     if (!*exists) {
         rows_synced = false;
         return true;
@@ -351,11 +358,12 @@ void static_rows_tick() {
     }
     appendStringInfoChar(&json, ']');
     bool exists = false;
+    bool restoring = false;
     int64 table_file = 0;
     int64 missing = 0;
     StoreError err;
-    bool ok = store_static_ceiling_exists(&exists, &table_file, &err);
-    if (ok && exists && n > 0) ok = store_static_rows_missing(json.data, &missing, &err, 100);
+    bool ok = store_static_ceiling_exists(&exists, &table_file, &restoring, &err, 100);
+    if (ok && exists && !restoring && n > 0) ok = store_static_rows_missing(json.data, &missing, &err, 100);
     if (ok && missing > 0) {
         rows_synced = false;
         ok = sync_static_rows(&exists, &err, 100);
@@ -365,6 +373,34 @@ void static_rows_tick() {
                                  missing, missing == 1 ? "" : "s")));
     }
     pfree(json.data);
+    // An open window below a ceiling another cluster recorded since it opened (a data-only
+    // restore, or logical replication, brought the rows after it): closed, so that the next
+    // window starts above them.  What it issued before cannot be taken back; it issues no more.
+    for (int i = 0; ok && exists && !restoring && i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        char ns[NAMEDATALEN];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool open = e->state == kLeased && e->is_static;
+        strlcpy(ns, e->ns, sizeof(ns));
+        int32 slot = e->slot;
+        int64 floor = e->floor;
+        LWLockRelease(shared->lock);
+        if (!open) continue;
+        std::optional<int64> others_ms, own_ms;
+        bool busy = false;
+        ok = store_static_recorded(ns, slot, &others_ms, &own_ms, &busy, &err, 100);
+        if (!ok || !others_ms || *others_ms <= floor) continue;
+        ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": another cluster recorded a ceiling above "
+                             "the open window's floor in cosid.static_ceiling; the window is closed, the next starts "
+                             "above it",
+                             slot, ns),
+                      errdetail("The rows came after the window opened: a data-only restore or logical replication "
+                                "while this server issued. Ids issued in the window before may repeat the other "
+                                "cluster's."),
+                      errhint("Let a restore finish before the application issues ids, and give each cluster its "
+                              "own static slots.")));
+        release_static(i);
+    }
     if (!ok && !failing)
         ereport(LOG, (errmsg("cosid could not compare its static ceilings with cosid.static_ceiling: %s", err.message),
                       errdetail("Tried again every second; the next static window writes them in any case.")));
@@ -451,7 +487,7 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         bool restoring = false;
         std::optional<int64> others_ms, own_ms;
         StoreError db_err;
-        if (!sync_static_rows(&db_exists, &db_err) ||
+        if (!sync_static_rows(&db_exists, &db_err, 0, &restoring) ||
             (db_exists && !store_static_recorded(ns, slot, &others_ms, &own_ms, &restoring, &db_err))) {
             snprintf(error, sizeof(error), "cosid could not read or write cosid.static_ceiling in database \"%s\": %s",
                      setting_database, db_err.message);
@@ -463,8 +499,9 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             // window now would start at this clock, below what the origin issued.
             snprintf(error, sizeof(error), "cosid static slots of database \"%s\" are being restored: no window before "
                      "the origin's cosid.static_ceiling has come", setting_database);
-            strlcpy(hint, "Wait for the restore to end. A dump without cosid's data (a partial restore, cosid 1.3 or "
-                    "older): SELECT cosid_store_follow_timeline(restored => true) there.", sizeof(hint));
+            strlcpy(hint, "Wait for the restore to end. If none runs (a schema-only or partial restore, a dump of cosid "
+                    "1.3 or older, CREATE EXTENSION run with row_security off): SELECT "
+                    "cosid_store_follow_timeline(restored => true) there.", sizeof(hint));
             code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
         }
         if (others_ms && window_value < *others_ms) {

@@ -783,9 +783,11 @@ bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err) {
 // 1.4) has neither it nor its functions, and the file alone is the memory until ALTER
 // EXTENSION cosid UPDATE.  Asked at every call, never cached (the catalog can change under a
 // running keeper), and never inferred from an error of the functions themselves.
-bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* err) {
+bool store_static_ceiling_exists(bool* exists, int64* table_file, bool* restoring, StoreError* err,
+                                 int lock_timeout_ms) {
     TextRow row;
     memset(&row, 0, sizeof(row));
+    *restoring = false;
     if (!run_spi("SELECT pg_catalog.to_regprocedure('cosid._static_record(text,integer,bigint)') IS NOT NULL "
                  "AND pg_catalog.to_regprocedure('cosid._static_recorded(text,integer)') IS NOT NULL, "
                  "coalesce(pg_catalog.pg_relation_filenode(pg_catalog.to_regclass('cosid.static_ceiling'))::bigint, 0)",
@@ -793,11 +795,19 @@ bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* er
         return false;
     *exists = get_bool(row, 1);
     *table_file = get_int64(row, 2, 0);
+    if (!*exists) return true;
+    // (a 1.5 catalog: its store_state has system_identifier.  Not through _static_recorded,
+    // which reads cosid.static_ceiling too: a lock on that table must not stop this look.)
+    memset(&row, 0, sizeof(row));
+    if (!run_spi("SELECT count(*) = 1 AND coalesce(bool_and(system_identifier = 0), false) FROM cosid.store_state", 0,
+                 nullptr, &row, err, nullptr, lock_timeout_ms))
+        return false;
+    *restoring = row.present && !row.null[0] && get_bool(row, 1);
     return true;
 }
 
 bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
-                           bool* restoring, StoreError* err) {
+                           bool* restoring, StoreError* err, int lock_timeout_ms) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     char slot_text[16];
@@ -806,7 +816,7 @@ bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* oth
     *others_ms = std::nullopt;
     *own_ms = std::nullopt;
     if (!run_spi("SELECT others_ms, own_ms, restoring FROM cosid._static_recorded($1::text, $2::int)", 2, args, &row,
-                 err))
+                 err, nullptr, lock_timeout_ms))
         return false;
     if (row.present && !row.null[0]) *others_ms = get_int64(row, 1, 0);
     if (row.present && !row.null[1]) *own_ms = get_int64(row, 2, 0);

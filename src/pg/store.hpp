@@ -85,13 +85,16 @@ bool store_local_namespace(const char* ns, StoreResult* out, StoreError* err);
 // The database's copy of the static slots' ceilings (cosid.static_ceiling, cosid 1.5; always
 // SPI).  `exists`: the catalog has it (false before ALTER EXTENSION cosid UPDATE to 1.5);
 // `table_file`: its relation file node, which changes when the table is made again (DROP and
-// CREATE EXTENSION) or emptied (TRUNCATE).
-bool store_static_ceiling_exists(bool* exists, int64* table_file, StoreError* err);
+// CREATE EXTENSION) or emptied (TRUNCATE); `restoring`: a restore is under way (the mark its
+// CREATE EXTENSION left is alone in cosid.store_state): nothing may be written to the table
+// then, its COPY comes later and would meet this cluster's row (duplicate key).
+bool store_static_ceiling_exists(bool* exists, int64* table_file, bool* restoring, StoreError* err,
+                                 int lock_timeout_ms = 0);
 // The largest ceiling other clusters recorded for the slot, and this cluster's (none: nullopt).
 // `restoring`: a restore is under way (the mark CREATE EXTENSION left, the origin's record
 // not come yet): no static window then.
 bool store_static_recorded(const char* ns, int32 slot, std::optional<int64>* others_ms, std::optional<int64>* own_ms,
-                           bool* restoring, StoreError* err);
+                           bool* restoring, StoreError* err, int lock_timeout_ms = 0);
 // How many of `rows_json` ([{"ns":..,"slot":..,"ceiling":..}, ...]: the state file's windows and
 // not-befores) this cluster's rows in cosid.static_ceiling do not cover (missing, or lower).
 bool store_static_rows_missing(const char* rows_json, int64* missing, StoreError* err, int lock_timeout_ms);

@@ -12,6 +12,12 @@
 # j) the table locked after a TRUNCATE: the keeper's once-a-second comparison gives up on the
 #    lock at once, and a dynamic namespace acquires as usual (before: every keeper loop waited
 #    the store bound, 10 s, and a first id took as long).
+# k) pg_restore --clean of the cluster's own dump: while the restore is under way the keeper
+#    writes nothing into cosid.static_ceiling (before: its once-a-second rewrite put this
+#    cluster's row back, and the restore's COPY of the table failed on that key).
+# l) a data-only restore into an extension made beforehand, with a static window opened before
+#    the origin's rows came: the keeper closes it once the rows are there, and later windows
+#    start above them (before: it renewed on below them, 6,260 of 20,000 ids at or below).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 D="${1:-/tmp/cosid-e2e}/static_ceiling_ops"
@@ -107,4 +113,48 @@ got=$(q $PJ -c "SET cosid.acquire_timeout = '8s'" -c "SELECT cosid_next('d1') > 
 check "j) meanwhile a dynamic namespace's first id within cosid.acquire_timeout = 8 s" "t" "$got"
 kill $(jobs -p) 2>/dev/null || true
 down j
+
+# --- k) pg_restore --clean into the same cluster ---------------------------------------------------
+PK=$((PORT0 + 5))
+mk k $PK "cosid.static_slots = 'default:5'"
+up k
+q $PK -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" \
+    -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 1000) g" >/dev/null
+max_id=$(q $PK -c "SELECT max(id) FROM t")
+as_pg "$B/pg_dump" -h "$D" -p $PK -Fc -f "$D/k.dump" postgres
+as_pg "$B/pg_restore" -h "$D" -p $PK -d postgres --clean --if-exists --section=pre-data "$D/k.dump" 2>"$D/k.err" || true
+# the restore's CREATE EXTENSION left its mark: the keeper's rewrite (within a second) must not come
+check "k) during the restore, no row written into the new cosid.static_ceiling (3 s)" "f" \
+    "$(wait_until 3 q $PK -c "SELECT count(*) > 0 FROM cosid.static_ceiling")"
+as_pg "$B/pg_restore" -h "$D" -p $PK -d postgres --section=data "$D/k.dump" 2>>"$D/k.err" || true
+as_pg "$B/pg_restore" -h "$D" -p $PK -d postgres --section=post-data "$D/k.dump" 2>>"$D/k.err" || true
+check "k) the restore reports no error; its rows are there" "0 1000" \
+    "$(grep -c 'error' "$D/k.err") $(q $PK -c "SELECT count(*) FROM t")"
+q $PK -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 1000) g" >/dev/null 2>"$D/k2.err" || true
+check "k) after it, 1000 more ids, all above $max_id" "1000|" \
+    "$(q $PK -c "SELECT count(*) FROM t WHERE id > $max_id")|$(head -1 "$D/k2.err")"
+down k
+
+# --- l) a data-only restore into an extension made beforehand, a window already open ---------------
+PL=$((PORT0 + 6)); PM=$((PORT0 + 7))
+mk la $PL "cosid.static_slots = 'default:5'"
+mk lb $PM "cosid.static_slots = 'default:5'"
+up la
+q $PL -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+    -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
+max_id=$(q $PL -c "SELECT max(id) FROM t")
+mid_ms=$(q $PL -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
+as_pg "$B/pg_dump" -h "$D" -p $PL -Fc -f "$D/l.dump" postgres
+down la
+echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/lb/postgresql.conf"
+up lb
+q $PM -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \
+    -c "CREATE TABLE t_after (id bigint)" -c "SELECT cosid_next()" >/dev/null   # a window opens before the rows come
+as_pg "$B/pg_restore" -h "$D" -p $PM -d postgres --data-only "$D/l.dump" 2>"$D/l.err" || true
+check_true "l) the keeper closed the window that opened below the restored rows" \
+    "$(wait_for 15 "the keeper's log of the closed window" bash -c "grep -q 'another cluster recorded a ceiling above the open window' '$D/lb.log' && echo t")"
+q $PM -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/l2.err" || true
+check "l) then 20000 ids, none at or below the restored $max_id" "20000|0|" \
+    "$(q $PM -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_after")|$(head -1 "$D/l2.err")"
+down lb
 exit $FAIL
