@@ -312,7 +312,19 @@ bool sync_static_rows(bool* exists, StoreError* err, int lock_timeout_ms = 0, bo
 // windows not recorded yet; nothing where the catalog has no such table.
 bool record_static_ceiling(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err) {
     bool exists = false;
-    return sync_static_rows(&exists, err) && (!exists || store_static_record(ns, slot, ceiling_ms, err));
+    bool restoring = false;
+    if (!sync_static_rows(&exists, err, 0, &restoring)) return false;
+    if (restoring) {
+        // No window is renewed (or adopted into) while a restore is under way: the table
+        // cannot hold what it would issue, and the restore's data may lie above it.
+        strlcpy(err->message, "a restore of this database is under way (cosid.store_state holds only its mark)",
+                sizeof(err->message));
+        err->sqlerrcode = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+        err->outcome_unknown = false;
+        err->hint[0] = '\0';
+        return false;
+    }
+    return !exists || store_static_record(ns, slot, ceiling_ms, err);
 }
 
 }  // namespace
@@ -376,6 +388,24 @@ void static_rows_tick() {
     // An open window below a ceiling another cluster recorded since it opened (a data-only
     // restore, or logical replication, brought the rows after it): closed, so that the next
     // window starts above them.  What it issued before cannot be taken back; it issues no more.
+    // While a restore is under way no static window stays open: what it issued could lie
+    // below the rows the restore brings, and the table cannot take its ceiling meanwhile.
+    static bool closed_for_restore = false;
+    for (int i = 0; ok && restoring && i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool open = e->state == kLeased && e->is_static;
+        LWLockRelease(shared->lock);
+        if (!open) continue;
+        if (!closed_for_restore)
+            ereport(LOG, (errmsg("cosid closes its static windows: a restore of database \"%s\" is under way",
+                                 setting_database),
+                          errdetail("No static window opens until the restore's data has come (cosid.store_state "
+                                    "holds only the mark its CREATE EXTENSION left).")));
+        closed_for_restore = true;
+        release_static(i);
+    }
+    if (ok && !restoring) closed_for_restore = false;
     for (int i = 0; ok && exists && !restoring && i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         char ns[NAMEDATALEN];

@@ -55,14 +55,16 @@ check "CREATE EXTENSION outside cosid.database warns, naming the keeper's databa
     "$(grep -c 'WARNING:  cosid.s lease keeper works in database "postgres", not in "other"' <<<"$out")"
 sleep 1.5   # the keeper has looked for the extension in its database
 t0=$(date +%s%3N)
-out=$(psql_at "$dir" "$port" other -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next()" 2>&1 || true)
+# (a timeout of 10 min: "at once" is then told from "after the timeout" by a wide margin on a
+# loaded machine, where the call once took 6.8 s)
+out=$(psql_at "$dir" "$port" other -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '10min'" -c "SELECT cosid_next()" 2>&1 || true)
 elapsed=$(( $(date +%s%3N) - t0 ))
 grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/#   /'
 check "cosid_next in another database before the store exists: ZC006 saying the keeper cannot serve" 1 \
     "$(grep -c 'ERROR:  ZC006: cosid lease keeper cannot serve yet' <<<"$out")"
 check "... naming what is missing" 1 "$(grep -c 'extension cosid is not installed in database "postgres"' <<<"$out")"
 check "... with a HINT naming the store's database" 1 "$(grep -c 'Run CREATE EXTENSION cosid in database \"postgres\"' <<<"$out")"
-check_true "... at once, not after cosid.acquire_timeout (30 s): $elapsed ms" "$([ "$elapsed" -lt 5000 ] && echo t)"
+check_true "... at once, not after cosid.acquire_timeout (10 min): $elapsed ms" "$([ "$elapsed" -lt 60000 ] && echo t)"
 # the transaction that creates the extension in the keeper's database cannot use it yet
 out=$(psql_at "$dir" "$port" postgres -v VERBOSITY=verbose -c "BEGIN" -c "CREATE EXTENSION cosid" \
       -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next()" 2>&1 || true)

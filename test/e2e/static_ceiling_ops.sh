@@ -2,10 +2,12 @@
 # More operations around cosid.static_ceiling (found by a second review; each case failed on
 # the build before its fix):
 #   bash test/e2e/static_ceiling_ops.sh WORKDIR
-# h) a dump restored into another cluster with the same static slot, and a cosid_next() between
-#    the restore's CREATE EXTENSION and cosid's data (pg_restore by section): no static window
-#    may open before the origin's rows have come (before: it opened at this cluster's clock,
-#    set to the middle of the origin's ids, and 184 of 20,000 ids were the origin's).
+# h) a dump restored into another cluster with the same static slot (pg_restore --clean by
+#    section), a window open when it begins and a cosid_next() between the restore's CREATE
+#    EXTENSION and cosid's data: no static window may stay open or open before the origin's rows
+#    have come (before: a window opened at this cluster's clock, set to the middle of the
+#    origin's ids, and 184 of 20,000 ids were the origin's; one open before the restore went on
+#    issuing through it, 9,260 of 10,000 ids at or below the origin's).
 # i) DELETE FROM cosid.static_ceiling after a cosid_adopt (the file node stays, unlike TRUNCATE):
 #    the keeper writes the rows again, and a pg_upgrade onto another static slot starts above
 #    the adopted ids (before: the row never came back; 1,380 of 2,000 ids at or below them).
@@ -53,7 +55,15 @@ down a
 # B's clock in the middle of A's ids (another host's clock)
 echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/postgresql.conf"
 up b
-as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=pre-data "$D/a.dump"
+# B issues before the restore too: its window, open when the restore starts, must be closed
+q $PB -c "CREATE EXTENSION cosid" -c "SELECT cosid_next()" >/dev/null
+as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --clean --if-exists --section=pre-data "$D/a.dump" 2>"$D/h.err0" || true
+refused() {  # (psql's own status is an error here: not through a pipe under pipefail)
+    local out; out=$(as_pg "$B/psql" -X -q -h "$D" -p $PB -d postgres -At -v VERBOSITY=sqlstate -c "SELECT cosid_next()" 2>&1 || true)
+    grep -q 'ERROR:  55000' <<<"$out" && echo t || echo f
+}
+check_true "h) the window open when the restore began is closed: cosid_next() refused within 10 s" \
+    "$(wait_for 10 "the open window closed for the restore" refused)"
 first=$(as_pg "$B/psql" -X -q -h "$D" -p $PB -d postgres -At -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 echo "# h) cosid_next() between the restore's sections: $(echo "$first" | head -1)"
 check "h) no static window between the restore's sections: refused (55000) with a hint" "55000 1" \
