@@ -75,9 +75,11 @@ wait_for 60 "the clients' lease of 'f'" q -c "SELECT count(*) > 0 FROM cosid_poo
 # The locker holds the rows at a barrier: for 6 s, and then until the renewals have failed
 # and a caller got its error (the windows ran out), however slow the machine.
 barrier_close 22005
-as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
+# (It prints the server's time of its COMMIT: when the rows were free again.)
+as_pg psql -X -q -At -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
     -c "SELECT slot FROM cosid.lease WHERE namespace = 'f' FOR UPDATE" \
-    -c "SELECT 'go' FROM pg_advisory_lock_shared(22005)" -c "COMMIT" >/dev/null &
+    -c "SELECT 'go' FROM pg_advisory_lock_shared(22005)" -c "COMMIT" \
+    -c "SELECT 'unlocked ' || to_char(clock_timestamp(), 'YYYY-MM-DD HH24:MI:SS.US')" > "$DIR/locker.out" &
 locker=$!
 wait_for 60 "the locker holding the lease rows" barrier_waiters 1 >/dev/null
 t_lock=$(now_ms)
@@ -102,7 +104,14 @@ during=$(cat "$DIR"/clients/store_locked.*.log | awk -v a=$(( t_lock + 200 )) -v
 echo "# inserts that succeeded while the store was locked: $during"
 check_true "generators went on inside their windows while the store was locked" "$([ "$during" -gt 0 ] && echo t)"
 check_true "callers then got a clear error" "$([ -n "$first_err" ] && echo t)"
-check_true "service resumed within 2 s of the store coming back" "$([ -n "$first_ok" ] && [ $(( first_ok - t_unlock )) -le 2000 ] && echo t)"
+# The keeper's own answer, in the server's clock (the trigger's row of its first renewal or
+# acquire after the COMMIT): a client's first insert also counts its connection and psql, which
+# a loaded machine made longer than the keeper's whole recovery.
+unlocked_at=$(sed -n 's/^unlocked //p' "$DIR/locker.out")
+resumed_ms=$(q -c "SELECT (extract(epoch FROM min(at) - '$unlocked_at'::timestamptz) * 1000)::bigint
+                   FROM observed WHERE namespace = 'f' AND incarnation IS NOT NULL AND at >= '$unlocked_at'::timestamptz")
+echo "# the keeper's first renewal or acquire ${resumed_ms:-(none)} ms after the rows were free"
+check_true "the keeper served again within 2 s of the store coming back" "$([ -n "$resumed_ms" ] && [ "$resumed_ms" -le 2000 ] && echo t)"
 only_errors store_locked ZC002 ZC006
 logged=$(( $(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true) - logged0 ))
 echo "# $(stat "renewal_failures - $fail0") renewal failures, $logged of them in the log at LOG level"
