@@ -265,6 +265,28 @@ struct RowToWrite {
     int64 ceiling;
 };
 
+// The rows `model` owes the table: a window's ceiling per (namespace, slot), a not-before per
+// namespace (slot kEverySlot).  Palloc'd, so that nothing of C++ outlives the call.
+int model_rows(RowToWrite** out) {
+    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    int n = cpp_call([&] { return windows + static_cast<int>(model.not_before.size()); });
+    RowToWrite* rows = static_cast<RowToWrite*>(palloc0(sizeof(RowToWrite) * Max(n, 1)));
+    cpp_call([&] {
+        for (int k = 0; k < windows; ++k) {
+            strlcpy(rows[k].ns, model.windows[k].ns.c_str(), NAMEDATALEN);
+            rows[k].slot = model.windows[k].slot;
+            rows[k].ceiling = model.windows[k].ceiling_ms;
+        }
+        for (int k = windows; k < n; ++k) {
+            strlcpy(rows[k].ns, model.not_before[k - windows].ns.c_str(), NAMEDATALEN);
+            rows[k].slot = kEverySlot;
+            rows[k].ceiling = model.not_before[k - windows].ms;
+        }
+    });
+    *out = rows;
+    return n;
+}
+
 // `*exists`: the catalog has cosid.static_ceiling (never on a standby: nothing is issued
 // there, and nothing could be written).  When it has, the model's windows are in it.
 // While a restore is under way (*restoring), *exists is false: nothing is written (the
@@ -284,21 +306,8 @@ bool sync_static_rows(bool* exists, StoreError* err, int lock_timeout_ms = 0, bo
         return true;
     }
     if (rows_synced && table_file == synced_file) return true;
-    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
-    int n = cpp_call([&] { return windows + static_cast<int>(model.not_before.size()); });
-    RowToWrite* rows = static_cast<RowToWrite*>(palloc0(sizeof(RowToWrite) * Max(n, 1)));
-    cpp_call([&] {
-        for (int k = 0; k < windows; ++k) {
-            strlcpy(rows[k].ns, model.windows[k].ns.c_str(), NAMEDATALEN);
-            rows[k].slot = model.windows[k].slot;
-            rows[k].ceiling = model.windows[k].ceiling_ms;
-        }
-        for (int k = windows; k < n; ++k) {
-            strlcpy(rows[k].ns, model.not_before[k - windows].ns.c_str(), NAMEDATALEN);
-            rows[k].slot = kEverySlot;
-            rows[k].ceiling = model.not_before[k - windows].ms;
-        }
-    });
+    RowToWrite* rows = nullptr;
+    int n = model_rows(&rows);
     bool ok = true;
     for (int k = 0; k < n && ok; ++k)
         ok = store_static_record(rows[k].ns, rows[k].slot, rows[k].ceiling, err, lock_timeout_ms);
@@ -351,24 +360,16 @@ void static_rows_tick() {
     StringInfoData json;
     initStringInfo(&json);
     appendStringInfoChar(&json, '[');
-    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
-    int n = cpp_call([&] { return windows + static_cast<int>(model.not_before.size()); });
+    RowToWrite* rows = nullptr;
+    int n = model_rows(&rows);
     for (int k = 0; k < n; ++k) {
-        char ns[NAMEDATALEN];
-        int32 slot = kEverySlot;
-        int64 ceiling = 0;
-        cpp_call([&] {
-            const std::string& name = k < windows ? model.windows[k].ns : model.not_before[k - windows].ns;
-            strlcpy(ns, name.c_str(), sizeof(ns));
-            if (k < windows) slot = model.windows[k].slot;
-            ceiling = k < windows ? model.windows[k].ceiling_ms : model.not_before[k - windows].ms;
-        });
         if (k > 0) appendStringInfoChar(&json, ',');
         appendStringInfoString(&json, "{\"ns\":");
-        escape_json(&json, ns);
-        appendStringInfo(&json, ",\"slot\":%d,\"ceiling\":" INT64_FORMAT "}", slot, ceiling);
+        escape_json(&json, rows[k].ns);
+        appendStringInfo(&json, ",\"slot\":%d,\"ceiling\":" INT64_FORMAT "}", rows[k].slot, rows[k].ceiling);
     }
     appendStringInfoChar(&json, ']');
+    pfree(rows);
     bool exists = false;
     bool restoring = false;
     int64 table_file = 0;
