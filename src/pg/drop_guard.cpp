@@ -1,8 +1,12 @@
-// DROP EXTENSION cosid in the store's database (or a DROP OWNED BY its owner, which drops it
-// too) is refused while any window or next floor of the store
-// reaches past its clock: the lease table is the only record of the windows handed
-// out, and a store made again by CREATE EXTENSION starts its slots at its now (see
-// cosid._namespace_insert), which must lie above everything the old one handed out.  A
+// DROP EXTENSION cosid (or a DROP OWNED BY its owner, which drops it too) is refused while any
+// window or next floor of the lease table reaches past the store's clock: the lease table is
+// the only record of the windows handed out, and a store made again by CREATE EXTENSION starts
+// its slots at its now (see cosid._namespace_insert), which must lie above everything the old
+// one handed out.  In every database that has the extension, not only this server's keeper's:
+// remote instances may lease from any of them (cosid.store_dsn names the database), and a
+// table nobody leases from has nothing ahead.  DROP DATABASE (WITH (FORCE) too) and ALTER
+// DATABASE ... RENAME TO, which remove a store or let another take its name, are refused
+// alike: a short-lived background worker connects to that database and looks.  A
 // ProcessUtility hook (as pg_stat_statements installs one), active only when preloaded.
 #include "drop_guard.hpp"
 
@@ -49,10 +53,12 @@ bool drops_cosid(const Node* stmt, List** owners) {
 // counts).  A store made again would start below them.  The lease table is
 // locked against writers first, so that no renewal moves a ceiling between this look and
 // the drop.  `count` is 0 when the extension is not installed here.
+// (Plain data: the DROP DATABASE check gets it through dynamic shared memory.)
 struct Ahead {
     int64 count = 0;
     char until[64] = "";   // the store time the last of them ends, as text
     char which[160] = "";  // the slot it is
+    bool looked = false;   // the check worker got through its look
 };
 
 void windows_ahead(Ahead* out, List* owners) {
@@ -92,6 +98,75 @@ void windows_ahead(Ahead* out, List* owners) {
         }
     }
     SPI_finish();
+    out->looked = true;
+}
+
+// The database a DROP DATABASE or ALTER DATABASE ... RENAME TO takes away, or nullptr.
+const char* database_taken_away(const Node* stmt) {
+    if (stmt == nullptr) return nullptr;
+    if (IsA(stmt, DropdbStmt)) return reinterpret_cast<const DropdbStmt*>(stmt)->dbname;
+    if (IsA(stmt, RenameStmt)) {
+        const RenameStmt* rename = reinterpret_cast<const RenameStmt*>(stmt);
+        if (rename->renameType == OBJECT_DATABASE) return rename->subname;
+    }
+    return nullptr;
+}
+
+// windows_ahead in another database, by a background worker connected there (a backend
+// cannot read another database's tables).  The worker's lock on the lease table ends with it:
+// an acquire that commits between its look and the drop is not seen (the drop's own wait for
+// the database's sessions, or WITH (FORCE)'s termination of them, follows at once).
+void windows_ahead_in(Oid database, const char* name, Ahead* out) {
+    dsm_segment* seg = dsm_create(sizeof(Ahead), 0);
+    Ahead* shared_out = static_cast<Ahead*>(dsm_segment_address(seg));
+    *shared_out = Ahead();
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = BGW_NEVER_RESTART;
+    strlcpy(worker.bgw_library_name, "cosid", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, "cosid_drop_check_main", BGW_MAXLEN);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "cosid drop check of database %u", database);
+    strlcpy(worker.bgw_type, "cosid drop check", BGW_MAXLEN);
+    worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+    memcpy(worker.bgw_extra, &database, sizeof(Oid));
+    worker.bgw_notify_pid = MyProcPid;
+    BackgroundWorkerHandle* handle = nullptr;
+    if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+                 errmsg("cosid cannot check database \"%s\" for a lease store before it goes", name),
+                 errdetail("No background worker slot is free to look at its lease table (max_worker_processes)."),
+                 errhint("Try again once a background worker has ended, or raise max_worker_processes (a restart).")));
+    if (WaitForBackgroundWorkerShutdown(handle) == BGWH_POSTMASTER_DIED)
+        ereport(FATAL, (errcode(ERRCODE_ADMIN_SHUTDOWN), errmsg("postmaster died during cosid's drop check")));
+    *out = *shared_out;
+    dsm_detach(seg);
+    if (!out->looked)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("cosid could not check database \"%s\" for a lease store before it goes", name),
+                 errdetail("The background worker that looks at its lease table did not finish; the server log "
+                           "says why."),
+                 errhint("First run DROP EXTENSION cosid in that database (it is checked there), and try again.")));
+}
+
+void refuse_if_ahead(const Ahead& ahead, const char* what, const char* made_again) {
+    if (ahead.count > 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_IN_USE),
+                 errmsg("cannot %s while " INT64_FORMAT " slots of its lease store have windows reaching past "
+                        "the store's clock",
+                        what, ahead.count),
+                 errdetail("The last of them ends at %s (%s). The lease table is the only record of those "
+                           "windows: a store made again (%s) could start a window below an id still to be "
+                           "issued in them.",
+                           ahead.until, ahead.which, made_again),
+                 errhint("Stop the writers, release their slots (on each instance: SELECT cosid_release(namespace, "
+                         "slot) FROM cosid_pool()), and try again after %s: leases of other owners expire by "
+                         "themselves.",
+                         ahead.until)));
 }
 
 void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
@@ -99,23 +174,23 @@ void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only
                            QueryCompletion* qc) {
     new_statement();  // COPY, DO, CALL, FETCH ... start statements without ExecutorStart
     List* owners = NIL;
-    if (drops_cosid(pstmt->utilityStmt, &owners) && !store_is_remote() && in_store_database()) {
+    if (const char* name = database_taken_away(pstmt->utilityStmt)) {
+        Oid database = get_database_oid(name, true);
+        // (not one's own: PostgreSQL refuses that itself; nor in a standby's recovery; nor in
+        // pg_upgrade's servers, which issue nothing and rebuild the databases from the old cluster)
+        if (OidIsValid(database) && database != MyDatabaseId && !RecoveryInProgress() && !IsBinaryUpgrade) {
+            Ahead ahead;
+            windows_ahead_in(database, name, &ahead);
+            char what[NAMEDATALEN + 64];
+            snprintf(what, sizeof(what), "%s database \"%s\"", IsA(pstmt->utilityStmt, DropdbStmt) ? "drop" : "rename",
+                     name);
+            refuse_if_ahead(ahead, what, "a database of that name with CREATE EXTENSION cosid");
+        }
+    }
+    if (drops_cosid(pstmt->utilityStmt, &owners)) {
         Ahead ahead;
         windows_ahead(&ahead, owners);
-        if (ahead.count > 0)
-            ereport(ERROR,
-                    (errcode(ERRCODE_OBJECT_IN_USE),
-                     errmsg("cannot drop extension cosid while " INT64_FORMAT
-                            " slots of its lease store have windows reaching past the store's clock",
-                            ahead.count),
-                     errdetail("The last of them ends at %s (%s). The lease table is the only record of those "
-                               "windows: a store made again by CREATE EXTENSION could start a window below an id "
-                               "still to be issued in them.",
-                               ahead.until, ahead.which),
-                     errhint("Stop the writers, release this instance's slots (SELECT cosid_release(namespace, slot) "
-                             "FROM cosid_pool()), and try again after %s: leases of other owners expire by "
-                             "themselves.",
-                             ahead.until)));
+        refuse_if_ahead(ahead, "drop extension cosid", "by CREATE EXTENSION");
     }
     if (prev_process_utility != nullptr)
         prev_process_utility(pstmt, query, read_only_tree, context, params, query_env, dest, qc);
@@ -124,6 +199,30 @@ void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only
 }
 
 }  // namespace
+
+// The DROP DATABASE check's worker: connects to the database (also one that takes no
+// connections), looks as DROP EXTENSION does, writes the answer into the caller's segment and
+// leaves.  An error here leaves `looked` false, and the caller refuses.
+extern "C" PGDLLEXPORT void cosid_drop_check_main(Datum arg) {
+    BackgroundWorkerUnblockSignals();
+    CurrentResourceOwner = ResourceOwnerCreate(nullptr, "cosid drop check");
+    dsm_segment* seg = dsm_attach(DatumGetUInt32(arg));
+    if (seg == nullptr) proc_exit(1);  // the caller gave up and detached: nobody to answer
+    Oid database;
+    memcpy(&database, MyBgworkerEntry->bgw_extra, sizeof(Oid));
+    BackgroundWorkerInitializeConnectionByOid(database, InvalidOid, BGWORKER_BYPASS_ALLOWCONN);
+    pgstat_report_appname("cosid drop check");
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    Ahead ahead;
+    windows_ahead(&ahead, NIL);
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    memcpy(dsm_segment_address(seg), &ahead, sizeof(Ahead));
+    dsm_detach(seg);
+    proc_exit(0);
+}
 
 void install_drop_guard() {
     prev_process_utility = ProcessUtility_hook;
