@@ -61,7 +61,14 @@ struct Ahead {
     bool looked = false;   // the check worker got through its look
 };
 
+// The look runs with search_path pg_catalog, pg_temp: the check's worker is a superuser in a
+// database that whoever issues DROP DATABASE names, and the database's owner may have set a
+// search_path there (ALTER DATABASE ... SET) whose schemas come before pg_catalog; an operator
+// of theirs (say = on name) would then run as that superuser, and could answer for the look.
 void windows_ahead(Ahead* out, List* owners) {
+    int nest = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
+                            0, false);
     SPI_connect();
     int rc = SPI_execute("SELECT e.extowner, n.nspowner FROM pg_catalog.pg_extension e "
                          "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = 'cosid' WHERE e.extname = 'cosid'",
@@ -98,6 +105,7 @@ void windows_ahead(Ahead* out, List* owners) {
         }
     }
     SPI_finish();
+    AtEOXact_GUC(true, nest);
     out->looked = true;
 }
 
