@@ -1,13 +1,14 @@
-// DROP EXTENSION cosid (or a DROP OWNED BY its owner, which drops it too) is refused while any
-// window or next floor of the lease table reaches past the store's clock: the lease table is
-// the only record of the windows handed out, and a store made again by CREATE EXTENSION starts
-// its slots at its now (see cosid._namespace_insert), which must lie above everything the old
-// one handed out.  In every database that has the extension, not only this server's keeper's:
-// remote instances may lease from any of them (cosid.store_dsn names the database), and a
-// table nobody leases from has nothing ahead.  DROP DATABASE (WITH (FORCE) too) and ALTER
-// DATABASE ... RENAME TO, which remove a store or let another take its name, are refused
-// alike: a short-lived background worker connects to that database and looks.  A
-// ProcessUtility hook (as pg_stat_statements installs one), active only when preloaded.
+// DROP EXTENSION cosid (or a DROP OWNED BY its owner, or any drop that cascades to it) is
+// refused while any window or next floor of the lease table reaches past the store's clock:
+// the lease table is the only record of the windows handed out, and a store made again by
+// CREATE EXTENSION starts its slots at its now (see cosid._namespace_insert), which must lie
+// above everything the old one handed out.  In every database that has the extension, not
+// only this server's keeper's: remote instances may lease from any of them (cosid.store_dsn
+// names the database), and a table nobody leases from has nothing ahead.  DROP DATABASE
+// (WITH (FORCE) too) and ALTER DATABASE ... RENAME TO, which remove a store or let another
+// take its name, are refused alike: a short-lived background worker connects to that
+// database and looks.  A ProcessUtility hook (as pg_stat_statements installs one) and an
+// object access hook (as sepgsql installs one), active only when preloaded.
 #include "drop_guard.hpp"
 
 #include "generator.hpp"
@@ -19,11 +20,17 @@ namespace cosid::pg {
 namespace {
 
 ProcessUtility_hook_type prev_process_utility = nullptr;
+object_access_hook_type prev_object_access = nullptr;
+// The transaction whose current statement has looked, at the first of cosid's objects to go,
+// and found nothing ahead (so the objects after it go unchecked); every utility statement
+// starts without it.
+LocalTransactionId cascade_looked_in = InvalidLocalTransactionId;
 
 // The statements that drop the extension: DROP EXTENSION cosid, and DROP OWNED BY a role that
 // owns it or its schema (for that one *owners gets the roles, and whether it drops cosid is
 // asked of the catalog in windows_ahead).  DROP SCHEMA cosid CASCADE is refused by PostgreSQL
-// itself: the schema is a member of the extension (2BP01).
+// itself: the schema is a member of the extension (2BP01).  Drops that reach the extension as
+// a cascade from something else are held by guard_object_access.
 bool drops_cosid(const Node* stmt, List** owners) {
     *owners = NIL;
     if (stmt == nullptr) return false;
@@ -177,16 +184,69 @@ void refuse_if_ahead(const Ahead& ahead, const char* what, const char* made_agai
                          ahead.until)));
 }
 
+// Whether the object about to be dropped is the cosid extension, one of its members, or its
+// lease table (also one taken out of it by ALTER EXTENSION ... DROP TABLE).
+bool is_cosid_object(Oid class_id, Oid object_id) {
+    Oid extension = get_extension_oid("cosid", true);
+    if (!OidIsValid(extension)) return false;
+    if (class_id == ExtensionRelationId) return object_id == extension;
+    if (class_id == RelationRelationId) {
+        Oid schema = get_namespace_oid("cosid", true);
+        if (OidIsValid(schema) && object_id == get_relname_relid("lease", schema)) return true;
+    }
+    return getExtensionOfObject(class_id, object_id) == extension;
+}
+
+// Every way the extension goes, not only DROP EXTENSION and DROP OWNED: a cascade reaches it
+// from anything it depends on (DROP SCHEMA public CASCADE, the schema it is installed in;
+// DROP EXTENSION plpgsql CASCADE, its functions' language), and PostgreSQL then drops the
+// whole extension.  The hook runs before each object of the drop goes, the extension's
+// members before the extension: the look runs at the first of them, while the lease table and
+// cosid.store_now() are still there, and they are locked already (AccessExclusiveLock, taken
+// for the whole drop before any object goes).  Not in cosid's own update scripts, whose drops
+// of members are the update.
+void guard_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void* arg) {
+    if (prev_object_access != nullptr) prev_object_access(access, class_id, object_id, sub_id, arg);
+    if (access != OAT_DROP || sub_id != 0 || IsBinaryUpgrade || cascade_looked_in == COSID_MY_LXID()) return;
+    if (!is_cosid_object(class_id, object_id)) return;
+    if (creating_extension && CurrentExtensionObject == get_extension_oid("cosid", true)) return;
+    Ahead ahead;
+    windows_ahead(&ahead, NIL);
+    refuse_if_ahead(ahead, "drop extension cosid", "by CREATE EXTENSION");
+    cascade_looked_in = COSID_MY_LXID();
+}
+
+// A database nobody can have granted a window from since this guard last looked at it, so
+// that another look would find what that one found; the worker could not look anyway.
+// Invalid (datconnlimit -2): only a DROP DATABASE that began dropping its files leaves it so,
+// after the look let it through, and no session can connect to it since (the worker neither:
+// looking, it would refuse for good the one statement PostgreSQL allows on it).  Locked
+// AccessExclusive by this transaction: a RENAME of it ran here (DROP DATABASE runs in no
+// transaction block), looked, and found it without sessions, and the lock keeps new ones out
+// until commit; the worker would wait for that lock while this backend waits for the worker.
+bool nobody_in_since_looked(Oid database) {
+    if (database_is_invalid_oid(database)) return true;
+    LOCKTAG tag;
+    SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, database, 0);
+#if PG_VERSION_NUM >= 170000
+    return LockHeldByMe(&tag, AccessExclusiveLock, false);
+#else
+    return LockHeldByMe(&tag, AccessExclusiveLock);
+#endif
+}
+
 void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
                            ParamListInfo params, QueryEnvironment* query_env, DestReceiver* dest,
                            QueryCompletion* qc) {
     new_statement();  // COPY, DO, CALL, FETCH ... start statements without ExecutorStart
+    cascade_looked_in = InvalidLocalTransactionId;
     List* owners = NIL;
     if (const char* name = database_taken_away(pstmt->utilityStmt)) {
         Oid database = get_database_oid(name, true);
         // (not one's own: PostgreSQL refuses that itself; nor in a standby's recovery; nor in
         // pg_upgrade's servers, which issue nothing and rebuild the databases from the old cluster)
-        if (OidIsValid(database) && database != MyDatabaseId && !RecoveryInProgress() && !IsBinaryUpgrade) {
+        if (OidIsValid(database) && database != MyDatabaseId && !RecoveryInProgress() && !IsBinaryUpgrade &&
+            !nobody_in_since_looked(database)) {
             Ahead ahead;
             windows_ahead_in(database, name, &ahead);
             char what[NAMEDATALEN + 64];
@@ -199,6 +259,8 @@ void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only
         Ahead ahead;
         windows_ahead(&ahead, owners);
         refuse_if_ahead(ahead, "drop extension cosid", "by CREATE EXTENSION");
+        // (the lease table stays locked: guard_object_access need not look again)
+        if (owners == NIL) cascade_looked_in = COSID_MY_LXID();
     }
     if (prev_process_utility != nullptr)
         prev_process_utility(pstmt, query, read_only_tree, context, params, query_env, dest, qc);
@@ -235,6 +297,8 @@ extern "C" PGDLLEXPORT void cosid_drop_check_main(Datum arg) {
 void install_drop_guard() {
     prev_process_utility = ProcessUtility_hook;
     ProcessUtility_hook = guard_process_utility;
+    prev_object_access = object_access_hook;
+    object_access_hook = guard_object_access;
 }
 
 }  // namespace cosid::pg

@@ -1,4 +1,5 @@
-// Refuses DROP EXTENSION cosid in the store's database while slots are leased.
+// Refuses DROP EXTENSION cosid (and every drop that takes it along), DROP DATABASE and ALTER
+// DATABASE ... RENAME TO of a lease store while windows of it reach past the store's clock.
 #pragma once
 #include "pg.hpp"
 

@@ -6,9 +6,15 @@ extern "C" {
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -22,6 +28,8 @@ extern "C" {
 #include "storage/dsm.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
@@ -31,6 +39,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
@@ -38,7 +47,6 @@ extern "C" {
 #include "utils/json.h"  // escape_json: the static keeper's rows for one comparison
 #include "utils/uuid.h"
 #if PG_VERSION_NUM >= 190000
-#include "utils/lsyscache.h"  // get_database_name moved here from commands/dbcommands.h
 #include "utils/tuplestore.h"  // no longer pulled in by funcapi.h
 #endif
 }

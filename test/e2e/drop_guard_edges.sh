@@ -4,6 +4,15 @@
 #    issues the statement: a database-level search_path put there by its owner must not
 #    choose the operators of its look.  Before: a role with only CREATEDB made `=` on name
 #    its own function in its database, ran DROP DATABASE of it, and became superuser.
+# 2. Statements that drop extension cosid as a cascade (DROP SCHEMA public CASCADE, the
+#    schema it is installed in; DROP EXTENSION plpgsql CASCADE, the language of its
+#    functions) and a DROP TABLE of its lease table taken out of the extension are held as
+#    DROP EXTENSION is.  Before: each went through with a live window (a store made again
+#    grants that slot from its now: duplicate ids).
+# 3. A database left invalid by an interrupted DROP DATABASE (no session can connect to it,
+#    the worker neither) can be dropped.  Before: refused (55000) for good.
+# 4. Two renames of one database in one transaction: the second no longer waits for a worker
+#    that waits for the first's lock.  Before: it hung until statement_timeout.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/drop_guard_edges"
@@ -40,4 +49,31 @@ out=$(err postgres "DROP DATABASE evil" mallory)
 check "mallory drops her database evil" "" "$out"
 check "mallory is not superuser after it" f "$(q postgres -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")"
 
+echo "# 2. drops that reach extension cosid as a cascade, with a live window"
+check "S's store has a window ahead" "t t " "$(live)"
+out=$(err postgres "BEGIN; DROP SCHEMA public CASCADE; ROLLBACK")
+check "DROP SCHEMA public CASCADE (cosid's schema): 55006" 55006 "$(code "$out")"
+check_true "... the error says why" "$(grep -q 'cannot drop extension cosid while 1 slots' <<<"$out" && echo t)"
+out=$(err postgres "BEGIN; DROP EXTENSION plpgsql CASCADE; ROLLBACK")
+check "DROP EXTENSION plpgsql CASCADE: 55006" 55006 "$(code "$out")"
+out=$(err postgres "BEGIN; ALTER EXTENSION cosid DROP TABLE cosid.lease; DROP TABLE cosid.lease CASCADE; ROLLBACK")
+check "DROP TABLE cosid.lease taken out of the extension first: 55006" 55006 "$(code "$out")"
+check "S still has cosid and issues" "1 t t " "$(has_cosid postgres) $(live)"
+# what is not cosid's goes as before, also a cascade to a column default of cosid_next()
+q postgres -c "CREATE SCHEMA app" -c "CREATE TABLE app.t (id bigint DEFAULT cosid_next())" >/dev/null
+check "DROP SCHEMA app CASCADE (a table with a cosid_next() default) goes through" "" \
+    "$(err postgres "DROP SCHEMA app CASCADE")"
+check "DROP SCHEMA public CASCADE in a store without windows ahead goes through" " 0" \
+    "$(err scratch "DROP SCHEMA public CASCADE") $(has_cosid scratch)"
+
+echo "# 3. a database an interrupted DROP DATABASE left invalid"
+q postgres -c "UPDATE pg_database SET datconnlimit = -2 WHERE datname = 'half'" >/dev/null
+check "DROP DATABASE of it goes through" " 0" \
+    "$(err postgres "DROP DATABASE half") $(q postgres -c "SELECT count(*) FROM pg_database WHERE datname = 'half'")"
+
+echo "# 4. two renames of one database in one transaction"
+out=$(err postgres "SET statement_timeout = '20s'; BEGIN; ALTER DATABASE twice RENAME TO twice2;
+                    ALTER DATABASE twice2 RENAME TO twice3; COMMIT")
+check "both go through (no wait for the check's worker)" " twice3" \
+    "$out $(q postgres -c "SELECT datname FROM pg_database WHERE datname LIKE 'twice%'")"
 exit $FAIL
