@@ -162,9 +162,10 @@ void windows_ahead_in(Oid database, const char* name, Ahead* out) {
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                  errmsg("cosid could not check database \"%s\" for a lease store before it goes", name),
-                 errdetail("The background worker that looks at its lease table did not finish; the server log "
-                           "says why."),
-                 errhint("First run DROP EXTENSION cosid in that database (it is checked there), and try again.")));
+                 errdetail("The background worker that looks at its lease table did not finish (a lock on the "
+                           "table held for 10 s, or an error: the server log says which)."),
+                 errhint("End the session that holds cosid.lease in that database (pg_locks), or first run DROP "
+                         "EXTENSION cosid there (it is checked there), and try again.")));
 }
 
 void refuse_if_ahead(const Ahead& ahead, const char* what, const char* made_again) {
@@ -244,9 +245,11 @@ void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only
     if (const char* name = database_taken_away(pstmt->utilityStmt)) {
         Oid database = get_database_oid(name, true);
         // (not one's own: PostgreSQL refuses that itself; nor in a standby's recovery; nor in
-        // pg_upgrade's servers, which issue nothing and rebuild the databases from the old cluster)
+        // pg_upgrade's servers, which issue nothing and rebuild the databases from the old
+        // cluster; nor for a role that does not own it: PostgreSQL refuses that one next, and
+        // no worker is started in a database on behalf of a role with no right to drop it)
         if (OidIsValid(database) && database != MyDatabaseId && !RecoveryInProgress() && !IsBinaryUpgrade &&
-            !nobody_in_since_looked(database)) {
+            COSID_OWNS_DATABASE(database) && !nobody_in_since_looked(database)) {
             Ahead ahead;
             windows_ahead_in(database, name, &ahead);
             char what[NAMEDATALEN + 64];
@@ -285,6 +288,9 @@ extern "C" PGDLLEXPORT void cosid_drop_check_main(Datum arg) {
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
     PushActiveSnapshot(GetTransactionSnapshot());
+    // A session holding the lease table (idle in a transaction that wrote it) must not keep
+    // the DROP waiting for good: after 10 s the look fails, and the DROP is refused.
+    SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
     Ahead ahead;
     windows_ahead(&ahead, NIL);
     PopActiveSnapshot();

@@ -64,6 +64,13 @@ extern "C" {
 #define COSID_MY_PROC_NUMBER() (MyProc->pgprocno)
 #define COSID_MY_LXID() (MyProc->lxid)
 #endif
+// Whether the current user owns a database (superusers own everything): pg_database_ownercheck
+// until 15, object_ownercheck from 16 on.
+#if PG_VERSION_NUM >= 160000
+#define COSID_OWNS_DATABASE(db) object_ownercheck(DatabaseRelationId, (db), GetUserId())
+#else
+#define COSID_OWNS_DATABASE(db) pg_database_ownercheck((db), GetUserId())
+#endif
 // Signal handlers take the signal's info from 19 on (SIGNAL_ARGS has two parameters), and
 // pqsignal wants PG_SIG_IGN there.
 #if PG_VERSION_NUM >= 190000

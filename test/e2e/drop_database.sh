@@ -68,6 +68,21 @@ check_true "... by the lease check, not by a session in it" \
 kill -CONT "$akeeper"; akeeper=""
 check "A issues again" t "$(qa -c "SET cosid.acquire_timeout = '30s'" -c "SELECT cosid_next() > 0" | tail -1)"
 
+# A session idle in a transaction that holds the lease table: the look gives up after 10 s
+# and the drop is refused, instead of waiting for good (WITH (FORCE) ends sessions only after it).
+as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -d fleet -c "BEGIN" -c "LOCK TABLE cosid.lease IN ROW EXCLUSIVE MODE" \
+    -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
+locker=$!
+wait_for 30 "the lease table locked" qs postgres -c "SELECT count(*) = 1 FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+    WHERE d.datname = 'fleet' AND l.mode = 'RowExclusiveLock' AND l.granted AND l.locktype = 'relation'
+      AND l.pid IN (SELECT pid FROM pg_stat_activity WHERE datname = 'fleet' AND query LIKE '%pg_sleep%')" >/dev/null
+out=$(err postgres "DROP DATABASE fleet WITH (FORCE)")
+{ grep -E 'ERROR|DETAIL' <<<"$out" || true; } | sed 's/^/#   /'
+check "the lease table held by another session: refused (55000, the look did not finish), the database kept" "55000 1" \
+    "$(code "$out") $(has_db fleet)"
+qs postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'fleet' AND query LIKE '%pg_sleep%'" >/dev/null
+wait "$locker" 2>/dev/null || true
+
 echo "# databases that hold no live store"
 check "DROP DATABASE of a database without cosid goes through" "0" \
     "$(qs postgres -c "DROP DATABASE plain" >/dev/null; has_db plain)"
