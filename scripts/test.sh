@@ -156,7 +156,9 @@ if [ "$status" != 0 ]; then
             /^# FAILED: / { print "  " lane ": " $3 " failed" }
             /^not ok/ { print "  " lane (script ? " " script : "") ": " $0 }
             /^#   pg[0-9]+ [a-z_]+\.sh: not ok/ { print "  " lane ": " substr($0, 5) }
-            /^#   pg_upgrade\.sh: not ok/ { print "  " lane ": " substr($0, 5) }' "$f"
+            /^#   pg_upgrade\.sh: not ok/ { print "  " lane ": " substr($0, 5) }
+            /^major [0-9]+: .*FAILED/ { print "  " lane ": " $0 }
+            /^#   pg[0-9]+: .*error:/ { print "  " lane ": " substr($0, 5) }' "$f"
     done | head -40
 fi
 echo "total: $total_passed passed, $total_failed failed"
