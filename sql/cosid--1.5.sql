@@ -193,6 +193,49 @@ LANGUAGE sql VOLATILE PARALLEL SAFE AS $$
     SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + cosid._store_clock_offset()
 $$;
 
+-- A DELETE or TRUNCATE of lease rows forgets their windows, as DROP EXTENSION does (the
+-- lease table is their only record; a namespace made again starts its slots at the store's
+-- now): refused while a row's window, or a free slot's next floor, reaches past the store's
+-- clock, as the DROP guard refuses (src/pg/drop_guard.cpp asks the same of every row).  A
+-- TRUNCATE of cosid.namespace CASCADE truncates the lease table too and is held here.  Not
+-- under session_replication_role = replica: what logical replication brings is skipped by
+-- keep_local before.
+CREATE FUNCTION cosid._lease_forget_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now  bigint := cosid.store_now();
+    v_slot int;
+    v_ns   text;
+    v_ends bigint;
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        SELECT l.namespace, l.slot, e.ends INTO v_ns, v_slot, v_ends
+          FROM cosid.lease l, LATERAL (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor
+                                                   ELSE greatest(l.ceiling, l.next_floor) END AS ends) e
+         WHERE e.ends > v_now ORDER BY e.ends DESC LIMIT 1;
+    ELSE
+        v_ns := OLD.namespace; v_slot := OLD.slot;
+        v_ends := CASE WHEN OLD.incarnation IS NULL THEN OLD.next_floor ELSE greatest(OLD.ceiling, OLD.next_floor) END;
+    END IF;
+    IF v_ends > v_now THEN
+        RAISE EXCEPTION 'cosid: cannot % cosid.lease while slot % of namespace "%" has a window reaching past the store''s clock',
+                        lower(TG_OP), v_slot, v_ns
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('It ends at %s UTC. The lease table is the only record of that window: a namespace '
+                                  'made again could start a window below an id still to be issued in it.',
+                                  to_char(to_timestamp(v_ends / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')),
+                  HINT = format('Release the slot (SELECT cosid_release(namespace, slot) FROM cosid_pool() on its '
+                                'instance) and try again after %s UTC.',
+                                to_char(to_timestamp(v_ends / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'));
+    END IF;
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NULL END;
+END $$;
+CREATE TRIGGER lease_forget_guard BEFORE DELETE ON cosid.lease
+    FOR EACH ROW EXECUTE FUNCTION cosid._lease_forget_guard();
+CREATE TRIGGER lease_forget_guard_truncate BEFORE TRUNCATE ON cosid.lease
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._lease_forget_guard();
+REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
+
 -- Every store write must be durable before the keeper relies on it, whatever the server's
 -- or role's synchronous_commit.  The keeper joins this function into the statement of each
 -- acquire, renew and release, which raises a weaker level to "on" for that transaction
