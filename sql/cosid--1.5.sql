@@ -197,9 +197,14 @@ $$;
 -- lease table is their only record; a namespace made again starts its slots at the store's
 -- now): refused while a row's window, or a free slot's next floor, reaches past the store's
 -- clock, as the DROP guard refuses (src/pg/drop_guard.cpp asks the same of every row).  A
--- TRUNCATE of cosid.namespace CASCADE truncates the lease table too and is held here.  Not
--- under session_replication_role = replica: what logical replication brings is skipped by
--- keep_local before.
+-- TRUNCATE of cosid.namespace CASCADE truncates the lease table too and is held here.  Also
+-- under session_replication_role = replica (the usual way to "turn triggers off" for a
+-- cleanup); what logical replication brings is skipped or refused by keep_local, whose
+-- triggers' names sort before these.  A TRUNCATE runs only at READ COMMITTED: it removes
+-- every row whatever the snapshot, and at REPEATABLE READ or SERIALIZABLE the look below
+-- reads the transaction's snapshot, taken before the TRUNCATE waited for its lock, which
+-- misses a window an acquire granted meanwhile.  (A DELETE there fails on a row changed
+-- since: could not serialize.)
 CREATE FUNCTION cosid._lease_forget_guard() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -208,6 +213,15 @@ DECLARE
     v_ns   text;
     v_ends bigint;
 BEGIN
+    IF TG_OP = 'TRUNCATE' AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'cosid: cannot truncate cosid.lease at isolation level %',
+                        pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = 'TRUNCATE removes every row whatever the snapshot, and the check of their windows would read this '
+                           'transaction''s snapshot, taken before the TRUNCATE waited for its lock: a window granted meanwhile '
+                           'would be forgotten.',
+                  HINT = 'Run the TRUNCATE in a READ COMMITTED transaction.';
+    END IF;
     IF TG_OP = 'TRUNCATE' THEN
         SELECT l.namespace, l.slot, e.ends INTO v_ns, v_slot, v_ends
           FROM cosid.lease l, LATERAL (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor
@@ -234,6 +248,8 @@ CREATE TRIGGER lease_forget_guard BEFORE DELETE ON cosid.lease
     FOR EACH ROW EXECUTE FUNCTION cosid._lease_forget_guard();
 CREATE TRIGGER lease_forget_guard_truncate BEFORE TRUNCATE ON cosid.lease
     FOR EACH STATEMENT EXECUTE FUNCTION cosid._lease_forget_guard();
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER lease_forget_guard;
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER lease_forget_guard_truncate;
 REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
 
 -- Every store write must be durable before the keeper relies on it, whatever the server's

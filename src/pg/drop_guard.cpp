@@ -90,6 +90,10 @@ void windows_ahead(Ahead* out, List* owners) {
     }
     if (dropped) {
         SPI_execute("LOCK TABLE cosid.lease IN SHARE MODE", false, 0);
+        // Read with a snapshot taken now that the lock is held: the statement's own (taken
+        // before it, and the transaction's at REPEATABLE READ) misses a window granted by an
+        // acquire that committed while the lock was awaited, and the drop would forget it.
+        PushActiveSnapshot(GetLatestSnapshot());
         rc = SPI_execute(
             "WITH now AS MATERIALIZED (SELECT cosid.store_now() AS ms), "
             "a AS (SELECT l.*, e.ends FROM cosid.lease l, now, LATERAL (SELECT CASE WHEN l.incarnation IS NULL "
@@ -110,6 +114,7 @@ void windows_ahead(Ahead* out, List* owners) {
             if (char* v = SPI_getvalue(t, d, 2)) strlcpy(out->until, v, sizeof(out->until));
             if (char* v = SPI_getvalue(t, d, 3)) strlcpy(out->which, v, sizeof(out->which));
         }
+        PopActiveSnapshot();
     }
     SPI_finish();
     AtEOXact_GUC(true, nest);

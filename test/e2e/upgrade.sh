@@ -2,7 +2,8 @@
 # ALTER EXTENSION cosid UPDATE from 1.0 to the current version in a database that holds leases and ids, with
 # clients inserting all along: no window is lost (every lease keeps its fence, floor and
 # ceiling), zero duplicates, every id inside a window the store handed out, and the updated
-# extension is the same as a fresh 1.1 (objects, function definitions, privileges, columns).
+# extension is the same as a fresh install (objects, function definitions, privileges, columns,
+# triggers and when they fire, indexes).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/upgrade"; PORT=55477
 stop_server "$DIR" immediate
@@ -65,9 +66,15 @@ catalog() {  # every object of the extension, functions with their definition an
         UNION ALL
         SELECT conrelid::regclass || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
         WHERE connamespace = 'cosid'::regnamespace
+        UNION ALL  -- triggers with when they fire (tgenabled: O, A always, R replica), and indexes
+        SELECT pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relnamespace = 'cosid'::regnamespace AND NOT t.tgisinternal
+        UNION ALL
+        SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+        WHERE c.relnamespace = 'cosid'::regnamespace
         ORDER BY 1" | sort
 }
 catalog postgres > "$DIR/updated.catalog"; catalog fresh > "$DIR/fresh.catalog"
-check "objects, function definitions, privileges and columns are the same ($(wc -l < "$DIR/fresh.catalog") lines)" "" \
+check "objects, function definitions, privileges, columns, triggers and indexes are the same ($(wc -l < "$DIR/fresh.catalog") lines)" "" \
     "$(diff "$DIR/updated.catalog" "$DIR/fresh.catalog" | head -20)"
 exit $FAIL
