@@ -892,3 +892,63 @@ CREATE TRIGGER lease_forget_guard_truncate BEFORE TRUNCATE ON cosid.lease
 ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER lease_forget_guard;
 ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER lease_forget_guard_truncate;
 REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
+
+ALTER TABLE cosid.lease DROP CONSTRAINT lease_namespace_fkey;
+-- Lease rows that arrive after the store's raise (a restore's data loaded in parallel, by
+-- pg_restore -j, in any order: cosid.store_state's record can come before the lease rows,
+-- and the first store call then raises the rows that are there, not those still to come)
+-- are raised as the raise would have raised them: a held one freed (its holder's history
+-- is the one the raise gave up), every next floor at least the raise's now + max_ttl +
+-- 2 x max_tolerance.  Rows made later (cosid._namespace_insert) start there already.
+CREATE FUNCTION cosid._lease_arrives_raised() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_floor bigint;
+BEGIN
+    SELECT s.raised_at_ms + s.max_ttl_ms + 2 * s.max_tolerance_ms INTO v_floor
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c
+     WHERE s.system_identifier = c.system_identifier AND s.raised_at_ms > 0
+       AND (SELECT count(*) FROM cosid.store_state) = 1;
+    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor) THEN
+        IF NEW.incarnation IS NOT NULL THEN
+            NEW.previous_owner_key := coalesce(NEW.owner_key, NEW.previous_owner_key);
+            NEW.owner_key := NULL;
+            NEW.incarnation := NULL;
+            NEW.owner_role := NULL;
+            NEW.fence := NEW.fence + 4294967296;
+        END IF;
+        NEW.next_floor := greatest(NEW.next_floor, NEW.ceiling, v_floor);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER lease_arrives_raised BEFORE INSERT ON cosid.lease
+    FOR EACH ROW EXECUTE FUNCTION cosid._lease_arrives_raised();
+REVOKE ALL ON FUNCTION cosid._lease_arrives_raised() FROM PUBLIC;
+
+-- A namespace's row goes only after its slots' rows (what a foreign key from cosid.lease
+-- said before 1.5: it made a parallel restore fail whenever the lease rows came before the
+-- namespace's, and the slots were lost); TRUNCATE cosid.namespace only with cosid.lease empty
+-- (a TRUNCATE of cosid.lease before it, in the same transaction, counts).
+CREATE FUNCTION cosid._namespace_delete_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        IF EXISTS (SELECT 1 FROM cosid.lease) THEN
+            RAISE EXCEPTION 'cosid: cannot truncate cosid.namespace while cosid.lease has rows of its slots'
+                USING ERRCODE = 'foreign_key_violation',
+                      HINT = 'Empty cosid.lease first (refused while a window reaches past the store''s clock).';
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM cosid.lease l WHERE l.namespace = OLD.name) THEN
+        RAISE EXCEPTION 'cosid: cannot delete namespace "%" while cosid.lease has rows of its slots', OLD.name
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'Delete its rows from cosid.lease first (refused while a window of them reaches past the store''s clock).';
+    END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER namespace_delete_guard BEFORE DELETE ON cosid.namespace
+    FOR EACH ROW EXECUTE FUNCTION cosid._namespace_delete_guard();
+CREATE TRIGGER namespace_delete_guard_truncate BEFORE TRUNCATE ON cosid.namespace
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._namespace_delete_guard();
+REVOKE ALL ON FUNCTION cosid._namespace_delete_guard() FROM PUBLIC;

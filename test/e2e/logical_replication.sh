@@ -202,11 +202,12 @@ for s in B:sub_b E:sub_e F:sub_f D:sub_d; do
     check "no ERROR in ${s%%:*}'s log" 0 "$(errors_in_log ${s%%:*})"
 done
 
-echo "# [$SECONDS s] 6. A truncates its store (TRUNCATE cosid.namespace CASCADE), then inserts a mark"
+echo "# [$SECONDS s] 6. A truncates its store (cosid.lease and cosid.namespace in one transaction), then inserts a mark"
 fp_b=$(fingerprint B)
 # (A's own windows are ahead of its clock, and cosid._lease_forget_guard holds a TRUNCATE of
 # them: this session's store clock is moved past them, as an operator who means it would.)
-q A -c "SET cosid.store_clock_offset = 3600000" -c "TRUNCATE cosid.namespace CASCADE" 2>&1 | grep -v NOTICE || true
+q A -c "SET cosid.store_clock_offset = 3600000" -c "BEGIN" -c "TRUNCATE cosid.lease" -c "TRUNCATE cosid.namespace" \
+    -c "COMMIT" 2>&1 | grep -v NOTICE || true
 check "A's store emptied" 0 "$(q A -c "SELECT count(*) FROM cosid.lease")"
 mark=$((mark + 1)); q A -c "INSERT INTO mark VALUES ($mark)"
 refused() { grep -q 'ERROR:  cosid: a replicated TRUNCATE of cosid\.' "$B/server.log" && echo t; }
