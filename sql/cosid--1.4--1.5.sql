@@ -952,3 +952,95 @@ CREATE TRIGGER namespace_delete_guard BEFORE DELETE ON cosid.namespace
 CREATE TRIGGER namespace_delete_guard_truncate BEFORE TRUNCATE ON cosid.namespace
     FOR EACH STATEMENT EXECUTE FUNCTION cosid._namespace_delete_guard();
 REVOKE ALL ON FUNCTION cosid._namespace_delete_guard() FROM PUBLIC;
+
+-- The raise waits for transactions still writing lease rows (a parallel restore's load of
+-- cosid.lease): see the LOCK in cosid._follow_timeline.
+CREATE OR REPLACE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_tli     int := cosid._timeline();
+    v_sys     bigint := (SELECT system_identifier FROM pg_catalog.pg_control_system());
+    v_count   bigint;
+    v_here    boolean;
+    v_raise   boolean;
+    v_now     bigint;
+    v_rows    bigint := 0;
+    v_max_ttl bigint;
+    m         record;
+BEGIN
+    SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli), false)
+      INTO v_count, v_here FROM cosid.store_state s;
+    IF NOT (v_count = 1 AND v_here) THEN
+        -- Conflicts with itself and with every writer of the table, not with readers.
+        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+        SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli), false)
+          INTO v_count, v_here FROM cosid.store_state s;
+    END IF;
+    IF v_count = 1 AND NOT v_here AND (SELECT s.system_identifier = 0 FROM cosid.store_state s) THEN
+        -- The one record is the mark CREATE EXTENSION leaves when a restore runs it: the
+        -- origin's record (and its limits) comes only with the dump's data, after the user
+        -- tables and theirs, and until then the store cannot tell what its origin granted.
+        RAISE EXCEPTION 'cosid lease store is being restored: it grants no window before the record of its origin''s state is restored'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'CREATE EXTENSION cosid ran in a restore (pg_restore, or a plain dump through psql: row_security off). '
+                           'The dump''s data brings the origin''s record of the store state; the first store call after it raises every floor.',
+                  HINT = 'Wait for the restore to end.  A dump without that record (cosid 1.3 or older, a partial restore): '
+                         'SELECT cosid_store_follow_timeline(restored => true) raises the floors by the default limits.';
+    END IF;
+    IF NOT (v_count = 1 AND v_here) THEN
+        -- The raise covers the longest lease and the largest tolerance any of the store's
+        -- histories allowed.
+        -- With several rows, the newest is the one CREATE EXTENSION wrote while restoring,
+        -- with default limits: the origin's rows say what it granted.
+        SELECT coalesce(bool_or(s.raise_floors_on_new_timeline), true) AS raise_flag,
+               coalesce(max(s.max_ttl_ms), 60000) AS max_ttl_ms,
+               coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
+               coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
+               coalesce(max(s.timeline), 0) AS timeline
+          INTO m
+          FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
+                  FROM cosid.store_state s) s
+         WHERE v_count = 1 OR s.newest > 1;
+        v_raise := v_count <> 1 OR m.raise_flag;
+        IF v_raise THEN
+            -- Waits for every transaction still writing lease rows, and holds off new ones
+            -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
+            -- loads the lease table while the store's record, loaded already, makes a
+            -- keeper's call raise) would be invisible to the UPDATE below, and its BEFORE
+            -- INSERT trigger (cosid._lease_arrives_raised) would not see this raise yet.
+            LOCK TABLE cosid.lease IN SHARE ROW EXCLUSIVE MODE;
+        END IF;
+        v_now := cosid.store_now();  -- after the wait
+        IF v_raise THEN
+            UPDATE cosid.lease l
+               SET next_floor = greatest(l.next_floor, l.ceiling, v_now + m.max_ttl_ms + 2 * m.max_tolerance_ms),
+                   previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                   owner_key = NULL, incarnation = NULL, owner_role = NULL,
+                   -- far above any fence the lost tail can have used: a renewal or release from
+                   -- it never matches a lease granted on this timeline
+                   fence = l.fence + 4294967296;
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+        END IF;
+        DELETE FROM cosid.store_state;
+        INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
+                                       max_tolerance_ms, failovers, last_failover_at, raised_at_ms)
+        VALUES (v_sys, v_tli, m.raise_flag, m.max_ttl_ms, m.max_tolerance_ms, m.failovers + 1, clock_timestamp(),
+                CASE WHEN v_raise THEN v_now ELSE m.raised_at_ms END);
+        RAISE LOG 'cosid store: %: %',
+            CASE WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
+                 WHEN v_count = 0 THEN 'its state was missing'
+                 ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
+                             m.timeline) END,
+            CASE WHEN v_raise
+                 THEN format('%s slots freed, their next_floor raised to at least now + %s ms + 2 x %s ms',
+                             v_rows, m.max_ttl_ms, m.max_tolerance_ms)
+                 ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
+    END IF;
+    SELECT s.max_ttl_ms INTO v_max_ttl FROM cosid.store_state s;
+    IF p_ttl_ms > v_max_ttl THEN
+        RAISE EXCEPTION 'cosid lease ttl % ms is longer than the lease store allows (% ms)', p_ttl_ms, v_max_ttl
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'After a failover the store raises every floor by its longest lease; it grants none longer.',
+                  HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
+    END IF;
+END $$;

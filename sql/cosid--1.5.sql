@@ -440,7 +440,15 @@ BEGIN
                   FROM cosid.store_state s) s
          WHERE v_count = 1 OR s.newest > 1;
         v_raise := v_count <> 1 OR m.raise_flag;
-        v_now := cosid.store_now();
+        IF v_raise THEN
+            -- Waits for every transaction still writing lease rows, and holds off new ones
+            -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
+            -- loads the lease table while the store's record, loaded already, makes a
+            -- keeper's call raise) would be invisible to the UPDATE below, and its BEFORE
+            -- INSERT trigger (cosid._lease_arrives_raised) would not see this raise yet.
+            LOCK TABLE cosid.lease IN SHARE ROW EXCLUSIVE MODE;
+        END IF;
+        v_now := cosid.store_now();  -- after the wait
         IF v_raise THEN
             UPDATE cosid.lease l
                SET next_floor = greatest(l.next_floor, l.ceiling, v_now + m.max_ttl_ms + 2 * m.max_tolerance_ms),
