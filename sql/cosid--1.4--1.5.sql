@@ -1044,3 +1044,47 @@ BEGIN
                   HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
     END IF;
 END $$;
+
+-- A namespace is not made over rows of its slots that came without its row (a parallel
+-- restore's cosid.lease before its cosid.namespace): a clear 55000 instead of the lease table's 23505.
+CREATE OR REPLACE FUNCTION cosid._namespace_insert(p_name text, p_slot_bits int, p_sequence_bits int,
+                                        p_timestamp_bits int, p_epoch_ms bigint, p_unit text,
+                                        p_tolerance_ms bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_floor   bigint;
+    v_orphans bigint;
+    v_first   int;
+    v_last    int;
+BEGIN
+    -- A namespace's slots start at the store's now: a store made again (DROP and CREATE
+    -- EXTENSION, refused while any window reaches past now) never starts a window below one
+    -- of the store it replaces, whatever the clocks of the holders.  A namespace made again
+    -- after a raise (its first making lost in the old timeline's tail) may have holders from
+    -- that tail: its slots start above the raise too, by the store's limits, not by this
+    -- definition's tolerance (the lost one's may have been larger).
+    PERFORM cosid._follow_timeline(NULL);
+    SELECT greatest(cosid.store_now(),
+                    CASE WHEN raised_at_ms > 0 THEN raised_at_ms + max_ttl_ms + 2 * max_tolerance_ms ELSE 0 END)
+      INTO v_floor FROM cosid.store_state;
+    -- Rows of its slots already there without its row (no foreign key since 1.5: a parallel
+    -- restore loads cosid.lease before cosid.namespace) record windows granted under the
+    -- origin's layout, which only the origin's row says.
+    SELECT count(*), min(l.slot), max(l.slot) INTO v_orphans, v_first, v_last FROM cosid.lease l WHERE l.namespace = p_name;
+    IF v_orphans > 0 THEN
+        RAISE EXCEPTION 'cosid namespace "%" has rows in cosid.lease but none in cosid.namespace', p_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('%s rows of its slots (%s to %s) record windows granted under a layout this store no longer holds: '
+                                  'a restore still loading, or one that brought cosid.lease without cosid.namespace.',
+                                  v_orphans, v_first, v_last),
+                  HINT = 'Let the restore end, or restore the namespace''s row from the same dump; or delete those rows '
+                         '(refused while a window of them reaches past the store''s clock).';
+    END IF;
+    INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
+    VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
+    INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor)
+    SELECT p_name, s, v_floor, v_floor, v_floor FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    -- Fresh statistics, so that an acquire reads the new slots through the index at once
+    -- instead of waiting for autovacuum (up to 65536 new rows).
+    ANALYZE cosid.lease;
+END $$;

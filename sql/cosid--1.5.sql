@@ -800,7 +800,10 @@ CREATE FUNCTION cosid._namespace_insert(p_name text, p_slot_bits int, p_sequence
                                         p_tolerance_ms bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    v_floor bigint;
+    v_floor   bigint;
+    v_orphans bigint;
+    v_first   int;
+    v_last    int;
 BEGIN
     -- A namespace's slots start at the store's now: a store made again (DROP and CREATE
     -- EXTENSION, refused while any window reaches past now) never starts a window below one
@@ -812,6 +815,19 @@ BEGIN
     SELECT greatest(cosid.store_now(),
                     CASE WHEN raised_at_ms > 0 THEN raised_at_ms + max_ttl_ms + 2 * max_tolerance_ms ELSE 0 END)
       INTO v_floor FROM cosid.store_state;
+    -- Rows of its slots already there without its row (no foreign key since 1.5: a parallel
+    -- restore loads cosid.lease before cosid.namespace) record windows granted under the
+    -- origin's layout, which only the origin's row says.
+    SELECT count(*), min(l.slot), max(l.slot) INTO v_orphans, v_first, v_last FROM cosid.lease l WHERE l.namespace = p_name;
+    IF v_orphans > 0 THEN
+        RAISE EXCEPTION 'cosid namespace "%" has rows in cosid.lease but none in cosid.namespace', p_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('%s rows of its slots (%s to %s) record windows granted under a layout this store no longer holds: '
+                                  'a restore still loading, or one that brought cosid.lease without cosid.namespace.',
+                                  v_orphans, v_first, v_last),
+                  HINT = 'Let the restore end, or restore the namespace''s row from the same dump; or delete those rows '
+                         '(refused while a window of them reaches past the store''s clock).';
+    END IF;
     INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
     VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
     INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor)

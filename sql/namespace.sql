@@ -37,3 +37,13 @@ SELECT expect_error($$SELECT * FROM cosid_leases('missing')$$);
 SELECT expect_error($$SELECT cosid_namespace_create('future', epoch => '2300-01-01')$$);
 SELECT expect_error($$SELECT cosid_namespace_create('too_short', slot_bits => 10, sequence_bits => 22)$$);
 SELECT count(*) AS none_created FROM cosid.namespace WHERE name IN ('future', 'too_short');
+
+-- Rows of a namespace's slots without its row (no foreign key since 1.5: a parallel restore
+-- loads cosid.lease before cosid.namespace): the namespace is not made over them, and nothing
+-- changes.
+INSERT INTO cosid.lease (namespace, slot) VALUES ('orphaned', 0), ('orphaned', 1);
+SELECT expect_error($$SELECT cosid_namespace_create('orphaned', slot_bits => 1)$$);
+SELECT error_detail($$SELECT cosid_namespace_create('orphaned', slot_bits => 1)$$);
+SELECT (SELECT count(*) FROM cosid.namespace WHERE name = 'orphaned') AS namespace_rows,
+       (SELECT count(*) FROM cosid.lease WHERE namespace = 'orphaned') AS lease_rows;
+DELETE FROM cosid.lease WHERE namespace = 'orphaned';
