@@ -281,6 +281,9 @@ BEGIN
 END $$;
 CREATE TRIGGER lease_arrives_raised BEFORE INSERT ON cosid.lease
     FOR EACH ROW EXECUTE FUNCTION cosid._lease_arrives_raised();
+-- Also under session_replication_role = replica (a loader that "turns triggers off" that
+-- way); rows logical replication brings are skipped before it by keep_local.
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER lease_arrives_raised;
 REVOKE ALL ON FUNCTION cosid._lease_arrives_raised() FROM PUBLIC;
 
 -- A namespace's row goes only after its slots' rows (what a foreign key from cosid.lease

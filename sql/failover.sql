@@ -56,3 +56,26 @@ SELECT expect_error($$SELECT cosid_store_settings(false)$$);
 SELECT expect_error($$UPDATE cosid.store_state SET timeline = 0$$);
 RESET ROLE;
 DROP ROLE fo_app;
+-- A lease row that arrives after the raise (a parallel restore loads cosid.lease after the
+-- store's record, whose first call raised) is raised as it arrives: freed, its fence moved
+-- far, its next floor above the raise.  Also under session_replication_role = replica (a
+-- loader that "turns triggers off" that way).
+CREATE FUNCTION arrival(p_replica boolean) RETURNS TABLE (freed boolean, fenced boolean, above_the_raise boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_replica THEN SET LOCAL session_replication_role = replica; END IF;
+    INSERT INTO cosid.lease (namespace, slot, owner_key, incarnation, fence, expires_at, floor, ceiling, next_floor)
+    SELECT 'fo_arrives', 0, 'origin', '00000000-0000-0000-0000-0000000000f9', 7, n - 1000, n - 5000, n + 1000, n + 1000
+      FROM cosid.store_now() n;
+    SET LOCAL session_replication_role = origin;
+    RETURN QUERY SELECT l.incarnation IS NULL, l.fence > 4294967296,
+                        l.next_floor >= s.raised_at_ms + s.max_ttl_ms + 2 * s.max_tolerance_ms
+                   FROM cosid.lease l, cosid.store_state s WHERE l.namespace = 'fo_arrives';
+    RAISE EXCEPTION USING ERRCODE = 'P0004';  -- nothing stays
+EXCEPTION WHEN assert_failure THEN RETURN;
+END $$;
+SELECT s.raised_at_ms > 0 AS raised_before FROM cosid.store_state s;
+SELECT * FROM arrival(false);
+SELECT * FROM arrival(true);
+SELECT count(*) AS rows_left FROM cosid.lease WHERE namespace = 'fo_arrives';
+DROP FUNCTION arrival(boolean);
