@@ -12,8 +12,6 @@
 #include "drop_guard.hpp"
 
 #include "generator.hpp"
-#include "state.hpp"
-#include "store.hpp"
 
 namespace cosid::pg {
 

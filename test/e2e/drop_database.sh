@@ -18,7 +18,6 @@ qs() { local db=$1; shift; psql_at "$S" "$PS" "$db" -At "$@"; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 # err DB SQL: the error of SQL run in DB on S (verbose: SQLSTATE, DETAIL, HINT)
 err() { as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -d "$1" -v VERBOSITY=verbose -c "$2" 2>&1 >/dev/null || true; }
-code() { { grep -oE "ERROR:  [0-9A-Z]{5}" <<<"$1" || true; } | head -1 | cut -c9-; }
 has_db() { qs postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$1'"; }
 
 # S: cosid preloaded, its keeper's store in postgres; a second store in database fleet, which
@@ -42,7 +41,7 @@ echo "# S's keeper's own database"
 out=$(err template1 "DROP DATABASE postgres WITH (FORCE)")
 { grep -E 'ERROR|DETAIL|HINT' <<<"$out" || true; } | sed 's/^/#   /'
 check "DROP DATABASE of the keeper's database WITH (FORCE): 55006, the database still there" "55006 1" \
-    "$(code "$out") $(has_db postgres)"
+    "$(sqlstate_of "$out") $(has_db postgres)"
 check_true "the error names the slot and until when" \
     "$(grep -q 'DETAIL:  The last of them ends at .* UTC (slot 0 of namespace "default", leased by' <<<"$out" && echo t)"
 check "S still issues" t "$(qs postgres -c "SELECT cosid_next() > 0")"
@@ -50,10 +49,10 @@ check "S still issues" t "$(qs postgres -c "SELECT cosid_next() > 0")"
 echo "# a remote instance's store (not S's keeper's database)"
 out=$(err fleet "DROP EXTENSION cosid")
 check "DROP EXTENSION in A's store: 55006, the extension still there" "55006 1" \
-    "$(code "$out") $(qs fleet -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+    "$(sqlstate_of "$out") $(qs fleet -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
 out=$(err postgres "DROP DATABASE fleet WITH (FORCE)")
 { grep -E 'ERROR|DETAIL' <<<"$out" || true; } | sed 's/^/#   /'
-check "DROP DATABASE of A's store WITH (FORCE): 55006, the database still there" "55006 1" "$(code "$out") $(has_db fleet)"
+check "DROP DATABASE of A's store WITH (FORCE): 55006, the database still there" "55006 1" "$(sqlstate_of "$out") $(has_db fleet)"
 check_true "... and the error says why (slots of its lease store, A's owner key)" \
     "$(grep -q 'cannot drop database "fleet" while 1 slots of its lease store' <<<"$out" && grep -q 'leased by' <<<"$out" && echo t)"
 # RENAME needs the database without sessions: A's keeper is stopped, and its session on S ended.
@@ -62,7 +61,7 @@ kill -STOP "$akeeper"
 qs postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'fleet'" >/dev/null
 wait_for 30 "no session in fleet" qs postgres -c "SELECT count(*) = 0 FROM pg_stat_activity WHERE datname = 'fleet'" >/dev/null
 out=$(err postgres "ALTER DATABASE fleet RENAME TO fleet_old")
-check "ALTER DATABASE ... RENAME TO of A's store: refused by cosid (55006), the name kept" "55006 1" "$(code "$out") $(has_db fleet)"
+check "ALTER DATABASE ... RENAME TO of A's store: refused by cosid (55006), the name kept" "55006 1" "$(sqlstate_of "$out") $(has_db fleet)"
 check_true "... by the lease check, not by a session in it" \
     "$(grep -q 'cannot rename database "fleet" while 1 slots of its lease store' <<<"$out" && echo t)"
 kill -CONT "$akeeper"; akeeper=""
@@ -79,7 +78,7 @@ wait_for 30 "the lease table locked" qs postgres -c "SELECT count(*) = 1 FROM pg
 out=$(err postgres "DROP DATABASE fleet WITH (FORCE)")
 { grep -E 'ERROR|DETAIL' <<<"$out" || true; } | sed 's/^/#   /'
 check "the lease table held by another session: refused (55000, the look did not finish), the database kept" "55000 1" \
-    "$(code "$out") $(has_db fleet)"
+    "$(sqlstate_of "$out") $(has_db fleet)"
 qs postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'fleet' AND query LIKE '%pg_sleep%'" >/dev/null
 wait "$locker" 2>/dev/null || true
 
@@ -93,7 +92,7 @@ out=$(as_pg "$PG_BIN/psql" -X -q -h "$A" -p "$PA" -d postgres -v VERBOSITY=verbo
       -c "DROP DATABASE spare" 2>&1 >/dev/null || true)
 { grep -E 'ERROR|DETAIL' <<<"$out" || true; } | sed 's/^/#   /'
 check "no background worker slot for the check: 53000, the database kept" "53000 1" \
-    "$(code "$out") $(qa -c "SELECT count(*) FROM pg_database WHERE datname = 'spare'")"
+    "$(sqlstate_of "$out") $(qa -c "SELECT count(*) FROM pg_database WHERE datname = 'spare'")"
 
 echo "# once A has stopped (its slots released, their next floors behind the clock)"
 stop_server "$A"

@@ -47,7 +47,7 @@ check_true "released" "$(wait_until 10 q -c "SELECT count(*) = 0 FROM cosid.leas
 out=$(as_pg "$PG_BIN/psql" -X -q -h "$dir" -p "$port" -d postgres -v VERBOSITY=verbose \
       -c "UPDATE cosid.lease SET next_floor = cosid.store_now() + 3000 WHERE namespace = 'd' AND slot = 1" \
       -c "DROP EXTENSION cosid" 2>&1 >/dev/null || true)
-check "refused while a free slot's next_floor is ahead" "55006" "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)"
+check "refused while a free slot's next_floor is ahead" "55006" "$(sqlstate_of "$out")"
 largest=$(q -c "SELECT max(id) FROM ids")
 check_true "accepted once everything lies behind the store's clock" \
     "$(wait_until 10 q -c "DROP EXTENSION cosid" -c "SELECT true")"

@@ -22,7 +22,6 @@ q() { local db=$1; shift; psql_at "$S" "$PS" "$db" -At "$@"; }
 # err DB SQL [user]: the error of SQL run in DB (verbose), empty when it succeeded
 err() { as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -d "$1" -U "${3:-postgres}" -v ON_ERROR_STOP=1 \
         -v VERBOSITY=verbose -c "$2" 2>&1 >/dev/null | grep -E '^(ERROR|DETAIL)' || true; }
-code() { { grep -oE "ERROR:  [0-9A-Z]{5}" <<<"$1" || true; } | head -1 | cut -c9-; }
 has_cosid() { q "$1" -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'"; }
 
 start_server "$S" "$PS" "cosid.ttl = '20s'"
@@ -52,12 +51,12 @@ check "mallory is not superuser after it" f "$(q postgres -c "SELECT rolsuper FR
 echo "# 2. drops that reach extension cosid as a cascade, with a live window"
 check "S's store has a window ahead" "t t " "$(live)"
 out=$(err postgres "BEGIN; DROP SCHEMA public CASCADE; ROLLBACK")
-check "DROP SCHEMA public CASCADE (cosid's schema): 55006" 55006 "$(code "$out")"
+check "DROP SCHEMA public CASCADE (cosid's schema): 55006" 55006 "$(sqlstate_of "$out")"
 check_true "... the error says why" "$(grep -q 'cannot drop extension cosid while 1 slots' <<<"$out" && echo t)"
 out=$(err postgres "BEGIN; DROP EXTENSION plpgsql CASCADE; ROLLBACK")
-check "DROP EXTENSION plpgsql CASCADE: 55006" 55006 "$(code "$out")"
+check "DROP EXTENSION plpgsql CASCADE: 55006" 55006 "$(sqlstate_of "$out")"
 out=$(err postgres "BEGIN; ALTER EXTENSION cosid DROP TABLE cosid.lease; DROP TABLE cosid.lease CASCADE; ROLLBACK")
-check "DROP TABLE cosid.lease taken out of the extension first: 55006" 55006 "$(code "$out")"
+check "DROP TABLE cosid.lease taken out of the extension first: 55006" 55006 "$(sqlstate_of "$out")"
 check "S still has cosid and issues" "1 t t " "$(has_cosid postgres) $(live)"
 # what is not cosid's goes as before, also a cascade to a column default of cosid_next()
 q postgres -c "CREATE SCHEMA app" -c "CREATE TABLE app.t (id bigint DEFAULT cosid_next())" >/dev/null

@@ -7,6 +7,9 @@ check() {  # check NAME EXPECTED ACTUAL
 check_true() {  # check_true NAME VALUE: VALUE must be "t"
     if [ "$2" = "t" ]; then echo "ok - $1"; else echo "not ok - $1 (got [$2])"; FAIL=1; fi
 }
+sqlstate_of() {  # sqlstate_of TEXT: the SQLSTATE of the first "ERROR:  XXXXX" in TEXT (psql VERBOSITY verbose/sqlstate), or ""
+    { grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$1" || true; } | head -1 | cut -c9-
+}
 wait_until() {  # wait_until SECONDS COMMAND...: until COMMAND prints "t", at most SECONDS; prints it
     local deadline=$(( $(date +%s%3N) + $1 * 1000 )) v=""; shift
     while :; do
