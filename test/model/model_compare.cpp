@@ -2,13 +2,12 @@
 // writes the same sequence as SQL against the store's functions.  The SQL's output must
 // equal the model's, line for line (test/e2e/model_compare.sh runs psql and diffs).
 //
-// Time: operation k happens at model time T0 + k*1000 ms.  Each statement sets
-// cosid.store_clock_offset so the store's clock reads T0 + k*1000 (+ a few ms of execution):
-// in the namespace argument of the store function it calls (cosid_model_at, defined by
-// test/e2e/model_compare.sh), so that no gap between two statements of a loaded machine
-// counts (a separate statement before it once let 100 ms pass).  ttl and tolerance are multiples of 100 ms that keep every expiry at least
-// 100 ms away from an operation's time, and every time is printed rounded to 100 ms, so
-// the few ms of drift never change an answer.
+// Time: operation k happens at model time T0 + k*1000 ms.  The store's clock stands still at
+// that time during the statement: test/e2e/model_compare.sh replaces cosid.store_now() in its
+// database by one that reads what cosid_model_at set, in the namespace argument of the store
+// function each statement calls.  (An offset from the real clock let a loaded machine's delays
+// count: a separate statement once let 100 ms pass, a first call's compile 150 ms.)  Times
+// are still printed rounded to 100 ms, relative to T0.
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -63,9 +62,7 @@ int main(int argc, char** argv) {
         owners[i].inc = inc;
     }
     std::fprintf(sql, "\\set ON_ERROR_STOP 1\n\\o /dev/null\n");  // only the ops' lines are compared
-    // The clock is set in the namespace argument, as for every store call below: set in a
-    // statement of its own, a loaded machine let 100 ms pass before the namespace was made
-    // (CI: every first floor read 100 for 0).
+    // The clock is set in the namespace argument, as for every store call below.
     std::fprintf(sql, "SELECT cosid_namespace_create(cosid_model_at(%lld), slot_bits => %d, tolerance => '%lld ms');\n",
                  static_cast<long long>(T0), SLOT_BITS, static_cast<long long>(TOL));
     std::fprintf(sql, "CREATE TEMP TABLE out (n serial, line text);\n");
