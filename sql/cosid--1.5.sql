@@ -536,6 +536,7 @@ DECLARE
     v_batch int;
     c      record;
     r      cosid.lease;
+    v_static bigint;
 BEGIN
     -- Shared with every acquire, exclusive with a change of the namespace's slot range
     -- (cosid._namespace_range_guard): a range is never set while an acquire that read the
@@ -595,16 +596,24 @@ BEGIN
             LOOP
                 v_batch := v_batch + 1;
                 v_after := c.slot;
+                -- A slot a server of this database issued on as a static slot before it was
+                -- leased (cosid.static_slots removed, a restart), or a static namespace's
+                -- adopted floor (slot -1): the window starts above the ceilings it recorded,
+                -- so ids the static windows issued ahead of the clock are not issued again.
+                v_static := (SELECT max(sc.ceiling_ms) FROM cosid.static_ceiling sc
+                              WHERE sc.namespace = p_namespace AND sc.slot IN (c.slot, -1));
                 UPDATE cosid.lease l
                    SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                        owner_key   = p_owner_key,
                        incarnation = p_incarnation,
                        owner_role  = session_user,
                        fence       = l.fence + 1,
-                       floor       = greatest(l.next_floor, v_ns.not_before_ms),
+                       floor       = greatest(l.next_floor, v_ns.not_before_ms, v_static),
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms),
-                       next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms)
+                       ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms,
+                                              v_static),
+                       next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms,
+                                              v_static)
                  WHERE l.namespace = p_namespace AND l.slot = c.slot AND l.slot < (1 << v_ns.slot_bits)
                    AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
                    AND (l.incarnation IS NULL
@@ -1425,11 +1434,21 @@ REVOKE ALL ON FUNCTION cosid._static_record(text, int, bigint) FROM PUBLIC;
 -- none), and whether a restore is under way: CREATE EXTENSION left its mark in store_state
 -- (the install script's DO block) and the origin's record has not come yet, so neither may the
 -- origin's rows here (pg_restore brings cosid's data last, static_ceiling's before
--- store_state's): no static window until then.
+-- store_state's): no static window until then.  "Others" also counts what this database
+-- recorded as a lease store: a slot that was leased here before this server made it static
+-- (cosid.static_slots added, a restart) starts above where the store's windows on it end,
+-- and a namespace above the floor cosid_adopt raised while it was leased; ids the lease
+-- issued ahead of the clock are not issued again.  A slot never leased has no such end (its
+-- next_floor is only where a first lease would start).
 CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT others_ms bigint, OUT own_ms bigint,
                                        OUT restoring boolean)
 LANGUAGE sql STABLE AS $$
-    SELECT max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
+    SELECT greatest(max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
+                    (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor ELSE greatest(l.next_floor, l.ceiling) END
+                       FROM cosid.lease l
+                      WHERE l.namespace = p_namespace AND l.slot = p_slot
+                        AND coalesce(l.owner_key, l.previous_owner_key) IS NOT NULL),
+                    (SELECT nullif(n.not_before_ms, 0) FROM cosid.namespace n WHERE n.name = p_namespace)),
            max(c.ceiling_ms) FILTER (WHERE c.system_identifier = s.system_identifier),
            (SELECT count(*) = 1 AND coalesce(bool_and(t.system_identifier = 0), false) FROM cosid.store_state t)
       FROM pg_catalog.pg_control_system() s

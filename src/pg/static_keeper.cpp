@@ -421,15 +421,15 @@ void static_rows_tick() {
         bool busy = false;
         ok = store_static_recorded(ns, slot, &others_ms, &own_ms, &busy, &err, 100);
         if (!ok || !others_ms || *others_ms <= floor) continue;
-        ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": another cluster recorded a ceiling above "
-                             "the open window's floor in cosid.static_ceiling; the window is closed, the next starts "
-                             "above it",
+        ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": a ceiling above the open window's floor "
+                             "was recorded (by another cluster in cosid.static_ceiling, or by a lease of the slot in "
+                             "cosid.lease); the window is closed, the next starts above it",
                              slot, ns),
                       errdetail("The rows came after the window opened: a data-only restore or logical replication "
-                                "while this server issued. Ids issued in the window before may repeat the other "
-                                "cluster's."),
+                                "while this server issued, or a server leasing this slot from this database. Ids "
+                                "issued in the window before may repeat the other's."),
                       errhint("Let a restore finish before the application issues ids, and give each cluster its "
-                              "own static slots.")));
+                              "own static slots, never leased by another.")));
         release_static(i);
     }
     if (!ok && !failing)
@@ -539,8 +539,9 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             char at[40];
             int64 v = *others_ms;
             cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(v).c_str(), sizeof(at)); });
-            ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, the ceiling another "
-                                 "cluster recorded in cosid.static_ceiling (pg_upgrade, or a restore)", slot, ns, at)));
+            ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, recorded by another "
+                                 "cluster in cosid.static_ceiling (pg_upgrade, a restore) or by the slot's leases "
+                                 "before it was static (cosid.lease, cosid_adopt)", slot, ns, at)));
         }
         window_value = cosid::static_recorded_ms(window_value, model_has_window, others_ms, own_ms, have_file());
         // Without a file the model holds only what this keeper saw: the floor is then never

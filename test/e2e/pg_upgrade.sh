@@ -256,7 +256,7 @@ static_case() {
     check "$name: 2000 more ids, every one above every id before the upgrade (max $max_id), none refused" "2000|true|" \
         "$(qn -c "SELECT count(*) || '|' || coalesce(min(id) > $max_id, false) FROM t_static WHERE phase = 'after'")|$(head -2 "$D/after.err" | tr '\n' ' ')"
     check "$name: the new server's log says where slot 5 started" "1" \
-        "$(grep -c 'starting above .*, the ceiling another cluster recorded in cosid.static_ceiling' "$D/new/server.log" || true)"
+        "$(grep -c 'starting above .*, recorded by another cluster in cosid.static_ceiling' "$D/new/server.log" || true)"
     check_true "$name: the new cluster recorded a row of its own, above every id, beside the old one's" \
         "$(qn -c "SELECT count(*) = 2 AND bool_or(c.system_identifier = s.system_identifier
                          AND c.ceiling_ms >= (SELECT max(extract(epoch FROM cosid_timestamp(id, 'st')) * 1000) FROM t_static))
