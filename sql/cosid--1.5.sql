@@ -537,6 +537,7 @@ DECLARE
     c      record;
     r      cosid.lease;
     v_static bigint;
+    v_now_ok text;
 BEGIN
     -- Shared with every acquire, exclusive with a change of the namespace's slot range
     -- (cosid._namespace_range_guard): a range is never set while an acquire that read the
@@ -574,12 +575,15 @@ BEGIN
     -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
     -- to the next.  A slot that fits two preferences comes
     -- twice; the second try matches no row.
+    -- "Can start now" also asks cosid.static_ceiling: a slot static here before (see the
+    -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
+    v_now_ok := ' AND l.next_floor <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
+                || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
     FOREACH v_cond IN ARRAY ARRAY[
-        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))'
-            || ' AND l.next_floor <= $4',
+        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
         'coalesce(l.owner_key, l.previous_owner_key) = $2'
-            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6)) AND l.next_floor <= $4',
-        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6)) AND l.next_floor <= $4',
+            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
+        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
         '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
         'l.incarnation = $6 AND l.expires_at <= $4']
     LOOP

@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# One server moves a namespace between leased and static issuing (cosid.static_slots changed,
+# One server moves namespaces between leased and static issuing (cosid.static_slots changed,
 # a restart), both ways at once: 'moved' was leased and becomes static on the slot it had;
-# 'back' was static on slot 0 and becomes leased (the store's lowest free slot is 0 again).
-# Each issued ~12 s ahead of the clock before the restart (a seconds namespace with 12
-# sequence bits, 48,000 ids in one statement: 4,096 a tick).  The static keeper must start
-# above where the store's windows on the slot end (cosid.lease), and the store's acquire above
-# the static ceilings recorded in cosid.static_ceiling; the database is the same.
-# Before: every id of both after the restart repeated one of before (5,000 of 5,000 each).
+# 'back' was static on slot 0 and becomes leased, its other slots held by other owners so that
+# the store must grant slot 0 again; 'spare' was static on slot 0 too and becomes leased with
+# free slots.  'moved' and 'back' issued ~12 s ahead of the clock before the restart (seconds
+# namespaces with 12 sequence bits, 48,000 ids in one statement: 4,096 a tick).  The static
+# keeper must start above where the store's windows on the slot end (cosid.lease), and the
+# store's acquire above the static ceilings recorded in cosid.static_ceiling (the same
+# database), preferring a slot that can start at once.
+# Before: every id of 'moved' and 'back' after the restart repeated one of before (5,000 of
+# 5,000 each); a later raise of the store's floors then stalled the static slot ~70 s.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/static_switch"; S="$base/s"; P=55740
 trap 'stop_server "$S" immediate' EXIT
 stop_server "$S" immediate; rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
 q() { psql_at "$S" "$P" postgres -At "$@"; }
-start_server "$S" "$P" "cosid.ttl = '30s'" "cosid.static_ahead = '30s'" "cosid.static_slots = 'back:0'"
+start_server "$S" "$P" "cosid.ttl = '30s'" "cosid.static_ahead = '30s'" "cosid.static_slots = 'back:0, spare:0'"
 q -c "CREATE EXTENSION cosid" \
-  -c "SELECT cosid_namespace_create(n, slot_bits => 2, unit => 's', sequence_bits => 12, total_bits => 53) FROM unnest(ARRAY['moved', 'back']) n" \
+  -c "SELECT cosid_namespace_create(n, slot_bits => 2, unit => 's', sequence_bits => 12, total_bits => 53) FROM unnest(ARRAY['moved', 'back', 'spare']) n" \
   -c "CREATE TABLE t (ns text, phase text, id bigint)" >/dev/null
 q -c "SET cosid.acquire_timeout = '30s'" \
   -c "INSERT INTO t SELECT 'moved', 'before', cosid_next('moved') FROM generate_series(1, 48000)" \
-  -c "INSERT INTO t SELECT 'back', 'before', cosid_next('back') FROM generate_series(1, 48000)" >/dev/null
-check "'moved' is leased and 'back' static before the restart" "moved lease|back static" \
+  -c "INSERT INTO t SELECT 'back', 'before', cosid_next('back') FROM generate_series(1, 48000)" \
+  -c "INSERT INTO t SELECT 'spare', 'before', cosid_next('spare') FROM generate_series(1, 10)" >/dev/null
+check "'moved' is leased, 'back' and 'spare' static before the restart" "spare static|moved lease|back static" \
     "$(q -c "SELECT string_agg(namespace || ' ' || kind, '|' ORDER BY namespace DESC) FROM cosid_pool()")"
+# Other owners take the slots of 'back' that can start now: its slot 0, static until now, has
+# its last ceiling ahead in cosid.static_ceiling and is passed over.
+check "other owners hold slots 1, 2 and 3 of 'back'" "1,2,3" \
+    "$(q -c "SELECT string_agg(a.slot::text, ',' ORDER BY a.slot)
+               FROM generate_series(1, 3) i, LATERAL cosid.acquire('back', 'holder' || i, gen_random_uuid(), 55000) a")"
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'moved'")
 sed -i "/cosid.static_slots/d" "$S/data/postgresql.conf"
 echo "cosid.static_slots = 'moved:$slot'" >> "$S/data/postgresql.conf"
@@ -31,10 +40,13 @@ for ns in moved back; do
     check_true "the ids of '$ns' before the restart are still ahead of the clock" \
         "$(q -c "SELECT cosid_timestamp(max(id), '$ns') > clock_timestamp() FROM t WHERE ns = '$ns'")"
 done
+# ('spare' first: its last static ceiling, 30 s ahead when written, is still ahead.)
 q -c "SET cosid.acquire_timeout = '30s'" \
+  -c "INSERT INTO t SELECT 'spare', 'after', cosid_next('spare') FROM generate_series(1, 10)" \
   -c "INSERT INTO t SELECT 'moved', 'after', cosid_next('moved') FROM generate_series(1, 5000)" \
   -c "INSERT INTO t SELECT 'back', 'after', cosid_next('back') FROM generate_series(1, 5000)" >/dev/null
-check "'moved' is static on slot $slot and 'back' leased on slot 0 after the restart" "moved static $slot|back lease 0" \
+check "'moved' static on slot $slot, 'back' leased on its slot 0, 'spare' on slot 1 (free, can start at once) after the restart" \
+    "spare lease 1|moved static $slot|back lease 0" \
     "$(q -c "SELECT string_agg(namespace || ' ' || kind || ' ' || slot, '|' ORDER BY namespace DESC) FROM cosid_pool()")"
 for ns in moved back; do
     check "'$ns': no id after the restart equals one before" 0 \
