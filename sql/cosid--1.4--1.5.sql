@@ -54,17 +54,17 @@ REVOKE ALL ON FUNCTION cosid._static_record(text, int, bigint) FROM PUBLIC;
 -- (cosid.static_slots added, a restart) starts above where the store's windows on it end,
 -- and a namespace above the floor cosid_adopt raised while it was leased; ids the lease
 -- issued ahead of the clock are not issued again.  A slot never leased has no such end (its
--- next_floor is only where a first lease would start); a free slot's windows ended at its
--- last ceiling at most (a release leaves next_floor at the last id below it; a store's raise
--- lifts next_floor far above it for leases a lost timeline's tail may have granted, which
--- this server's own leases before the switch are not: counted, every raise would close its
--- static window and start the next 70 s ahead of the clock).
+-- next_floor is only where a first lease would start).  A store's raise (a failover, a
+-- restore, pg_upgrade) lifts next_floor ~70 s ahead for leases a lost tail of its history
+-- may have granted, and the slot's own lease before the switch may be one of them (a copy
+-- of the store that missed its last renewals: 20,000 of 20,000 ids twice when only the
+-- ceiling was counted): it is counted, and such a slot waits for its clock after a raise, as
+-- leased slots do.
 CREATE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, OUT others_ms bigint, OUT own_ms bigint,
                                        OUT restoring boolean)
 LANGUAGE sql STABLE AS $$
     SELECT greatest(max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
-                    (SELECT CASE WHEN l.incarnation IS NULL THEN least(l.next_floor, l.ceiling)
-                                 ELSE greatest(l.next_floor, l.ceiling) END
+                    (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor ELSE greatest(l.next_floor, l.ceiling) END
                        FROM cosid.lease l
                       WHERE l.namespace = p_namespace AND l.slot = p_slot
                         AND coalesce(l.owner_key, l.previous_owner_key) IS NOT NULL),
