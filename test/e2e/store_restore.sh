@@ -39,32 +39,43 @@ check "the dump has slot 0 free" "" "$(q "$ST" "$PST" -c "SELECT owner_key FROM 
 mkdir -p "$ST2"; fresh_cluster "$ST2/data"; chown -R "$PG_USER" "$ST2"
 { echo "port = $PST"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$ST2'";
   echo "shared_preload_libraries = 'cosid'"; echo "fsync = off"; echo "cosid.ttl = '6s'"; } >> "$ST2/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -l "$ST2/server.log" -w start >/dev/null
+# restore_store SOCKETDIR: the dump into ST2, started at SOCKETDIR (ST2 stays up).
+restore_store() {
+    sed -i "s|^unix_socket_directories = .*|unix_socket_directories = '$1'|" "$ST2/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -l "$ST2/server.log" -w start >/dev/null
+    if [ "${RESTORE:-whole}" = whole ]; then
+        as_pg "$PG_BIN/pg_restore" -h "$1" -p "$PST" -d postgres "$base/store.dump" 2>"$base/restore.err" || true
+    else
+        # The order pg_restore -j may take (items of one section run at once, in any order): the
+        # store's record first, a store call that raises the floors of the rows there so far,
+        # then the lease rows, then the namespaces.  (Before: the lease rows failed on the
+        # foreign key to the namespaces, and the slots of 'orders' were lost; with the key gone,
+        # they came after the raise unraised, and I2 got slot 0 at the dumped floor.)  This
+        # restore runs after the store is lost, as a real one does: its raise then lies above
+        # I1's window.  (Restored ahead and raised then, the copy would be as old as a copy of
+        # the data directory when it takes over: docs/failover.md.)
+        as_pg "$PG_BIN/pg_restore" -l "$base/store.dump" > "$base/all.list"
+        grep -E 'TABLE DATA cosid store_state ' "$base/all.list" > "$base/state.list"
+        grep -E 'TABLE DATA cosid lease ' "$base/all.list" > "$base/lease.list"
+        grep -vE 'TABLE DATA cosid (store_state|lease) ' "$base/all.list" > "$base/rest.list"
+        chmod a+r "$base"/*.list
+        r() { as_pg "$PG_BIN/pg_restore" -h "$1" -p "$PST" -d postgres "${@:2}" "$base/store.dump" 2>>"$base/restore.err" || true; }
+        r "$1" --section=pre-data
+        r "$1" -L "$base/state.list"
+        psql_at "$1" "$PST" postgres -At -c "SELECT count(*) FROM cosid.acquire('default', 'probe', gen_random_uuid(), 1000)" >/dev/null
+        check_true "the store raised on its first call, before the lease rows came" \
+            "$(psql_at "$1" "$PST" postgres -At -c "SELECT count(*) = 1 AND bool_and(raised_at_ms > 0) FROM cosid.store_state")"
+        r "$1" -L "$base/lease.list"
+        r "$1" --section=data --section=post-data -L "$base/rest.list"
+        check "the slots of 'orders' restored" 4 "$(psql_at "$1" "$PST" postgres -At -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'orders'")"
+    fi
+    check "pg_restore reports no error" 0 "$(grep -c 'error' "$base/restore.err" || true)"
+}
 if [ "${RESTORE:-whole}" = whole ]; then
-    as_pg "$PG_BIN/pg_restore" -h "$ST2" -p "$PST" -d postgres "$base/store.dump" 2>"$base/restore.err" || true
-else
-    # The order pg_restore -j may take (items of one section run at once, in any order): the
-    # store's record first, a store call that raises the floors of the rows there so far,
-    # then the lease rows, then the namespaces.  (Before: the lease rows failed on the
-    # foreign key to the namespaces, and the slots of 'orders' were lost; with the key gone,
-    # they came after the raise unraised, and I2 got slot 0 at the dumped floor.)
-    as_pg "$PG_BIN/pg_restore" -l "$base/store.dump" > "$base/all.list"
-    grep -E 'TABLE DATA cosid store_state ' "$base/all.list" > "$base/state.list"
-    grep -E 'TABLE DATA cosid lease ' "$base/all.list" > "$base/lease.list"
-    grep -vE 'TABLE DATA cosid (store_state|lease) ' "$base/all.list" > "$base/rest.list"
-    chmod a+r "$base"/*.list
-    r() { as_pg "$PG_BIN/pg_restore" -h "$ST2" -p "$PST" -d postgres "$@" "$base/store.dump" 2>>"$base/restore.err" || true; }
-    r --section=pre-data
-    r -L "$base/state.list"
-    psql_at "$ST2" "$PST" postgres -At -c "SELECT count(*) FROM cosid.acquire('default', 'probe', gen_random_uuid(), 1000)" >/dev/null
-    check_true "the store raised on its first call, before the lease rows came" \
-        "$(psql_at "$ST2" "$PST" postgres -At -c "SELECT count(*) = 1 AND bool_and(raised_at_ms > 0) FROM cosid.store_state")"
-    r -L "$base/lease.list"
-    r --section=data --section=post-data -L "$base/rest.list"
-    check "the slots of 'orders' restored" 4 "$(psql_at "$ST2" "$PST" postgres -At -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'orders'")"
+    # Restored beside the store, stopped until it takes over: no store call has raised it.
+    restore_store "$ST2"
+    as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -m fast -w stop >/dev/null
 fi
-check "pg_restore reports no error" 0 "$(grep -c 'error' "$base/restore.err" || true)"
-as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -m fast -w stop >/dev/null
 
 # I1 acquires slot 0 after the dump, and issues without a pause.
 q "$I1" "$P1" -c "INSERT INTO t SELECT cosid_next('orders') FROM generate_series(1, 10)" >/dev/null
@@ -87,8 +98,12 @@ loop "$I1" "$P1" &
 keeper1=$(q "$I1" "$P1" -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
 kill -STOP "$keeper1"
 stop_server "$ST" immediate
-sed -i "s|^unix_socket_directories = '$ST2'|unix_socket_directories = '$ST'|" "$ST2/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -l "$ST2/server.log" -w start >/dev/null
+if [ "${RESTORE:-whole}" = whole ]; then
+    sed -i "s|^unix_socket_directories = '$ST2'|unix_socket_directories = '$ST'|" "$ST2/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$ST2/data" -l "$ST2/server.log" -w start >/dev/null
+else
+    restore_store "$ST"
+fi
 as_pg "$PG_BIN/pg_ctl" -D "$I2/data" -l "$I2/server.log" -w start >/dev/null
 check_true "I2 issues on the restored store" \
     "$(wait_until 30 q "$I2" "$P2" -c "INSERT INTO t SELECT cosid_next('orders') FROM generate_series(1, 10) RETURNING true" 2>/dev/null | head -1)"
