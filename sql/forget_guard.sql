@@ -6,7 +6,8 @@ $$ SELECT split_part(expect_error(stmt), ' HINT:', 1) $$;
 SELECT cosid_namespace_create('fg', slot_bits => 2, tolerance => '1 second');
 SELECT slot FROM cosid.acquire('fg', 'fgA', '00000000-0000-0000-0000-0000000000fa', 10000);
 SELECT error_without_hint($$DELETE FROM cosid.lease WHERE namespace = 'fg' AND slot = 0$$);
-SELECT error_without_hint($$DELETE FROM cosid.lease WHERE namespace = 'fg'$$);
+-- (any of its slots: a free one's next floor reaches past the clock too after a recent raise)
+SELECT regexp_replace(error_without_hint($$DELETE FROM cosid.lease WHERE namespace = 'fg'$$), 'slot \d+ of', 'slot S of') AS error_without_hint;
 -- (a TRUNCATE names the row that ends last, which may be another test's)
 SELECT regexp_replace(error_without_hint($$TRUNCATE cosid.lease$$), 'slot \d+ of namespace "[^"]*"', 'slot S of namespace N');
 -- cosid.namespace goes only after the lease rows (no foreign key: a parallel restore loads

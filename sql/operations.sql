@@ -32,10 +32,14 @@ FROM cosid.lease WHERE namespace = 'op' AND slot = 3;
 
 -- 4. The call that raises checks max_ttl too: a 1 h lease on a "new timeline" is refused,
 -- and the raise rolled back with it is made by the next call.
+-- (In one transaction: the keeper's own store calls must not see the timeline at 0 and raise
+-- first, as a loaded machine once let them.)
+BEGIN;
 UPDATE cosid.store_state SET timeline = 0;
 SELECT expect_error($$SELECT * FROM cosid.acquire('op', 'long', '00000000-0000-0000-0000-0000000000d1', 3600000)$$);
 SELECT count(*) AS long_windows FROM cosid.lease WHERE ceiling > cosid.store_now() + 60000 + 5000 + 70000;
 SELECT timeline = 0 AS raise_rolled_back FROM cosid.store_state;
+COMMIT;
 SELECT count(*) AS renewed FROM cosid.renew('op', 0, '00000000-0000-0000-0000-0000000000d1', 1, 20000);
 SELECT timeline = cosid._timeline() AS raised_by_the_next_call FROM cosid.store_state;
 SELECT expect_error($$SELECT * FROM cosid.renew('op', 0, '00000000-0000-0000-0000-0000000000d1', 1, 3600000)$$);
