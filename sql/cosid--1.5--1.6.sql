@@ -1,3 +1,587 @@
 -- cosid 1.5 -> 1.6: forks of an issuing server, a change of store, bounded floor raises by
 -- keepers, column defaults bound to their namespace.
 \echo Use "ALTER EXTENSION cosid UPDATE TO '1.6'" to load this file. \quit
+-- >>> forks (kept identical to cosid--1.6.sql)
+
+-- Forks of an issuing server: the store records the server that issues from it, and a copy
+-- of it that runs elsewhere grants nothing until cosid_fork_acknowledge().
+ALTER TABLE cosid.store_state ADD COLUMN issuer_incarnation uuid, ADD COLUMN fork_pending text;
+
+-- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
+-- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
+-- The store's record names the server that issues from it (issuer_incarnation: its keeper
+-- acquired since it started and has not stopped cleanly), and this copy of the store runs
+-- elsewhere: on a new timeline of the same cluster (a promoted standby, a recovered base
+-- backup), or restored from a dump (the origin's record beside the one CREATE EXTENSION
+-- wrote); or a copy was declared (fork_pending: by the keeper of a data directory pg_upgrade
+-- copied or one marked with a cosid.fork file, or by cosid_store_follow_timeline(restored
+-- => true)).  A new cluster with one record is pg_upgrade's new cluster: pg_upgrade needs a
+-- cleanly stopped origin, and the old data directory carries the mark instead.
+CREATE FUNCTION cosid._fork_reason() RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+             WHEN bool_or(s.fork_pending IS NOT NULL) THEN min(s.fork_pending)
+             WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL AND s.system_identifier = c.system_identifier
+                                           AND s.timeline <> cosid._timeline())
+               THEN format('The store''s server was issuing ids on timeline %s when this copy of it went on, '
+                           'on timeline %s (a promoted standby, a recovered backup).', min(s.timeline), cosid._timeline())
+             WHEN count(*) > 1 AND bool_or(s.issuer_incarnation IS NOT NULL)
+               THEN 'The dump restored here was taken while the store''s server was issuing ids from it.'
+           END
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c
+$$;
+REVOKE ALL ON FUNCTION cosid._fork_reason() FROM PUBLIC;
+
+CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_stopped_ms bigint) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_tli     int := cosid._timeline();
+    v_sys     bigint := (SELECT system_identifier FROM pg_catalog.pg_control_system());
+    v_count   bigint;
+    v_here    boolean;
+    v_raise   boolean;
+    v_now     bigint;
+    v_base    bigint;
+    v_rows    bigint := 0;
+    v_max_ttl bigint;
+    v_fork    text;
+    m         record;
+BEGIN
+    SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
+                                       AND s.fork_pending IS NULL), false)
+      INTO v_count, v_here FROM cosid.store_state s;
+    IF NOT (v_count = 1 AND v_here) OR p_fork_ack THEN
+        -- Conflicts with itself and with every writer of the table, not with readers.
+        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+        SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
+                                           AND s.fork_pending IS NULL), false)
+          INTO v_count, v_here FROM cosid.store_state s;
+    END IF;
+    IF v_count = 1 AND NOT v_here AND (SELECT s.system_identifier = 0 FROM cosid.store_state s) THEN
+        -- The one record is the mark CREATE EXTENSION leaves when a restore runs it: the
+        -- origin's record (and its limits) comes only with the dump's data, after the user
+        -- tables and theirs, and until then the store cannot tell what its origin granted.
+        RAISE EXCEPTION 'cosid lease store is being restored: it grants no window before the record of its origin''s state is restored'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'CREATE EXTENSION cosid ran in a restore (pg_restore, or a plain dump through psql: row_security off). '
+                           'The dump''s data brings the origin''s record of the store state; the first store call after it raises every floor.',
+                  HINT = 'Wait for the restore to end.  A dump without that record (cosid 1.3 or older, a partial restore): '
+                         'SELECT cosid_store_follow_timeline(restored => true) raises the floors by the default limits.';
+    END IF;
+    -- A fork (src/core/fork_rule.hpp): this store is a copy of one whose own server was
+    -- issuing ids from it (issuer_incarnation: its keeper had acquired and had not stopped
+    -- cleanly), and the copy runs elsewhere: a promoted standby or a recovered backup (a new
+    -- timeline of the same cluster), a dump restored (the origin's record beside this one's),
+    -- or a copy declared by its keeper (fork_pending: the data directory pg_upgrade copied,
+    -- a file-level copy marked with cosid.fork).  The origin may go on issuing from its own
+    -- copy on any slot, so no raise here can keep above it: nothing is granted until an
+    -- administrator says it stopped (cosid_fork_acknowledge), which raises from that time.
+    -- A new cluster with one record is pg_upgrade's new cluster, and pg_upgrade ran on a
+    -- cleanly stopped origin: its old data directory carries the mark instead.
+    IF NOT (v_count = 1 AND v_here) AND NOT p_fork_ack THEN
+        v_fork := cosid._fork_reason();
+        IF v_fork IS NOT NULL THEN
+            RAISE EXCEPTION 'cosid lease store is a copy of a server that may still issue ids: it grants no window until that server is known to have stopped'
+                USING ERRCODE = 'ZC009',
+                      DETAIL = v_fork || '  Windows granted here could repeat ids the other copy issues on the same slots.',
+                      HINT = 'Stop the other copy (or make sure it has stopped, e.g. fenced by your HA manager), then run '
+                             'SELECT cosid_fork_acknowledge(); on this server (superuser or cosid_admin).';
+        END IF;
+    END IF;
+    IF NOT (v_count = 1 AND v_here) OR p_fork_ack THEN
+        -- The raise covers the longest lease and the largest tolerance any of the store's
+        -- histories allowed.
+        -- With several rows, the newest is the one CREATE EXTENSION wrote while restoring,
+        -- with default limits: the origin's rows say what it granted.
+        SELECT coalesce(bool_or(s.raise_floors_on_new_timeline), true) AS raise_flag,
+               coalesce(max(s.max_ttl_ms), 60000) AS max_ttl_ms,
+               coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
+               coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
+               coalesce(max(s.timeline), 0) AS timeline,
+               -- the server issuing from this store, kept across a raise (the same server
+               -- goes on); an acknowledged fork starts without one
+               CASE WHEN p_fork_ack THEN NULL ELSE min(s.issuer_incarnation::text)::uuid END AS issuer
+          INTO m
+          FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
+                  FROM cosid.store_state s) s
+         WHERE v_count = 1 OR s.newest > 1;
+        -- An acknowledged fork always raises: its origin issued after the copy was made.
+        v_raise := v_count <> 1 OR m.raise_flag OR p_fork_ack;
+        IF v_raise THEN
+            -- Waits for every transaction still writing lease rows, and holds off new ones
+            -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
+            -- loads the lease table while the store's record, loaded already, makes a
+            -- keeper's call raise) would be invisible to the UPDATE below, and its BEFORE
+            -- INSERT trigger (cosid._lease_arrives_raised) would not see this raise yet.
+            LOCK TABLE cosid.lease IN SHARE ROW EXCLUSIVE MODE;
+        END IF;
+        v_now := cosid.store_now();  -- after the wait
+        -- An acknowledged fork raises from the time its origin stopped, when the
+        -- administrator knows it, and never from later than now.
+        v_base := CASE WHEN p_fork_ack AND p_stopped_ms IS NOT NULL THEN least(p_stopped_ms, v_now) ELSE v_now END;
+        IF v_raise THEN
+            UPDATE cosid.lease l
+               SET next_floor = greatest(l.next_floor, l.ceiling, v_base + m.max_ttl_ms + 2 * m.max_tolerance_ms),
+                   previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                   owner_key = NULL, incarnation = NULL, owner_role = NULL,
+                   -- far above any fence the lost tail can have used: a renewal or release from
+                   -- it never matches a lease granted on this timeline
+                   fence = l.fence + 4294967296;
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+        END IF;
+        DELETE FROM cosid.store_state;
+        INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
+                                       max_tolerance_ms, failovers, last_failover_at, raised_at_ms, issuer_incarnation)
+        VALUES (v_sys, v_tli, m.raise_flag, m.max_ttl_ms, m.max_tolerance_ms, m.failovers + 1, clock_timestamp(),
+                CASE WHEN v_raise THEN greatest(v_base, m.raised_at_ms) ELSE m.raised_at_ms END,
+                CASE WHEN v_count = 1 THEN m.issuer END);
+        RAISE LOG 'cosid store: %: %',
+            CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
+                 WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
+                 WHEN v_count = 0 THEN 'its state was missing'
+                 ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
+                             m.timeline) END,
+            CASE WHEN v_raise
+                 THEN format('%s slots freed, their next_floor raised to at least %s + %s ms + 2 x %s ms',
+                             v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
+                             m.max_ttl_ms, m.max_tolerance_ms)
+                 ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
+    END IF;
+    SELECT s.max_ttl_ms INTO v_max_ttl FROM cosid.store_state s;
+    IF p_ttl_ms > v_max_ttl THEN
+        RAISE EXCEPTION 'cosid lease ttl % ms is longer than the lease store allows (% ms)', p_ttl_ms, v_max_ttl
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'After a failover the store raises every floor by its longest lease; it grants none longer.',
+                  HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint, boolean, bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT cosid._follow_timeline(p_ttl_ms, false, NULL)
+$$;
+REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF restored AND (SELECT bool_or(s.issuer_incarnation IS NOT NULL) FROM cosid.store_state s) THEN
+        -- A copy of a server that was issuing from this store: its origin may go on, on any
+        -- slot, and no raise keeps above that.  A fork until cosid_fork_acknowledge().
+        PERFORM cosid._fork_mark('Declared a copy of its data directory (cosid_store_follow_timeline(restored => true)) '
+                                 'while the store''s server was issuing ids from it.');
+        RAISE NOTICE 'the store grants nothing until cosid_fork_acknowledge() runs: its server was issuing ids from it'
+            USING HINT = 'Once the original server is stopped for good, SELECT cosid_fork_acknowledge(); here raises the floors and grants again.';
+        RETURN (SELECT max(failovers) FROM cosid.store_state);
+    ELSIF restored THEN
+        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+        -- a second record of the state, as a restored dump has: the next call raises
+        INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
+                                       max_tolerance_ms, failovers, raised_at_ms)
+        SELECT 0, 0, true, s.max_ttl_ms, s.max_tolerance_ms, s.failovers, s.raised_at_ms
+          FROM cosid.store_state s;
+    END IF;
+    PERFORM cosid._follow_timeline(NULL);
+    RETURN (SELECT failovers FROM cosid.store_state);
+END $$;
+
+-- The server whose keeper issues from this store, recorded by that keeper (a local store,
+-- through SPI) before its first acquire of each start, and cleared when it stops cleanly
+-- after releasing every lease: a copy of the store that finds it set on a new timeline, or
+-- in a restored dump, knows its origin may still issue (cosid._fork_reason).  The call
+-- follows the timeline first, so a fork refuses here (ZC009) before its own keeper would
+-- overwrite its origin's record.
+CREATE FUNCTION cosid._issuer_start(p_incarnation uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM cosid._follow_timeline(NULL);
+    UPDATE cosid.store_state s SET issuer_incarnation = p_incarnation
+     WHERE s.issuer_incarnation IS DISTINCT FROM p_incarnation;
+END $$;
+REVOKE ALL ON FUNCTION cosid._issuer_start(uuid) FROM PUBLIC;
+
+CREATE FUNCTION cosid._issuer_stop(p_incarnation uuid) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE cosid.store_state s SET issuer_incarnation = NULL WHERE s.issuer_incarnation = p_incarnation
+$$;
+REVOKE ALL ON FUNCTION cosid._issuer_stop(uuid) FROM PUBLIC;
+
+-- A copy its keeper recognised by a file in the data directory (cosid.fork: written by a
+-- pg_upgrade that copied the data directory, or by an operator before starting a copy).
+CREATE FUNCTION cosid._fork_mark(p_reason text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE cosid.store_state s SET fork_pending = p_reason WHERE s.fork_pending IS NULL
+$$;
+REVOKE ALL ON FUNCTION cosid._fork_mark(text) FROM PUBLIC;
+
+-- An administrator's word that the other copy of a forked store's server has stopped issuing
+-- (fenced, shut down, its data directory gone): every slot is freed and its next floor raised
+-- above anything that copy could have issued, from stopped_at (default: now) + max_ttl + 2 x
+-- max_tolerance, and the store grants again.  Nothing to acknowledge: says so, changes nothing.
+CREATE FUNCTION cosid_fork_acknowledge(stopped_at timestamptz DEFAULT NULL) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_reason text;
+    v_ms bigint := floor(extract(epoch FROM stopped_at) * 1000)::bigint;
+    v_now bigint := cosid.store_now();
+BEGIN
+    IF v_ms IS NOT NULL AND v_ms > v_now THEN
+        RAISE EXCEPTION 'cosid_fork_acknowledge: stopped_at is in the future'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('stopped_at %s; the store''s clock reads %s.', stopped_at,
+                                  pg_catalog.to_timestamp(v_now / 1000.0)),
+                  HINT = 'Give the time the other copy stopped issuing, or leave it out (now).';
+    END IF;
+    LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+    v_reason := cosid._fork_reason();
+    IF v_reason IS NULL THEN
+        RETURN 'no fork to acknowledge: the store grants as usual';
+    END IF;
+    PERFORM cosid._follow_timeline(NULL, true, v_ms);
+    RETURN format('fork acknowledged (%s): every slot freed, next floors at least %s + max_ttl + 2 x max_tolerance',
+                  rtrim(v_reason, '.'), coalesce(stopped_at::text, 'now'));
+END $$;
+REVOKE ALL ON FUNCTION cosid_fork_acknowledge(timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_fork_acknowledge(timestamptz) TO cosid_admin;
+COMMENT ON FUNCTION cosid_fork_acknowledge(timestamptz) IS 'the other copy of this forked store''s server has stopped issuing: raise the floors from stopped_at and grant again (superuser or cosid_admin)';
+
+CREATE OR REPLACE FUNCTION cosid_health()
+RETURNS TABLE (name text, status text, detail text, hint text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    -- "Recently": a failure or loss this long ago still shows (a scrape every 15 s sees it
+    -- many times; the counters in cosid_stats() keep the whole history).
+    c_recent_ms constant bigint := 900000;
+    h record;
+    f record;                -- the store's facts
+    v_facts boolean := false;  -- f holds the store's facts
+    v_standby boolean := pg_is_in_recovery();
+    v_db text := current_setting('cosid.database', true);
+    v_dsn text := coalesce(current_setting('cosid.store_dsn', true), '');
+    v_static text := coalesce(current_setting('cosid.static_slots', true), '');
+    v_store_here boolean;    -- this database holds the store these checks read
+    v_now bigint;
+    v_list text;
+    v_worst text;
+    v_group int;
+    r record;
+BEGIN
+    SELECT * INTO h FROM cosid._health_state();
+    -- The store is here when this instance's keeper uses a local store in this database, or
+    -- when the library is not preloaded (a store-only server: its tables are the store).
+    v_store_here := v_dsn = '' AND (NOT h.preloaded OR v_db IS NULL OR v_db = current_database());
+    IF v_store_here THEN
+        SELECT * INTO f FROM cosid._store_health();
+        v_facts := FOUND;
+    ELSIF h.facts_age_ms IS NOT NULL THEN
+        SELECT h.max_ttl_ms AS max_ttl_ms, h.max_tolerance_ms AS max_tolerance_ms, h.raise_floors AS raise_floors,
+               h.standbys AS standbys, h.sync_standbys AS sync_standbys INTO f;
+        v_facts := true;
+    END IF;
+    v_now := cosid.store_now();
+
+    -- keeper: running, and able to serve
+    name := 'keeper'; hint := NULL;
+    IF NOT h.preloaded THEN
+        status := 'ok';
+        detail := 'not known: cosid is not in shared_preload_libraries on this server, so it has no keeper and '
+                  'cosid_next() cannot run here (a store-only server needs none)';
+    ELSIF v_standby THEN
+        status := 'ok';
+        detail := 'hot standby: the keeper starts when this server is promoted';
+    ELSIF h.keeper_pid = 0 THEN
+        status := 'critical';
+        detail := 'the keeper is not running: cosid_next() fails on this server';
+        hint := 'Read the server log for the keeper''s exit; the server restarts it within a second. '
+                'See docs/monitoring.md#keeper';
+    ELSIF NOT h.keeper_ready THEN
+        status := 'critical';
+        detail := format('the keeper (pid %s) cannot serve: %s', h.keeper_pid,
+                         coalesce(nullif(h.keeper_problem_message, ''), 'it has not found its store ready yet'));
+        hint := 'See docs/monitoring.md#keeper';
+    ELSE
+        status := 'ok';
+        detail := format('the keeper (pid %s) serves in database %s', h.keeper_pid, v_db);
+    END IF;
+    RETURN NEXT;
+
+    -- store: it answers, and leases are renewed within their ttl
+    name := 'store'; hint := NULL;
+    IF NOT h.preloaded OR v_standby OR h.keeper_pid = 0 OR NOT h.keeper_ready THEN
+        status := 'ok';
+        detail := 'not known: no keeper serving on this server (see check keeper)';
+    ELSIF h.store_ok_age_ms IS NULL OR h.store_ok_age_ms > h.ttl_ms
+          OR (h.leases > 0 AND coalesce(h.renewal_ok_age_ms, h.store_ok_age_ms) > h.ttl_ms) THEN
+        status := 'critical';
+        detail := format('the store last answered %s, the last lease confirmed (acquire or renewal) %s; ttl %s ms: '
+                         'held leases expire',
+                         coalesce(h.store_ok_age_ms || ' ms ago', 'never'),
+                         coalesce(h.renewal_ok_age_ms || ' ms ago', 'never'), h.ttl_ms);
+        hint := 'See docs/monitoring.md#store';
+    ELSIF h.store_ok_age_ms > 2 * h.ttl_ms / 3
+          OR (h.leases > 0 AND coalesce(h.renewal_ok_age_ms, 0) > 2 * h.ttl_ms / 3) THEN
+        status := 'warning';
+        detail := format('the store last answered %s ms ago, the last lease confirmed %s; ttl %s ms', h.store_ok_age_ms,
+                         coalesce(h.renewal_ok_age_ms || ' ms ago', 'never'), h.ttl_ms);
+        hint := 'See docs/monitoring.md#store';
+    ELSE
+        status := 'ok';
+        detail := format('the store answered %s ms ago; %s leases held, last confirmed %s; ttl %s ms', h.store_ok_age_ms,
+                         h.leases, coalesce(h.renewal_ok_age_ms || ' ms ago', 'none yet'), h.ttl_ms);
+    END IF;
+    RETURN NEXT;
+
+    -- renewals: failing now, or failed recently
+    name := 'renewals'; hint := NULL;
+    IF NOT h.preloaded THEN
+        status := 'ok'; detail := 'not known: cosid is not preloaded here';
+    ELSIF h.failures_in_row > 0 AND h.failing_for_ms >= h.ttl_ms / 3 THEN
+        status := 'critical';
+        detail := format('renewals have failed for %s ms (%s in a row; ttl %s ms)', h.failing_for_ms,
+                         h.failures_in_row, h.ttl_ms);
+        hint := 'See docs/monitoring.md#renewals';
+    ELSIF h.failures_in_row > 0 THEN
+        status := 'warning';
+        detail := format('%s renewals failed in a row, for %s ms', h.failures_in_row, h.failing_for_ms);
+        hint := 'See docs/monitoring.md#renewals';
+    ELSIF h.renewal_failed_age_ms < c_recent_ms THEN
+        status := 'warning';
+        detail := format('a renewal failed %s s ago; renewals succeed again', round(h.renewal_failed_age_ms / 1000.0));
+        hint := 'See docs/monitoring.md#renewals';
+    ELSE
+        status := 'ok'; detail := 'no renewal failed in the last 15 minutes';
+    END IF;
+    RETURN NEXT;
+
+    -- leases_lost
+    name := 'leases_lost'; hint := NULL;
+    IF NOT h.preloaded THEN
+        status := 'ok'; detail := 'not known: cosid is not preloaded here';
+    ELSIF h.lease_lost_age_ms < c_recent_ms THEN
+        status := 'warning';
+        detail := format('a lease was lost %s s ago: its callers got ZC001 once', round(h.lease_lost_age_ms / 1000.0));
+        hint := 'See docs/monitoring.md#leases_lost';
+    ELSE
+        status := 'ok'; detail := 'no lease lost in the last 15 minutes';
+    END IF;
+    RETURN NEXT;
+
+    -- clock_skew: this server's clock against the store's, at the keeper's last store call
+    name := 'clock_skew'; hint := NULL;
+    IF NOT h.preloaded OR h.skew_age_ms IS NULL THEN
+        status := 'ok'; detail := 'not known: the keeper has not compared the clocks yet';
+    ELSIF h.skew_ms > h.skew_tolerance_ms THEN
+        status := 'critical';
+        detail := format('this clock is %s ms off the store''s (tolerance %s ms), measured %s s ago', h.skew_ms,
+                         h.skew_tolerance_ms, round(h.skew_age_ms / 1000.0));
+        hint := 'See docs/monitoring.md#clock_skew';
+    ELSIF h.skew_ms > h.skew_tolerance_ms / 2 THEN
+        status := 'warning';
+        detail := format('this clock is %s ms off the store''s (tolerance %s ms), measured %s s ago', h.skew_ms,
+                         h.skew_tolerance_ms, round(h.skew_age_ms / 1000.0));
+        hint := 'See docs/monitoring.md#clock_skew';
+    ELSE
+        status := 'ok';
+        detail := format('this clock is within %s ms of the store''s (tolerance %s ms)', h.skew_ms, h.skew_tolerance_ms);
+    END IF;
+    RETURN NEXT;
+
+    -- static_slots: a state file, and not a refused one
+    name := 'static_slots'; hint := NULL;
+    IF v_static = '' THEN
+        status := 'ok'; detail := 'no static slots on this server';
+    ELSIF NOT h.preloaded THEN
+        status := 'ok'; detail := 'not known: cosid is not preloaded here';
+    ELSIF h.static_refused THEN
+        status := 'critical';
+        detail := format('the state file (cosid.state_file) was refused: static slots %s issue nothing', v_static);
+        hint := 'See docs/monitoring.md#static_slots';
+    ELSIF NOT h.state_file THEN
+        status := 'warning';
+        detail := format('static slots %s without a state file: each keeper start waits for the clock, and '
+                         'nothing guards a restart against a clock set back', v_static);
+        hint := 'Set cosid.state_file. See docs/monitoring.md#static_slots';
+    ELSE
+        status := 'ok'; detail := format('static slots %s keep a state file', v_static);
+    END IF;
+    RETURN NEXT;
+
+    -- store_max_ttl: the store grants no longer lease than its max_ttl
+    name := 'store_max_ttl'; hint := NULL;
+    IF NOT h.preloaded THEN
+        status := 'ok'; detail := 'not known: cosid is not preloaded here (no keeper, no cosid.ttl of its own)';
+    ELSIF NOT v_facts THEN
+        status := 'ok';
+        detail := format('not known: the keeper could not read the store''s limits (%s)',
+                         coalesce(h.facts_error, 'not yet'));
+    ELSIF f.max_ttl_ms < h.ttl_ms THEN
+        status := 'critical';
+        detail := format('the store''s max_ttl is %s ms, below this keeper''s cosid.ttl %s ms: it refuses every '
+                         'acquire and renewal', f.max_ttl_ms, h.ttl_ms);
+        hint := 'See docs/monitoring.md#store_max_ttl';
+    ELSE
+        status := 'ok';
+        detail := format('cosid.ttl %s ms fits the store''s max_ttl %s ms', h.ttl_ms, f.max_ttl_ms);
+    END IF;
+    RETURN NEXT;
+
+    -- floor_raise: switched off only where every standby that may be promoted is synchronous
+    name := 'floor_raise'; hint := NULL;
+    IF NOT v_facts THEN
+        status := 'ok';
+        detail := format('not known: %s', CASE WHEN v_dsn <> '' THEN 'the keeper has not read the remote store yet'
+                                               ELSE 'the store is in database ' || v_db END);
+    ELSIF f.raise_floors THEN
+        status := 'ok';
+        detail := format('the store raises the floors after a failover (%s standbys, %s synchronous)', f.standbys,
+                         f.sync_standbys);
+    ELSIF f.standbys > f.sync_standbys THEN
+        status := 'critical';
+        detail := format('raise_floors_on_new_timeline is off while the store has %s asynchronous or potential '
+                         'standbys: promoting one can issue ids twice', f.standbys - f.sync_standbys);
+        hint := 'See docs/monitoring.md#floor_raise';
+    ELSIF f.standbys = 0 THEN
+        status := 'warning';
+        detail := 'raise_floors_on_new_timeline is off while the store has no standby: a failover to a copy or a '
+                  'recovery to a point in time can issue ids twice';
+        hint := 'See docs/monitoring.md#floor_raise';
+    ELSE
+        status := 'ok';
+        detail := format('the floor raise is off; every standby of the store (%s) is synchronous', f.standbys);
+    END IF;
+    RETURN NEXT;
+
+    -- namespace_slots: the worst namespace (the store's lease table, where it is here)
+    name := 'namespace_slots'; hint := NULL;
+    IF NOT v_store_here THEN
+        status := 'ok';
+        detail := 'not known here: the store is elsewhere (run cosid_health() on it)';
+    ELSE
+        SELECT string_agg(format('%s %s/%s', u.namespace, u.in_use, u.slots), ', ' ORDER BY u.pct DESC),
+               CASE max(u.pct) >= 95 WHEN true THEN 'critical' ELSE 'warning' END
+          INTO v_list, v_worst
+          FROM (SELECT l.namespace, count(*) FILTER (WHERE l.incarnation IS NOT NULL AND l.expires_at > v_now) AS in_use,
+                       1 << n.slot_bits AS slots,
+                       100.0 * count(*) FILTER (WHERE l.incarnation IS NOT NULL AND l.expires_at > v_now)
+                             / (1 << n.slot_bits) AS pct
+                  FROM cosid.lease l JOIN cosid.namespace n ON n.name = l.namespace
+                 GROUP BY l.namespace, n.slot_bits) u
+         WHERE u.pct >= 80;
+        IF v_list IS NULL THEN
+            status := 'ok'; detail := 'every namespace has more than 20 % of its slots free';
+        ELSE
+            status := v_worst;
+            detail := 'slots in use: ' || v_list;
+            hint := 'See docs/monitoring.md#namespace_slots';
+        END IF;
+    END IF;
+    RETURN NEXT;
+
+    -- layout_years: the namespaces' layouts run out
+    name := 'layout_years'; hint := NULL;
+    SELECT string_agg(format('%s %s years', l.namespace, l.years_left), ', ' ORDER BY l.years_left),
+           CASE WHEN min(l.years_left) < 1 THEN 'critical' ELSE 'warning' END
+      INTO v_list, v_worst
+      FROM @extschema@.cosid_layouts l WHERE l.years_left < 5;
+    IF v_list IS NULL THEN
+        status := 'ok'; detail := 'every layout has 5 years or more left';
+    ELSE
+        status := v_worst;
+        detail := 'layouts ending soon: ' || v_list;
+        hint := 'See docs/monitoring.md#layout_years';
+    END IF;
+    RETURN NEXT;
+
+    -- citus_store: a Citus worker must lease from its cluster's store (cosid.store_dsn)
+    name := 'citus_store'; hint := NULL;
+    IF to_regclass('pg_catalog.pg_dist_local_group') IS NULL THEN
+        status := 'ok'; detail := 'not a Citus node';
+    ELSE
+        EXECUTE 'SELECT groupid FROM pg_catalog.pg_dist_local_group LIMIT 1' INTO v_group;
+        IF coalesce(v_group, 0) = 0 THEN
+            status := 'ok'; detail := 'Citus coordinator';
+        ELSIF v_dsn = '' THEN
+            status := 'critical';
+            detail := format('Citus worker (group %s) with its own store (cosid.store_dsn empty): its ids can '
+                             'collide with the other nodes''', v_group);
+            hint := 'See docs/monitoring.md#citus_store';
+        ELSE
+            status := 'ok'; detail := format('Citus worker (group %s) leasing from cosid.store_dsn', v_group);
+        END IF;
+    END IF;
+    RETURN NEXT;
+
+    -- owner_key: two live incarnations with one owner key.  After a crash restart the old
+    -- incarnation's leases stay live until they expire, at most the store's max_ttl (+ its
+    -- tolerance) after the crash: a warning then.  A keeper that has run longer than that and
+    -- still meets another live incarnation with its key shares the key with a live server.
+    name := 'owner_key'; hint := NULL; status := 'ok';
+    detail := 'no other live incarnation with this owner key';
+    v_list := NULL;
+    IF v_store_here THEN
+        SELECT string_agg(format('%s (%s incarnations)', d.owner_key, d.n), ', ' ORDER BY d.owner_key) INTO v_list
+          FROM (SELECT l.owner_key, count(DISTINCT l.incarnation) AS n FROM cosid.lease l
+                 WHERE l.incarnation IS NOT NULL AND l.expires_at > v_now
+                 GROUP BY l.owner_key HAVING count(DISTINCT l.incarnation) > 1) d;
+        IF v_list IS NOT NULL THEN
+            status := 'warning';
+            detail := 'owner keys with more than one live incarnation in the store: ' || v_list
+                      || ' (for up to max_ttl after a crash restart; longer: two servers share a key)';
+            hint := 'See docs/monitoring.md#owner_key';
+        ELSE
+            detail := 'every owner key in the store has one live incarnation';
+        END IF;
+    END IF;
+    IF h.preloaded AND h.facts_age_ms IS NOT NULL AND h.other_incarnations > 0 THEN
+        IF h.keeper_age_ms > h.max_ttl_ms + h.max_tolerance_ms THEN
+            status := 'critical';
+            detail := format('another live server holds leases with this owner key %s (its keeper has run %s s, '
+                             'longer than any lease of a crashed incarnation lives)', h.owner_key,
+                             round(h.keeper_age_ms / 1000.0));
+        ELSE
+            status := 'warning';
+            detail := format('another live incarnation holds leases with this owner key %s: this server''s own '
+                             'before a crash restart (they expire within max_ttl), or another server''s', h.owner_key);
+        END IF;
+        hint := 'See docs/monitoring.md#owner_key';
+    END IF;
+    RETURN NEXT;
+
+    -- keeper_database: the extension in cosid.database
+    name := 'keeper_database'; hint := NULL;
+    IF NOT h.preloaded THEN
+        status := 'ok'; detail := 'not known: cosid is not preloaded here';
+    ELSIF v_db = current_database() THEN
+        status := 'ok'; detail := format('the keeper''s database %s is this one', v_db);
+    ELSIF h.keeper_problem = 1 THEN
+        status := 'critical';
+        detail := format('cosid.database is %s, which has no cosid extension: the keeper cannot serve', v_db);
+        hint := 'See docs/monitoring.md#keeper_database';
+    ELSIF h.keeper_ready THEN
+        status := 'ok'; detail := format('the keeper''s database %s has the extension', v_db);
+    ELSE
+        status := 'ok'; detail := format('not known yet: the keeper has not checked database %s', v_db);
+    END IF;
+    RETURN NEXT;
+
+    -- fork: a copy of a server that was issuing from this store grants nothing until an
+    -- administrator says the other copy stopped
+    name := 'fork'; hint := NULL;
+    IF NOT v_store_here THEN
+        status := 'ok'; detail := 'not known here: the store is elsewhere (run cosid_health() on it)';
+    ELSIF v_standby THEN
+        status := 'ok'; detail := 'hot standby: a promotion is checked when it happens';
+    ELSE
+        detail := cosid._fork_reason();
+        IF detail IS NULL THEN
+            status := 'ok'; detail := 'the store is not a copy of a server that may still issue';
+        ELSE
+            status := 'critical';
+            detail := 'the store grants no window: ' || detail;
+            hint := 'Once the other copy has stopped issuing: SELECT cosid_fork_acknowledge(); See docs/failover.md#forks';
+        END IF;
+    END IF;
+    RETURN NEXT;
+END $$;
+-- <<< forks

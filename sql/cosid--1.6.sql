@@ -367,7 +367,12 @@ CREATE TABLE cosid.store_state (
     -- smaller one, so the margin never comes from a namespace row.
     max_tolerance_ms bigint NOT NULL DEFAULT 5000 CHECK (max_tolerance_ms BETWEEN 0 AND 3600000),
     store_id        uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid() PRIMARY KEY,
-    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()  -- of this record
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),  -- of this record
+    -- The incarnation of the keeper of this store's own server while it issues ids from it
+    -- (set before its first acquire of a start, cleared when it stops cleanly), and why the
+    -- store is a fork waiting for cosid_fork_acknowledge() (cosid._fork_reason).
+    issuer_incarnation uuid,
+    fork_pending    text
 );
 INSERT INTO cosid.store_state (system_identifier, timeline)
 SELECT system_identifier, cosid._timeline() FROM pg_catalog.pg_control_system();
@@ -396,7 +401,32 @@ ALTER TABLE cosid.store_state ENABLE REPLICA TRIGGER keep_local_truncate;
 -- went on after the dump) or none always raises.  One caller raises; the others wait on
 -- the table's lock and find it done.  Every caller's ttl is then checked against max_ttl,
 -- whichever path it took: the raise covers no longer grant.
-CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
+-- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
+-- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
+-- The store's record names the server that issues from it (issuer_incarnation: its keeper
+-- acquired since it started and has not stopped cleanly), and this copy of the store runs
+-- elsewhere: on a new timeline of the same cluster (a promoted standby, a recovered base
+-- backup), or restored from a dump (the origin's record beside the one CREATE EXTENSION
+-- wrote); or a copy was declared (fork_pending: by the keeper of a data directory pg_upgrade
+-- copied or one marked with a cosid.fork file, or by cosid_store_follow_timeline(restored
+-- => true)).  A new cluster with one record is pg_upgrade's new cluster: pg_upgrade needs a
+-- cleanly stopped origin, and the old data directory carries the mark instead.
+CREATE FUNCTION cosid._fork_reason() RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE
+             WHEN bool_or(s.fork_pending IS NOT NULL) THEN min(s.fork_pending)
+             WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL AND s.system_identifier = c.system_identifier
+                                           AND s.timeline <> cosid._timeline())
+               THEN format('The store''s server was issuing ids on timeline %s when this copy of it went on, '
+                           'on timeline %s (a promoted standby, a recovered backup).', min(s.timeline), cosid._timeline())
+             WHEN count(*) > 1 AND bool_or(s.issuer_incarnation IS NOT NULL)
+               THEN 'The dump restored here was taken while the store''s server was issuing ids from it.'
+           END
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c
+$$;
+REVOKE ALL ON FUNCTION cosid._fork_reason() FROM PUBLIC;
+
+CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_stopped_ms bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_tli     int := cosid._timeline();
@@ -405,16 +435,20 @@ DECLARE
     v_here    boolean;
     v_raise   boolean;
     v_now     bigint;
+    v_base    bigint;
     v_rows    bigint := 0;
     v_max_ttl bigint;
+    v_fork    text;
     m         record;
 BEGIN
-    SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli), false)
+    SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
+                                       AND s.fork_pending IS NULL), false)
       INTO v_count, v_here FROM cosid.store_state s;
-    IF NOT (v_count = 1 AND v_here) THEN
+    IF NOT (v_count = 1 AND v_here) OR p_fork_ack THEN
         -- Conflicts with itself and with every writer of the table, not with readers.
         LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
-        SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli), false)
+        SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
+                                           AND s.fork_pending IS NULL), false)
           INTO v_count, v_here FROM cosid.store_state s;
     END IF;
     IF v_count = 1 AND NOT v_here AND (SELECT s.system_identifier = 0 FROM cosid.store_state s) THEN
@@ -428,7 +462,27 @@ BEGIN
                   HINT = 'Wait for the restore to end.  A dump without that record (cosid 1.3 or older, a partial restore): '
                          'SELECT cosid_store_follow_timeline(restored => true) raises the floors by the default limits.';
     END IF;
-    IF NOT (v_count = 1 AND v_here) THEN
+    -- A fork (src/core/fork_rule.hpp): this store is a copy of one whose own server was
+    -- issuing ids from it (issuer_incarnation: its keeper had acquired and had not stopped
+    -- cleanly), and the copy runs elsewhere: a promoted standby or a recovered backup (a new
+    -- timeline of the same cluster), a dump restored (the origin's record beside this one's),
+    -- or a copy declared by its keeper (fork_pending: the data directory pg_upgrade copied,
+    -- a file-level copy marked with cosid.fork).  The origin may go on issuing from its own
+    -- copy on any slot, so no raise here can keep above it: nothing is granted until an
+    -- administrator says it stopped (cosid_fork_acknowledge), which raises from that time.
+    -- A new cluster with one record is pg_upgrade's new cluster, and pg_upgrade ran on a
+    -- cleanly stopped origin: its old data directory carries the mark instead.
+    IF NOT (v_count = 1 AND v_here) AND NOT p_fork_ack THEN
+        v_fork := cosid._fork_reason();
+        IF v_fork IS NOT NULL THEN
+            RAISE EXCEPTION 'cosid lease store is a copy of a server that may still issue ids: it grants no window until that server is known to have stopped'
+                USING ERRCODE = 'ZC009',
+                      DETAIL = v_fork || '  Windows granted here could repeat ids the other copy issues on the same slots.',
+                      HINT = 'Stop the other copy (or make sure it has stopped, e.g. fenced by your HA manager), then run '
+                             'SELECT cosid_fork_acknowledge(); on this server (superuser or cosid_admin).';
+        END IF;
+    END IF;
+    IF NOT (v_count = 1 AND v_here) OR p_fork_ack THEN
         -- The raise covers the longest lease and the largest tolerance any of the store's
         -- histories allowed.
         -- With several rows, the newest is the one CREATE EXTENSION wrote while restoring,
@@ -437,12 +491,16 @@ BEGIN
                coalesce(max(s.max_ttl_ms), 60000) AS max_ttl_ms,
                coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
                coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
-               coalesce(max(s.timeline), 0) AS timeline
+               coalesce(max(s.timeline), 0) AS timeline,
+               -- the server issuing from this store, kept across a raise (the same server
+               -- goes on); an acknowledged fork starts without one
+               CASE WHEN p_fork_ack THEN NULL ELSE min(s.issuer_incarnation::text)::uuid END AS issuer
           INTO m
           FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
                   FROM cosid.store_state s) s
          WHERE v_count = 1 OR s.newest > 1;
-        v_raise := v_count <> 1 OR m.raise_flag;
+        -- An acknowledged fork always raises: its origin issued after the copy was made.
+        v_raise := v_count <> 1 OR m.raise_flag OR p_fork_ack;
         IF v_raise THEN
             -- Waits for every transaction still writing lease rows, and holds off new ones
             -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
@@ -452,9 +510,12 @@ BEGIN
             LOCK TABLE cosid.lease IN SHARE ROW EXCLUSIVE MODE;
         END IF;
         v_now := cosid.store_now();  -- after the wait
+        -- An acknowledged fork raises from the time its origin stopped, when the
+        -- administrator knows it, and never from later than now.
+        v_base := CASE WHEN p_fork_ack AND p_stopped_ms IS NOT NULL THEN least(p_stopped_ms, v_now) ELSE v_now END;
         IF v_raise THEN
             UPDATE cosid.lease l
-               SET next_floor = greatest(l.next_floor, l.ceiling, v_now + m.max_ttl_ms + 2 * m.max_tolerance_ms),
+               SET next_floor = greatest(l.next_floor, l.ceiling, v_base + m.max_ttl_ms + 2 * m.max_tolerance_ms),
                    previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                    owner_key = NULL, incarnation = NULL, owner_role = NULL,
                    -- far above any fence the lost tail can have used: a renewal or release from
@@ -464,17 +525,20 @@ BEGIN
         END IF;
         DELETE FROM cosid.store_state;
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
-                                       max_tolerance_ms, failovers, last_failover_at, raised_at_ms)
+                                       max_tolerance_ms, failovers, last_failover_at, raised_at_ms, issuer_incarnation)
         VALUES (v_sys, v_tli, m.raise_flag, m.max_ttl_ms, m.max_tolerance_ms, m.failovers + 1, clock_timestamp(),
-                CASE WHEN v_raise THEN v_now ELSE m.raised_at_ms END);
+                CASE WHEN v_raise THEN greatest(v_base, m.raised_at_ms) ELSE m.raised_at_ms END,
+                CASE WHEN v_count = 1 THEN m.issuer END);
         RAISE LOG 'cosid store: %: %',
-            CASE WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
+            CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
+                 WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
                  WHEN v_count = 0 THEN 'its state was missing'
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
                              m.timeline) END,
             CASE WHEN v_raise
-                 THEN format('%s slots freed, their next_floor raised to at least now + %s ms + 2 x %s ms',
-                             v_rows, m.max_ttl_ms, m.max_tolerance_ms)
+                 THEN format('%s slots freed, their next_floor raised to at least %s + %s ms + 2 x %s ms',
+                             v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
+                             m.max_ttl_ms, m.max_tolerance_ms)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
     SELECT s.max_ttl_ms INTO v_max_ttl FROM cosid.store_state s;
@@ -485,6 +549,12 @@ BEGIN
                   HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
     END IF;
 END $$;
+REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint, boolean, bigint) FROM PUBLIC;
+
+CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT cosid._follow_timeline(p_ttl_ms, false, NULL)
+$$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 
 -- Layout check and id unpacking live in the C++ core; these work without preloading.
@@ -1084,7 +1154,15 @@ COMMENT ON FUNCTION cosid_store_settings(boolean, interval, interval) IS 'the le
 CREATE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    IF restored THEN
+    IF restored AND (SELECT bool_or(s.issuer_incarnation IS NOT NULL) FROM cosid.store_state s) THEN
+        -- A copy of a server that was issuing from this store: its origin may go on, on any
+        -- slot, and no raise keeps above that.  A fork until cosid_fork_acknowledge().
+        PERFORM cosid._fork_mark('Declared a copy of its data directory (cosid_store_follow_timeline(restored => true)) '
+                                 'while the store''s server was issuing ids from it.');
+        RAISE NOTICE 'the store grants nothing until cosid_fork_acknowledge() runs: its server was issuing ids from it'
+            USING HINT = 'Once the original server is stopped for good, SELECT cosid_fork_acknowledge(); here raises the floors and grants again.';
+        RETURN (SELECT max(failovers) FROM cosid.store_state);
+    ELSIF restored THEN
         LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
         -- a second record of the state, as a restored dump has: the next call raises
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
@@ -1098,6 +1176,66 @@ END $$;
 REVOKE ALL ON FUNCTION cosid_store_follow_timeline(boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid_store_follow_timeline(boolean) TO cosid_admin;
 COMMENT ON FUNCTION cosid_store_follow_timeline(boolean) IS 'raises the floors now if the store lost history (a failover, a restore); restored => true for a copy of its data directory (superuser or cosid_admin)';
+
+-- The server whose keeper issues from this store, recorded by that keeper (a local store,
+-- through SPI) before its first acquire of each start, and cleared when it stops cleanly
+-- after releasing every lease: a copy of the store that finds it set on a new timeline, or
+-- in a restored dump, knows its origin may still issue (cosid._fork_reason).  The call
+-- follows the timeline first, so a fork refuses here (ZC009) before its own keeper would
+-- overwrite its origin's record.
+CREATE FUNCTION cosid._issuer_start(p_incarnation uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM cosid._follow_timeline(NULL);
+    UPDATE cosid.store_state s SET issuer_incarnation = p_incarnation
+     WHERE s.issuer_incarnation IS DISTINCT FROM p_incarnation;
+END $$;
+REVOKE ALL ON FUNCTION cosid._issuer_start(uuid) FROM PUBLIC;
+
+CREATE FUNCTION cosid._issuer_stop(p_incarnation uuid) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE cosid.store_state s SET issuer_incarnation = NULL WHERE s.issuer_incarnation = p_incarnation
+$$;
+REVOKE ALL ON FUNCTION cosid._issuer_stop(uuid) FROM PUBLIC;
+
+-- A copy its keeper recognised by a file in the data directory (cosid.fork: written by a
+-- pg_upgrade that copied the data directory, or by an operator before starting a copy).
+CREATE FUNCTION cosid._fork_mark(p_reason text) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    UPDATE cosid.store_state s SET fork_pending = p_reason WHERE s.fork_pending IS NULL
+$$;
+REVOKE ALL ON FUNCTION cosid._fork_mark(text) FROM PUBLIC;
+
+-- An administrator's word that the other copy of a forked store's server has stopped issuing
+-- (fenced, shut down, its data directory gone): every slot is freed and its next floor raised
+-- above anything that copy could have issued, from stopped_at (default: now) + max_ttl + 2 x
+-- max_tolerance, and the store grants again.  Nothing to acknowledge: says so, changes nothing.
+CREATE FUNCTION cosid_fork_acknowledge(stopped_at timestamptz DEFAULT NULL) RETURNS text
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_reason text;
+    v_ms bigint := floor(extract(epoch FROM stopped_at) * 1000)::bigint;
+    v_now bigint := cosid.store_now();
+BEGIN
+    IF v_ms IS NOT NULL AND v_ms > v_now THEN
+        RAISE EXCEPTION 'cosid_fork_acknowledge: stopped_at is in the future'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('stopped_at %s; the store''s clock reads %s.', stopped_at,
+                                  pg_catalog.to_timestamp(v_now / 1000.0)),
+                  HINT = 'Give the time the other copy stopped issuing, or leave it out (now).';
+    END IF;
+    LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+    v_reason := cosid._fork_reason();
+    IF v_reason IS NULL THEN
+        RETURN 'no fork to acknowledge: the store grants as usual';
+    END IF;
+    PERFORM cosid._follow_timeline(NULL, true, v_ms);
+    RETURN format('fork acknowledged (%s): every slot freed, next floors at least %s + max_ttl + 2 x max_tolerance',
+                  rtrim(v_reason, '.'), coalesce(stopped_at::text, 'now'));
+END $$;
+REVOKE ALL ON FUNCTION cosid_fork_acknowledge(timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_fork_acknowledge(timestamptz) TO cosid_admin;
+COMMENT ON FUNCTION cosid_fork_acknowledge(timestamptz) IS 'the other copy of this forked store''s server has stopped issuing: raise the floors from stopped_at and grant again (superuser or cosid_admin)';
 
 -- Static slots are not in the store: cosid_leases() says so instead of listing free slots
 -- as if they were all there is.
@@ -1831,6 +1969,25 @@ BEGIN
         status := 'ok'; detail := format('the keeper''s database %s has the extension', v_db);
     ELSE
         status := 'ok'; detail := format('not known yet: the keeper has not checked database %s', v_db);
+    END IF;
+    RETURN NEXT;
+
+    -- fork: a copy of a server that was issuing from this store grants nothing until an
+    -- administrator says the other copy stopped
+    name := 'fork'; hint := NULL;
+    IF NOT v_store_here THEN
+        status := 'ok'; detail := 'not known here: the store is elsewhere (run cosid_health() on it)';
+    ELSIF v_standby THEN
+        status := 'ok'; detail := 'hot standby: a promotion is checked when it happens';
+    ELSE
+        detail := cosid._fork_reason();
+        IF detail IS NULL THEN
+            status := 'ok'; detail := 'the store is not a copy of a server that may still issue';
+        ELSE
+            status := 'critical';
+            detail := 'the store grants no window: ' || detail;
+            hint := 'Once the other copy has stopped issuing: SELECT cosid_fork_acknowledge(); See docs/failover.md#forks';
+        END IF;
     END IF;
     RETURN NEXT;
 END $$;

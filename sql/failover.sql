@@ -2,7 +2,9 @@
 -- the last lease changes of the old one.  The first mutation that finds the store on
 -- another timeline frees every lease and raises every slot's next_floor above anything an
 -- old holder could still issue.  Here the recorded timeline is set by hand, as a restore
--- would leave it.  Runs last: the raise frees every lease of the store, the keeper's too.
+-- would leave it, for a store nobody issued from on its own server (issuer_incarnation NULL:
+-- with it, the copy is a fork, fork.sql).  Runs last: the raise frees every lease of the
+-- store, the keeper's too.
 SELECT cosid_namespace_create('fo', slot_bits => 2, tolerance => '1 second');
 SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
@@ -11,7 +13,7 @@ SELECT failovers AS failovers0 FROM cosid.store_state \gset
 -- the store grants no lease longer than its limit (60 s unless set): the raise covers it
 SELECT max_ttl_ms FROM cosid.store_state;
 SELECT expect_error($$SELECT * FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 60001)$$);
-UPDATE cosid.store_state SET timeline = 0;
+UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
 -- the old holder's renewal is the first call on the "new" timeline: its lease is gone
 SELECT count(*) AS renewed FROM cosid.renew('fo', :s0, '00000000-0000-0000-0000-0000000000f0', :f0, 20000);
 SELECT failovers = :failovers0 + 1 AS counted, timeline = cosid._timeline() AS follows FROM cosid.store_state;
@@ -31,7 +33,7 @@ SELECT next_floor = :nf AS unchanged FROM cosid.lease WHERE namespace = 'fo' AND
 -- With synchronous replication the raise may be turned off: a new timeline is then only
 -- counted.  Only superusers and cosid_admin may change it.
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => false);
-UPDATE cosid.store_state SET timeline = 0;
+UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
 SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before FROM cosid.lease l WHERE namespace = 'fo' \gset
 SELECT count(*) AS renewed FROM cosid.renew('fo', 3, '00000000-0000-0000-0000-0000000000f1', 99, 20000);
 SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS floors_left_alone FROM cosid.lease l WHERE namespace = 'fo';
@@ -48,7 +50,7 @@ SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '2 minutes');
 SELECT expect_error($$SELECT cosid_store_settings(max_ttl => '1 ms')$$);
 SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '1 minute');
 -- another cluster (a restore elsewhere) counts as a new timeline too
-UPDATE cosid.store_state SET system_identifier = 1;
+UPDATE cosid.store_state SET system_identifier = 1, issuer_incarnation = NULL;
 SELECT cosid_store_follow_timeline() = :failovers0 + 3 AS followed_by_hand;
 CREATE ROLE fo_app;
 SET ROLE fo_app;

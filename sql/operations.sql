@@ -13,6 +13,7 @@ SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('op', 'origin', '00000000-0000-0000-0000-0000000000d0', 20000) \gset
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => false);
 SELECT failovers AS failovers0 FROM cosid.store_state \gset
+UPDATE cosid.store_state SET issuer_incarnation = NULL;  -- a dump of a store nobody issued from on its server (else: fork.sql)
 INSERT INTO cosid.store_state (system_identifier, timeline)  -- what pg_restore's COPY adds (here the newest record: as the restore's own, its defaults are not taken)
 SELECT system_identifier, timeline FROM cosid.store_state;
 SELECT count(*) AS renewed FROM cosid.renew('op', :s0, '00000000-0000-0000-0000-0000000000d0', :f0, 20000);
@@ -26,6 +27,7 @@ SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_ne
 
 -- A copy of the data directory started as it is keeps cluster and timeline: raised by hand.
 SELECT next_floor AS nf FROM cosid.lease WHERE namespace = 'op' AND slot = 3 \gset
+UPDATE cosid.store_state SET issuer_incarnation = NULL;  -- (with it: a fork, fork.sql)
 SELECT cosid_store_follow_timeline(restored => true) = :failovers0 + 2 AS raised_by_hand;
 SELECT next_floor > :nf AS raised_again, (SELECT count(*) FROM cosid.store_state) AS state_rows
 FROM cosid.lease WHERE namespace = 'op' AND slot = 3;
@@ -35,7 +37,7 @@ FROM cosid.lease WHERE namespace = 'op' AND slot = 3;
 -- (In one transaction: the keeper's own store calls must not see the timeline at 0 and raise
 -- first, as a loaded machine once let them.)
 BEGIN;
-UPDATE cosid.store_state SET timeline = 0;
+UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
 SELECT expect_error($$SELECT * FROM cosid.acquire('op', 'long', '00000000-0000-0000-0000-0000000000d1', 3600000)$$);
 SELECT count(*) AS long_windows FROM cosid.lease WHERE ceiling > cosid.store_now() + 60000 + 5000 + 70000;
 SELECT timeline = 0 AS raise_rolled_back FROM cosid.store_state;

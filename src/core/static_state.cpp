@@ -1,4 +1,5 @@
 #include "static_state.hpp"
+#include "durable_file.hpp"
 
 #include "calendar.hpp"
 
@@ -322,64 +323,17 @@ LoadResult parse_state(const std::string& text) {
 }
 
 LoadResult load_state(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) return LoadResult{LoadStatus::Missing, "it does not exist", {}};
-    auto failed = [](const char* step) { return std::string("could not ") + step + " it: " + std::strerror(errno); };
-    auto unreadable = [fd](const std::string& m) {
-        if (fd >= 0) close(fd);
-        return LoadResult{LoadStatus::Unreadable, m, {}};
-    };
-    if (fd < 0) return unreadable(failed("open"));
-    struct stat st;
-    if (fstat(fd, &st) != 0) return unreadable(failed("stat"));
-    if (S_ISDIR(st.st_mode)) return unreadable("it is a directory, not a file");
-    std::string text;
-    char buf[65536];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return unreadable(failed("read"));
-        text.append(buf, static_cast<size_t>(n));
-        if (text.size() > kMaxStateFileBytes) return unreadable("it is larger than 1 MiB, far more than cosid writes");
+    std::string text, message;
+    switch (read_small_file(path, kMaxStateFileBytes, &text, &message)) {
+    case ReadStatus::Missing: return LoadResult{LoadStatus::Missing, message, {}};
+    case ReadStatus::Unreadable: return LoadResult{LoadStatus::Unreadable, message, {}};
+    case ReadStatus::Ok: break;
     }
-    close(fd);
     return parse_state(text);
 }
 
 std::optional<std::string> save_state(const std::string& path, const StateFile& f) {
-    const std::string tmp = path + ".tmp", text = serialize_state(f);
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    int fd = -1;
-    bool tmp_exists = false;
-    auto fail = [&](const std::string& step, const std::string& file) -> std::optional<std::string> {
-        const std::string m = "could not " + step + " \"" + file + "\": " + std::strerror(errno);
-        if (fd >= 0) close(fd);
-        if (tmp_exists) unlink(tmp.c_str());
-        return m;
-    };
-    fd = open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd < 0) return fail("create", tmp);
-    tmp_exists = true;
-    for (size_t done = 0; done < text.size();) {
-        const ssize_t n = write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = ENOSPC;  // a write of 0 bytes makes no progress: report it as full
-            return fail("write", tmp);
-        }
-        done += static_cast<size_t>(n);
-    }
-    if (fsync(fd) != 0) return fail("fsync", tmp);
-    const int closed = close(fd);
-    fd = -1;
-    if (closed != 0) return fail("close", tmp);
-    if (rename(tmp.c_str(), path.c_str()) != 0) return fail("rename", tmp + "\" to \"" + path);
-    tmp_exists = false;
-    fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return fail("open directory", dir);
-    if (fsync(fd) != 0) return fail("fsync directory", dir);
-    close(fd);
-    return std::nullopt;
+    return write_file_durably(path, serialize_state(f));
 }
 
 // --- static slots without a state file ---

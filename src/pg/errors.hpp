@@ -10,6 +10,7 @@
 #define COSID_KEEPER_UNAVAILABLE MAKE_SQLSTATE('Z', 'C', '0', '0', '6') // keeper not running or store failing
 #define COSID_STATIC_STATE MAKE_SQLSTATE('Z', 'C', '0', '0', '7')     // static slot: state file unusable or unwritable
 #define COSID_SLOT_RANGE MAKE_SQLSTATE('Z', 'C', '0', '0', '8')       // the store's slot range is not the one seen before
+#define COSID_FORK MAKE_SQLSTATE('Z', 'C', '0', '0', '9')             // the store is a copy of a server that may still issue
 
 namespace cosid::pg {
 // An id argument: never negative (the sign bit of every cosid id is 0).

@@ -385,6 +385,12 @@ void wait_for_lease(const char* ns) {
                                 "that store on purpose, forget the range it saw, here as a superuser: SELECT "
                                 "cosid._namespace_range_forget('%s').",
                                 ns)));
+    if (error[0] != '\0' && error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
+        ereport(ERROR, (errcode(COSID_FORK),
+                        errmsg("cosid could not acquire a slot in namespace \"%s\": the lease store is a copy of a server "
+                               "that may still issue ids", ns),
+                        errdetail("The lease store answered: %s", error),
+                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
     if (error[0] != '\0' && error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
         report_layout_mismatch(ns, "on this instance", error, "no slot was taken", "the keeper then copies the store's");
     if (error[0] != '\0')

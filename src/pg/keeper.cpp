@@ -14,6 +14,8 @@
 // incarnation the pool does not know (an acquire whose answer was lost, a keeper that died
 // mid-acquire) is released at its ceiling, which bounds anything issued in it.
 #include "keeper.hpp"
+#include "fork.hpp"
+#include "store_history.hpp"
 
 #include "errors.hpp"
 #include "health.hpp"
@@ -146,6 +148,35 @@ int64 exhausted_retry_ms(const StoreResult& r) {
     return Min(Max(until_expiry, 100), 1000);
 }
 
+// A window from the store is used only above what other stores granted this instance on its
+// slot (cosid.history, src/pg/store_history.hpp), and only once its ceiling is recorded there.
+// False (err set: a transient I/O error, retried until the caller's timeout) when the file
+// cannot be read or written.
+bool history_applied(const char* ns, StoreResult* r, StoreError* err) {
+    WindowLayout layout{r->timestamp_bits, r->slot_bits, r->sequence_bits, r->unit_ms, r->epoch_ms};
+    int64 floor_ms = 0;
+    char message[256];
+    if (!history_floor(ns, r->store_id, layout, r->slot, &floor_ms, message, sizeof(message)) ||
+        !history_record(ns, r->store_id, layout, r->slot, r->ceiling, message, sizeof(message))) {
+        snprintf(err->message, sizeof(err->message), "%s", message);
+        err->sqlerrcode = ERRCODE_IO_ERROR;
+        err->outcome_unknown = false;
+        strlcpy(err->hint,
+                "Make the data directory writable. A damaged cosid.history: remove it only if this server has not "
+                "changed its store (cosid.database, cosid.store_dsn) since it was written.",
+                sizeof(err->hint));
+        ereport(LOG, (errmsg("cosid: %s", message)));
+        return false;
+    }
+    if (floor_ms > r->floor) {
+        ereport(LOG, (errmsg("cosid: namespace \"%s\" slot %d: this instance was granted up to " INT64_FORMAT
+                             " ms on it by another store; the new window starts there, not at " INT64_FORMAT " ms",
+                             ns, r->slot, floor_ms, r->floor)));
+        r->floor = floor_ms;
+    }
+    return true;
+}
+
 void serve_request(int i, int64 now) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
@@ -182,8 +213,13 @@ void serve_request(int i, int64 now) {
         return;
     }
     int64 before = clock_ms();
-    bool ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
-                            &err);
+    memset(&r, 0, sizeof(r));
+    // A local store first records this server as the one issuing from it, and refuses on a
+    // fork (src/pg/fork.cpp).
+    bool ok = store_is_remote() || fork_before_local_acquire(&err);
+    if (ok)
+        ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
+                           &err);
     if (ok && r.found && setting_test_keeper_exit[0] != '\0' && strcmp(setting_test_keeper_exit, ns) == 0 &&
         !shared->test_keeper_exited) {
         // Tests only: the acquire committed, and the keeper dies before it records the answer,
@@ -231,6 +267,14 @@ void serve_request(int i, int64 now) {
             ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", r.slot, ns, rel_err.message)));
             request_orphan_sweep();  // the sweep hands it back at its ceiling
         }
+        ok = false;
+    }
+    if (ok && r.found && !history_applied(ns, &r, &err)) {
+        // The window could not be recorded in cosid.history: nothing was issued in it.
+        StoreResult rel;
+        StoreError rel_err;
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
+            request_orphan_sweep();
         ok = false;
     }
     // A failed call may still have committed (an answer lost on the way back, a commit whose
@@ -421,9 +465,23 @@ bool renew_prepare(int i, DueLease* d) {
 }
 
 // before/after: the wall clock around the store call, for the store clock check.
-void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err, int64 before,
+void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& store_err, int64 before,
                  int64 after) {
     PoolEntry* e = &shared->pool[d.i];
+    StoreError err = store_err;
+    if (ok && r.found) {
+        // Only the keeper writes these fields: read without the lock.
+        StoreResult seen = r;
+        seen.timestamp_bits = e->timestamp_bits;
+        seen.slot_bits = e->slot_bits;
+        seen.sequence_bits = e->sequence_bits;
+        seen.unit_ms = e->unit_ms;
+        seen.epoch_ms = e->epoch_ms;
+        seen.floor = e->floor;
+        strlcpy(seen.store_id, e->store_id, sizeof(seen.store_id));
+        // not recorded: the new ceiling is not used; tried again as a failed renewal
+        if (!history_applied(d.ns, &seen, &err)) ok = false;
+    }
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
@@ -992,7 +1050,10 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             LWLockRelease(shared->lock);
             log_store_reachability(ready, err);
             ConditionVariableBroadcast(&shared->cv);
-            if (ready) sleep_ms = 0;
+            if (ready) {
+                fork_check_marker_file();  // before the first acquire
+                sleep_ms = 0;
+            }
         } else {
             sleep_ms = keeper_pass(true);
         }
@@ -1012,6 +1073,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     if (shared->keeper_ready) {
         MemoryContextSwitchTo(tick_context);
         release_all_at_shutdown();
+        fork_after_clean_stop();
     }
     store_disconnect();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);

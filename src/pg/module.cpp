@@ -2,6 +2,7 @@
 // in shared_preload_libraries; loaded any other way, only the pure functions work.
 #include "citus.hpp"
 #include "drop_guard.hpp"
+#include "fork.hpp"
 #include "generator.hpp"
 #include "keeper.hpp"
 #include "pg.hpp"
@@ -19,5 +20,6 @@ void _PG_init(void) {
     cosid::pg::register_keeper();
     cosid::pg::install_drop_guard();
     cosid::pg::install_statement_hook();
+    cosid::pg::install_upgrade_source_hook();
 }
 }

@@ -133,6 +133,7 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     // may be reset.  Everything a generator copies is written before the generation that
     // makes the lease visible (write barrier; backends read it under the lock anyway).
     e->is_static = is_static;
+    strlcpy(e->store_id, is_static ? "" : r.store_id, sizeof(e->store_id));
     e->slot = r.slot;
     e->fence = r.fence;
     e->floor = r.floor;

@@ -41,6 +41,7 @@ enum EntryState : uint32 {
 struct PoolEntry {
     uint32 state;
     char ns[NAMEDATALEN];
+    char store_id[40];  // the store that granted the lease (cosid.history); "" for static windows
     // the lease, or a static slot's window (is_static: no store; fence 0, expires_at = ceiling)
     bool is_static;
     int32 slot;

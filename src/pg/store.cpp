@@ -24,7 +24,7 @@ namespace cosid::pg {
 
 namespace {
 
-constexpr int kMaxCols = 16;
+constexpr int kMaxCols = 17;
 
 struct TextRow {
     bool present;  // the statement returned a row
@@ -440,6 +440,7 @@ void read_acquire(const TextRow& r, StoreResult* out) {
     out->earliest_expiry = get_int64(r, 9, 0);
     read_layout_columns(r, 10, out);
     strlcpy(out->slot_range, r.null[15] ? "" : r.value[15], sizeof(out->slot_range));
+    strlcpy(out->store_id, r.null[16] ? "" : r.value[16], sizeof(out->store_id));
 }
 
 void read_release(const TextRow& r, StoreResult* out) {
@@ -516,7 +517,11 @@ bool store_acquire(const char* ns, const char* owner_key, const char* incarnatio
                "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
                "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms, "
                // (a store before 1.5 has no slot_range: read through jsonb, NULL there)
-               "pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'slot_range' "
+               "pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'slot_range', "
+               // the store that granted it (cosid.history): its record's id, newest first (a
+               // store before 1.4 has none: NULL)
+               "(SELECT pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'store_id' FROM cosid.store_state s "
+               "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1) "
                "FROM cosid._durable() durable, "
                "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
                "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
@@ -868,6 +873,49 @@ bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int s
     return run("SELECT r FROM cosid._durable() durable, "
                "cosid.raise_floor($1::text, $2::bigint, $3::int, $4::int, $5::int, $6::bigint, $7::text) r",
                7, args, read_raise, out, err);
+}
+
+// --- the store's own server (src/pg/fork.cpp): a local store only, through SPI ----------
+namespace {
+// A function of cosid 1.6: a catalog not updated yet has none, and then records nothing.
+bool local_function_exists(const char* signature, bool* exists, StoreError* err) {
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    const char* args[1] = {signature};
+    if (!run_spi("SELECT pg_catalog.to_regprocedure($1) IS NOT NULL", 1, args, &row, err)) return false;
+    *exists = row.present && !row.null[0] && row.value[0][0] == 't';
+    return true;
+}
+bool run_local_if_exists(const char* signature, const char* sql, const char* arg, StoreError* err) {
+    bool exists = false;
+    if (!local_function_exists(signature, &exists, err)) return false;
+    if (!exists) return true;
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    const char* args[1] = {arg};
+    return run_spi(sql, 1, args, &row, err);
+}
+}  // namespace
+
+bool store_issuer_start(const char* incarnation, StoreError* err) {
+    return run_local_if_exists("cosid._issuer_start(uuid)",
+                               "SELECT 1 FROM cosid._durable() durable, cosid._issuer_start($1::uuid) i", incarnation, err);
+}
+
+bool store_issuer_stop(const char* incarnation, StoreError* err) {
+    return run_local_if_exists("cosid._issuer_stop(uuid)",
+                               "SELECT 1 FROM cosid._durable() durable, cosid._issuer_stop($1::uuid) i", incarnation, err);
+}
+
+bool store_fork_mark(const char* reason, bool* recorded, StoreError* err) {
+    bool exists = false;
+    if (!local_function_exists("cosid._fork_mark(text)", &exists, err)) return false;
+    *recorded = exists;
+    if (!exists) return true;
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    const char* args[1] = {reason};
+    return run_spi("SELECT 1 FROM cosid._durable() durable, cosid._fork_mark($1::text) f", 1, args, &row, err);
 }
 
 }  // namespace cosid::pg

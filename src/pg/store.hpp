@@ -21,6 +21,7 @@ struct StoreResult {
     char namespace_name[NAMEDATALEN];  // store_next_own_lease only
     int64 failovers;                   // store_read_health: the store's failover count
     int32 timeline;                    // and the timeline it writes on
+    char store_id[40];                 // acquire only: cosid.store_state.store_id, "" before 1.4
 };
 
 struct StoreError {
@@ -104,5 +105,13 @@ bool store_static_record(const char* ns, int32 slot, int64 ceiling_ms, StoreErro
 // store checked that the caller's layout is its own; the new not-before in `floor`.
 bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int slot_bits, int sequence_bits,
                        int64 epoch_ms, int unit_ms, StoreResult* out, StoreError* err);
+
+// The store's own server (src/pg/fork.cpp), on a local store only.  A catalog older than 1.6
+// records nothing (true).  store_issuer_start follows the timeline first: on a fork it fails
+// with the store's ZC009.
+bool store_issuer_start(const char* incarnation, StoreError* err);
+bool store_issuer_stop(const char* incarnation, StoreError* err);
+// *recorded: false when the catalog is older than 1.6 and has nowhere to keep it.
+bool store_fork_mark(const char* reason, bool* recorded, StoreError* err);
 
 }  // namespace cosid::pg

@@ -1,0 +1,97 @@
+// The keeper's side of cosid.history: loaded once, kept in the keeper's memory, written
+// (temporary file, fsync, rename, fsync of the directory) whenever a grant raises a ceiling.
+// Only the keeper process uses it, one call at a time.  Every C++ object lives inside
+// cpp_call; the callers ereport after it returned.
+#include "store_history.hpp"
+
+#include <string>
+#include <vector>
+
+#include "boundary.hpp"
+#include "durable_file.hpp"
+#include "fork_rule.hpp"
+
+namespace cosid::pg {
+
+namespace {
+std::vector<cosid::GrantedNamespace>* history = nullptr;  // loaded: not null
+char load_error[256] = "";
+
+std::string history_path() { return std::string(DataDir) + "/cosid.history"; }
+
+cosid::Layout to_layout(const WindowLayout& w) {
+    cosid::Layout l;
+    l.timestamp_bits = w.timestamp_bits;
+    l.slot_bits = w.slot_bits;
+    l.sequence_bits = w.sequence_bits;
+    l.epoch_ms = w.epoch_ms;
+    l.unit = w.unit_ms == 1000 ? cosid::Unit::Second : cosid::Unit::Millisecond;
+    return l;
+}
+
+// False with the reason when the file exists and cannot be used.
+bool loaded(char* message, size_t size) {
+    if (history != nullptr) return true;
+    bool ok = cpp_call([&] {
+        std::string text, why;
+        auto* h = new std::vector<cosid::GrantedNamespace>();
+        switch (cosid::read_small_file(history_path(), size_t{1} << 20, &text, &why)) {
+        case cosid::ReadStatus::Missing: history = h; return true;
+        case cosid::ReadStatus::Unreadable: break;
+        case cosid::ReadStatus::Ok:
+            if (auto bad = cosid::parse_history(text, h)) why = *bad;
+            else {
+                history = h;
+                return true;
+            }
+        }
+        delete h;
+        snprintf(load_error, sizeof(load_error), "cosid.history in the data directory cannot be used: %s", why.c_str());
+        return false;
+    });
+    if (!ok) strlcpy(message, load_error, size);
+    return ok;
+}
+}  // namespace
+
+bool history_floor(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64* floor_ms,
+                   char* message, size_t message_size) {
+    if (!loaded(message, message_size)) return false;
+    *floor_ms = cpp_call([&] {
+        for (const cosid::GrantedNamespace& g : *history)
+            if (g.ns == ns) return cosid::floor_after_store_change(&g, store_id, to_layout(layout), slot);
+        return int64_t{0};
+    });
+    return true;
+}
+
+bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
+                    char* message, size_t message_size) {
+    if (!loaded(message, message_size)) return false;
+    char failed[256] = "";
+    cpp_call([&] {
+        std::vector<cosid::GrantedNamespace> next = *history;
+        cosid::GrantedNamespace* g = nullptr;
+        for (cosid::GrantedNamespace& x : next)
+            if (x.ns == ns) g = &x;
+        if (g == nullptr) {
+            next.push_back(cosid::GrantedNamespace{});
+            g = &next.back();
+            g->ns = ns;
+            g->layout = to_layout(layout);
+        }
+        if (!cosid::record_grant(g, store_id, to_layout(layout), slot, ceiling_ms)) return;
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next))) {
+            strlcpy(failed, bad->c_str(), sizeof(failed));
+            return;
+        }
+        *history = std::move(next);
+    });
+    if (failed[0] != '\0') {
+        snprintf(message, message_size, "cosid.history could not be written: %s", failed);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace cosid::pg

@@ -1,0 +1,26 @@
+// What this instance was granted, per namespace, slot and store: the file cosid.history in
+// the data directory (src/core/fork_rule.hpp, part 2).  A store keeps the window rule only
+// for what it granted itself; after cosid.database or cosid.store_dsn names another store,
+// the keeper starts each window above what the other stores granted on its slot, so that the
+// instance never issues one of its own ids again.  Used by the keeper only.
+#pragma once
+#include "pg.hpp"
+
+namespace cosid::pg {
+
+struct WindowLayout {
+    int timestamp_bits, slot_bits, sequence_bits, unit_ms;
+    int64 epoch_ms;
+};
+
+// The floor below which a window of `store_id` on `slot` must not issue (0: none).  False,
+// with a message, when the file cannot be read (damaged: nothing is granted until it is
+// mended or removed).
+bool history_floor(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64* floor_ms,
+                   char* message, size_t message_size);
+// Records a window's ceiling, durably, before the window is used.  False, with a message,
+// when the file cannot be written: the window must not be used beyond what was recorded.
+bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
+                    char* message, size_t message_size);
+
+}  // namespace cosid::pg
