@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# A server that issues ids from its own store (the default) forks when its data directory
+# lives on twice.  A copy the store can recognise grants nothing (ZC009, at once, and
+# cosid_health() says so) until an administrator runs cosid_fork_acknowledge() on it, which
+# raises every floor from that moment; what cannot be told from a restart still issues at once.
+#   1. a planned switchover (the primary stopped cleanly, its standby promoted): not a fork,
+#      the new primary issues after the floor raise, every id above the old ones;
+#   2. a standby promoted while its primary still issues (split brain): ZC009 on the promoted
+#      one while the primary goes on; once the primary is stopped and the fork acknowledged,
+#      zero ids issued by both;
+#   3. a base backup restored as a new server (recovery.signal: a new timeline): ZC009;
+#   4. a copy marked with a cosid.fork file: ZC009 until acknowledged, the file gone;
+#   5. a crash restart is not a fork: ids at once.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
+base="${1:-/tmp/cosid-e2e}/fork"
+P="$base/p"; S1="$base/s1"; S2="$base/s2"; R="$base/r"
+PP=55601; PS1=55602; PS2=55603; PR=55604
+mkdir -p "$base"
+trap 'touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true; for d in "$P" "$S1" "$S2" "$R"; do stop_server "$d" immediate; done' EXIT
+for d in "$P" "$S1" "$S2" "$R"; do stop_server "$d" immediate; done
+CONF=("wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "cosid.ttl = '2s'"
+      "cosid.acquire_timeout = '10s'" "cosid.pool_idle_timeout = '60s'" "wal_retrieve_retry_interval = '100ms'")
+qd() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
+
+# standby_of DIR PORT NEWDIR NEWPORT [recovery]: a base backup of DIR started at NEWPORT, as a
+# streaming standby (-R), or as a restored backup that recovers and ends on a new timeline.
+standby_of() {
+    rm -rf "$3"; mkdir -p "$3"; chown "$PG_USER" "$3"
+    if [ "${5:-}" = recovery ]; then
+        as_pg "$PG_BIN/pg_basebackup" -h "$1" -p "$2" -D "$3/data" -X stream -c fast >/dev/null
+        as_pg touch "$3/data/recovery.signal"
+        # no archive: recovery replays the backup's own WAL and ends on a new timeline
+        echo "restore_command = 'false'" >> "$3/data/postgresql.conf"
+    else
+        as_pg "$PG_BIN/pg_basebackup" -h "$1" -p "$2" -D "$3/data" -R -X stream -c fast >/dev/null
+    fi
+    sed -i -e "s/^port = .*/port = $4/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$3'|" \
+        "$3/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$3/data" -l "$3/server.log" -w start >/dev/null
+}
+# inserter DIR PORT NAME: inserts 20 rows a statement until $base/stop, one line per statement
+# ("ok" or the SQLSTATE) in $base/NAME.log
+inserter() {
+    ( trap - EXIT; set +e
+      while [ ! -e "$base/stop" ]; do
+          if out=$(as_pg psql -X -q -h "$1" -p "$2" -d postgres -v VERBOSITY=sqlstate \
+                   -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 20) g" 2>&1); then echo ok
+          else echo "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)"; sleep 0.05; fi
+      done > "$base/$3.log" ) &
+}
+# insert_once DIR PORT: the SQLSTATE of one INSERT ("ok" when it worked), and how long it took
+insert_once() {
+    local t0 out; t0=$(now_ms)
+    if out=$(as_pg psql -X -q -h "$1" -p "$2" -d postgres -v VERBOSITY=sqlstate \
+             -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 20) g" 2>&1); then echo "ok $(( $(now_ms) - t0 ))"
+    else echo "$(sqlstate_of "$out") $(( $(now_ms) - t0 ))"; fi
+}
+
+start_server "$P" "$PP" "${CONF[@]}"
+qd "$P" "$PP" -c "CREATE EXTENSION cosid" \
+    -c "SELECT cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
+    -c "SELECT cosid_namespace_create('f', slot_bits => 2, tolerance => '300 ms')" \
+    -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int,
+                        src int DEFAULT current_setting('port')::int)" >/dev/null  # the server that issued
+
+echo "# 1. a planned switchover: the primary stops cleanly, its standby is promoted"
+standby_of "$P" "$PP" "$S1" "$PS1"
+rm -f "$base/stop"; inserter "$P" "$PP" p1
+check_true "P issues" "$(wait_until 30 qd "$P" "$PP" -c "SELECT count(*) >= 2000 FROM t")"
+check_true "P's keeper recorded itself as the server issuing from its store" \
+    "$(qd "$P" "$PP" -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
+touch "$base/stop"; wait
+lsn=$(qd "$P" "$PP" -c "SELECT pg_current_wal_lsn()")
+stop_server "$P" fast
+check_true "S1 received P's clean stop" "$(wait_until 30 qd "$S1" "$PS1" -c "SELECT pg_last_wal_replay_lsn() > '$lsn'")"
+check_true "the clean stop cleared the record" "$(qd "$S1" "$PS1" -c "SELECT issuer_incarnation IS NULL FROM cosid.store_state")"
+as_pg "$PG_BIN/pg_ctl" -D "$S1/data" -w promote >/dev/null
+r=$(insert_once "$S1" "$PS1")
+check "the promoted S1 issues (no ZC009; the floor raise waited ${r#* } ms)" ok "${r%% *}"
+check "zero duplicate ids on S1 over P's and its own rows" 0 "$(qd "$S1" "$PS1" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+
+echo "# 2. a standby promoted while its primary issues (split brain)"
+standby_of "$S1" "$PS1" "$S2" "$PS2"
+rm -f "$base/stop"; inserter "$S1" "$PS1" s1
+check_true "S2 streams from S1" "$(wait_until 30 qd "$S1" "$PS1" -c "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+check_true "S2 has S1's record as the server issuing" "$(wait_until 30 qd "$S2" "$PS2" -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
+as_pg "$PG_BIN/pg_ctl" -D "$S2/data" -w promote >/dev/null
+r=$(insert_once "$S2" "$PS2")
+check "the promoted S2 refuses with ZC009" ZC009 "${r%% *}"
+check_true "... at once, not after cosid.acquire_timeout (${r#* } ms)" "$([ "${r#* }" -lt 8000 ] && echo t || echo f)"
+check "cosid_health() on S2: fork critical" critical "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
+n=$(qd "$S1" "$PS1" -c "SELECT count(*) FROM t")
+check_true "S1 goes on issuing meanwhile" "$(wait_until 30 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
+r=$(insert_once "$S2" "$PS2")
+check "S2 still refuses while S1 issues" ZC009 "${r%% *}"
+touch "$base/stop"; wait
+stop_server "$S1" immediate   # fenced
+check "S1's client saw no error" 0 "$(grep -vc '^ok$' "$base/s1.log" || true)"
+psql_at "$S1" "$PS1" postgres -At -c "SELECT 1" >/dev/null 2>&1 && echo "not ok - S1 is stopped" || true
+as_pg "$PG_BIN/pg_ctl" -D "$S1/data" -l "$S1/server.log" -w start >/dev/null
+qd "$S1" "$PS1" -c "COPY (SELECT id, src FROM t) TO STDOUT" > "$base/s1_ids.txt"
+stop_server "$S1" fast
+check "an application role cannot acknowledge" 42501 "$(sqlstate_of "$(qd "$S2" "$PS2" -v VERBOSITY=verbose \
+    -c "CREATE ROLE app LOGIN" -c "SET ROLE app" -c "SELECT cosid_fork_acknowledge()" 2>&1)")"
+check_true "cosid_fork_acknowledge() on S2" "$(qd "$S2" "$PS2" -c "SELECT cosid_fork_acknowledge() LIKE 'fork acknowledged%'")"
+check "cosid_health() on S2: fork ok" ok "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
+rm -f "$base/stop"; inserter "$S2" "$PS2" s2
+check_true "S2 issues 4,000 rows after the acknowledgement" \
+    "$(wait_until 60 qd "$S2" "$PS2" -c "SELECT count(*) >= 4000 FROM t WHERE src = $PS2")"
+touch "$base/stop"; wait
+qd "$S2" "$PS2" -c "CREATE TABLE s1_ids (id bigint, src int)" >/dev/null
+qd "$S2" "$PS2" -c "COPY s1_ids FROM STDIN" < "$base/s1_ids.txt"
+check "ids issued by both S1 and S2 ($(qd "$S2" "$PS2" -c "SELECT count(*) FROM s1_ids WHERE src = $PS1") of S1's, \
+$(qd "$S2" "$PS2" -c "SELECT count(*) FROM t WHERE src = $PS2") of S2's)" 0 \
+    "$(qd "$S2" "$PS2" -c "SELECT count(*) FROM s1_ids s JOIN t USING (id) WHERE s.src = $PS1 AND t.src = $PS2")"
+check "S2's client saw no error" 0 "$(grep -vc '^ok$' "$base/s2.log" || true)"
+
+echo "# 3. a base backup of S2 restored as a new server (recovery.signal: a new timeline)"
+rm -f "$base/stop"; inserter "$S2" "$PS2" s2b
+n=$(qd "$S2" "$PS2" -c "SELECT count(*) FROM t")
+check_true "S2 issues" "$(wait_until 30 qd "$S2" "$PS2" -c "SELECT count(*) > $n FROM t")"
+standby_of "$S2" "$PS2" "$R" "$PR" recovery
+check_true "R recovered and is writable" "$(wait_until 30 qd "$R" "$PR" -c "SELECT NOT pg_is_in_recovery()")"
+r=$(insert_once "$R" "$PR")
+check "the restored backup refuses with ZC009" ZC009 "${r%% *}"
+touch "$base/stop"; wait
+stop_server "$R" immediate
+
+echo "# 4. a copy marked with a cosid.fork file"
+stop_server "$S2" fast
+echo "a disk snapshot of S2 started as a second server" | as_pg tee "$S2/data/cosid.fork" >/dev/null
+as_pg "$PG_BIN/pg_ctl" -D "$S2/data" -l "$S2/server.log" -w start >/dev/null
+r=$(insert_once "$S2" "$PS2")
+check "the marked copy refuses with ZC009" ZC009 "${r%% *}"
+check_true "the store recorded why" "$(qd "$S2" "$PS2" -c "SELECT fork_pending LIKE '%a disk snapshot of S2%' FROM cosid.store_state")"
+check_true "the file is gone once recorded" "$([ ! -e "$S2/data/cosid.fork" ] && echo t || echo f)"
+qd "$S2" "$PS2" -c "SELECT cosid_fork_acknowledge()" >/dev/null
+r=$(insert_once "$S2" "$PS2")
+check "after the acknowledgement it issues" ok "${r%% *}"
+
+echo "# 5. a crash restart is not a fork"
+stop_server "$S2" immediate
+as_pg "$PG_BIN/pg_ctl" -D "$S2/data" -l "$S2/server.log" -w start >/dev/null
+r=$(insert_once "$S2" "$PS2")
+check "after a crash restart it issues at once (${r#* } ms)" ok "${r%% *}"
+check "zero duplicate ids on S2" 0 "$(qd "$S2" "$PS2" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+exit $FAIL
