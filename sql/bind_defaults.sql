@@ -72,8 +72,11 @@ RESET cosid.namespace;
 CREATE TABLE b_like (LIKE b_plain INCLUDING DEFAULTS);
 CREATE SCHEMA b_schema CREATE TABLE t (id bigint DEFAULT cosid_next());
 CREATE TEMPORARY TABLE b_temp (id bigint DEFAULT cosid_next());
+CREATE FOREIGN DATA WRAPPER b_fdw;
+CREATE SERVER b_server FOREIGN DATA WRAPPER b_fdw;
+CREATE FOREIGN TABLE b_foreign (id bigint DEFAULT cosid_next()) SERVER b_server;
 SELECT default_of('b_like', 'id') AS like_default, default_of('b_schema.t', 'id') AS schema_default,
-       default_of('b_temp', 'id') AS temp_default;
+       default_of('b_temp', 'id') AS temp_default, default_of('b_foreign', 'id') AS foreign_default;
 
 -- 6. A domain's default, and a column of the domain.
 CREATE DOMAIN b_id AS bigint DEFAULT cosid_next();
@@ -128,3 +131,4 @@ DROP TABLE b_like, b_dom, b_hidden, b_temp;
 DROP DOMAIN b_id;
 DROP DOMAIN b_id2;
 DROP FUNCTION b_new_id();
+DROP FOREIGN DATA WRAPPER b_fdw CASCADE;
