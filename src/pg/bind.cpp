@@ -47,7 +47,7 @@ Node* bind_mutator(Node* node, void* arg) {
             return reinterpret_cast<Node*>(call);
         }
     }
-    return expression_tree_mutator(node, bind_mutator, arg);
+    return expression_tree_mutator(node, COSID_TREE_MUTATOR(bind_mutator), arg);
 }
 
 }  // namespace
