@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job, from nothing: build and install cosid, start a throwaway PostgreSQL with
-# cosid preloaded, create a table whose id is DEFAULT cosid_next(), insert rows from
+# cosid preloaded, create a table whose id is DEFAULT cosid_next('default'), insert rows from
 # several connections, and show the ids, the leases in the store and this instance's pool.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 install_prerequisites
@@ -12,9 +12,9 @@ start_server "$dir" "$port" "cosid.ttl = '30s'"
 trap 'stop_server "$dir"; echo "(server stopped; its files are in $dir)"' EXIT
 q() { psql_at "$dir" "$port" postgres "$@"; }
 
-log "CREATE EXTENSION cosid; CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next(), ...)"
+log "CREATE EXTENSION cosid; CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next('default'), ...)"
 q -c "CREATE EXTENSION cosid" \
-  -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next(), note text, at timestamptz DEFAULT clock_timestamp())"
+  -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT cosid_next('default'), note text, at timestamptz DEFAULT clock_timestamp())"
 
 log "inserting 100000 rows in one statement, then 4 connections at once, each inserting 1000 rows in two halves a second apart"
 q -c "INSERT INTO orders(note) SELECT 'bulk ' || g FROM generate_series(1, 100000) g"

@@ -55,6 +55,13 @@ extern "C" {
 #if PG_VERSION_NUM < 150000
 #error "cosid needs PostgreSQL 15 or later (shmem_request_hook, InitMaterializedSRF)"
 #endif
+// expression_tree_mutator takes a function pointer without prototype until 15 (in C++: no
+// parameters), a typed one from 16 on; through void (*)(void), which casts to and from any.
+#if PG_VERSION_NUM < 160000
+#define COSID_TREE_MUTATOR(f) reinterpret_cast<Node* (*)()>(reinterpret_cast<void (*)()>(f))
+#else
+#define COSID_TREE_MUTATOR(f) (f)
+#endif
 // This process's number among the PGPROCs (its hazard slot): PGPROC.pgprocno until 16,
 // MyProcNumber from 17 on.
 #if PG_VERSION_NUM >= 170000
