@@ -579,7 +579,7 @@ BEGIN
         ELSE
             status := 'critical';
             detail := 'the store grants no window: ' || detail;
-            hint := 'Once the other copy has stopped issuing: SELECT cosid_fork_acknowledge(); See docs/failover.md#forks';
+            hint := 'Once the other copy has stopped issuing: SELECT cosid_fork_acknowledge(); See docs/monitoring.md#fork';
         END IF;
     END IF;
     RETURN NEXT;

@@ -91,6 +91,15 @@ bool record_grant(GrantedNamespace* g, const std::string& store_id, const Layout
     return true;
 }
 
+bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t slot, int64_t last_ms) {
+    for (GrantedSlot& s : g->slots) {
+        if (s.slot != slot || s.store_id != store_id || s.ceiling_ms <= last_ms) continue;
+        s.ceiling_ms = std::max<int64_t>(last_ms, 0);
+        return true;
+    }
+    return false;
+}
+
 std::string serialize_history(const std::vector<GrantedNamespace>& h) {
     std::ostringstream o;
     o << "# cosid: what this instance was granted per namespace and by which store; do not edit\n";

@@ -80,6 +80,11 @@ int64_t floor_after_store_change(const GrantedNamespace* before, const std::stri
 // changed: the file must then be written before the window is used.
 bool record_grant(GrantedNamespace* g, const std::string& store_id, const Layout& layout, int32_t slot,
                   int64_t ceiling_ms);
+// A release in order: the window's word is closed and its exact last timestamp is known, so
+// nothing on `slot` from `store_id` lies above last_ms; the record comes down to it (a later
+// move to another store then waits only for what was issued, not for the window's ceiling).
+// Returns whether anything changed.
+bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t slot, int64_t last_ms);
 
 // The history file (cosid.history in the data directory):
 //   # cosid: what this instance was granted per namespace and by which store; do not edit

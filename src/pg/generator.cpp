@@ -385,6 +385,12 @@ void wait_for_lease(const char* ns) {
                                 "that store on purpose, forget the range it saw, here as a superuser: SELECT "
                                 "cosid._namespace_range_forget('%s').",
                                 ns)));
+    if (error[0] != '\0' && error_code == COSID_STATIC_STATE)  // cosid.history (src/pg/store_history.cpp)
+        ereport(ERROR, (errcode(COSID_STATIC_STATE),
+                        errmsg("cosid could not acquire a slot in namespace \"%s\": %s", ns, error),
+                        errdetail("The file records what other stores granted this instance; without it a window "
+                                  "could repeat ids issued under another store."),
+                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
     if (error[0] != '\0' && error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
         ereport(ERROR, (errcode(COSID_FORK),
                         errmsg("cosid could not acquire a slot in namespace \"%s\": the lease store is a copy of a server "

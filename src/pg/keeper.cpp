@@ -156,10 +156,11 @@ bool history_applied(const char* ns, StoreResult* r, StoreError* err) {
     WindowLayout layout{r->timestamp_bits, r->slot_bits, r->sequence_bits, r->unit_ms, r->epoch_ms};
     int64 floor_ms = 0;
     char message[256];
-    if (!history_floor(ns, r->store_id, layout, r->slot, &floor_ms, message, sizeof(message)) ||
-        !history_record(ns, r->store_id, layout, r->slot, r->ceiling, message, sizeof(message))) {
+    bool readable = history_floor(ns, r->store_id, layout, r->slot, &floor_ms, message, sizeof(message));
+    if (!readable || !history_record(ns, r->store_id, layout, r->slot, r->ceiling, message, sizeof(message))) {
         snprintf(err->message, sizeof(err->message), "%s", message);
-        err->sqlerrcode = ERRCODE_IO_ERROR;
+        // a damaged file fails at once (ZC007); a write that failed is tried again
+        err->sqlerrcode = readable ? ERRCODE_IO_ERROR : COSID_STATIC_STATE;
         err->outcome_unknown = false;
         strlcpy(err->hint,
                 "Make the data directory writable. A damaged cosid.history: remove it only if this server has not "
@@ -393,7 +394,10 @@ bool release_prepare(int i, DueLease* d) {
 
 bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {
     PoolEntry* e = &shared->pool[d.i];
-    if (ok && r.found) count(shared->stats.releases);
+    if (ok && r.found) {
+        count(shared->stats.releases);
+        history_released(d.ns, e->store_id, d.slot, d.last);  // (only the keeper writes store_id)
+    }
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     // The lease was gone already (expired and taken, or revoked) unless an earlier attempt

@@ -94,4 +94,22 @@ bool history_record(const char* ns, const char* store_id, const WindowLayout& la
     return true;
 }
 
+void history_released(const char* ns, const char* store_id, int32 slot, int64 last_ms) {
+    char message[256];
+    if (store_id[0] == '\0' || !loaded(message, sizeof(message))) return;
+    char failed[256] = "";
+    cpp_call([&] {
+        std::vector<cosid::GrantedNamespace> next = *history;
+        bool changed = false;
+        for (cosid::GrantedNamespace& g : next)
+            if (g.ns == ns) changed = cosid::record_release(&g, store_id, slot, last_ms);
+        if (!changed) return;
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next)))
+            strlcpy(failed, bad->c_str(), sizeof(failed));
+        else
+            *history = std::move(next);
+    });
+    if (failed[0] != '\0') ereport(LOG, (errmsg("cosid: cosid.history could not be written: %s", failed)));
+}
+
 }  // namespace cosid::pg

@@ -23,4 +23,8 @@ bool history_floor(const char* ns, const char* store_id, const WindowLayout& lay
 bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
                     char* message, size_t message_size);
 
+// A release in order with its exact last timestamp: the record comes down to it (best effort:
+// a failed write keeps the higher value, which is only more cautious).
+void history_released(const char* ns, const char* store_id, int32 slot, int64 last_ms);
+
 }  // namespace cosid::pg

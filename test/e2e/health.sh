@@ -117,7 +117,7 @@ stop_server "$N"
 sed -i "/^shared_preload_libraries = 'cosid'/d" "$N/data/postgresql.conf"
 as_pg "$PG_BIN/pg_ctl" -D "$N/data" -l "$N/server.log" -w start >/dev/null
 psql_at "$N" "$PN" postgres -c "CREATE EXTENSION cosid" >/dev/null
-check "not preloaded: 13 checks, none warning or critical" "13|" \
+check "not preloaded: 14 checks, none warning or critical" "14|" \
     "$(psql_at "$N" "$PN" postgres -At -c "SELECT count(*) || '|' || coalesce(string_agg(name, ' ') FILTER (WHERE status <> 'ok'), '') FROM cosid_health()")"
 check_true "not preloaded: the keeper row says so" \
     "$(psql_at "$N" "$PN" postgres -At -c "SELECT detail LIKE 'not known: cosid is not in shared_preload_libraries%' FROM cosid_health() WHERE name = 'keeper'")"

@@ -82,6 +82,17 @@ TEST(StoreChange, SameStoreNeedsNothingAnotherStoreStartsAboveTheSlotsCeiling) {
     EXPECT_EQ(floor_after_store_change(&g, "store-c", l, 3), 2000);
 }
 
+TEST(StoreChange, AReleaseInOrderBringsTheBoundDownToTheLastId) {
+    Layout l;
+    GrantedNamespace g;
+    record_grant(&g, "store-a", l, 0, 40000);
+    EXPECT_TRUE(record_release(&g, "store-a", 0, 12000));
+    EXPECT_EQ(floor_after_store_change(&g, "store-b", l, 0), 12000);
+    EXPECT_FALSE(record_release(&g, "store-a", 0, 30000));  // never up
+    EXPECT_FALSE(record_release(&g, "store-b", 0, 1));      // another store's: nothing recorded
+    EXPECT_EQ(floor_after_store_change(&g, "store-b", l, 0), 12000);
+}
+
 TEST(StoreChange, AnotherLayoutStartsAboveEveryEarlierId) {
     Layout ms;  // 41/10/12 in ms
     Layout s53;
