@@ -206,7 +206,7 @@ void on_remote_notice(void*, const PGresult* res) {
     if (severity == nullptr || strcmp(severity, "WARNING") != 0) return;
     if (routine == nullptr || strcmp(routine, "SyncRepWaitForLSN") != 0) return;
     const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-    if (!remote_warned) strlcpy(remote_warning, primary ? primary : "a warning", sizeof(remote_warning));
+    if (!remote_warned) copy_scrubbed(remote_warning, sizeof(remote_warning), primary ? primary : "a warning");
     remote_warned = true;
 }
 

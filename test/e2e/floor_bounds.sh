@@ -6,7 +6,7 @@
 # floor's date, and no lease row of S takes it.  (3) The administrator lowers it
 # (cosid_namespace_lower_floor) and A issues again.  (4) A slot whose next floor lies years
 # ahead (left from before): the ZC004 that ends the wait names the real distance and the date,
-# not the capped wait.
+# not the capped wait.  cosid_adopt through keeper_a (ids 3 s ahead) still works.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/floor_bounds"
@@ -35,6 +35,14 @@ check_true "with DETAIL and HINT" "$(grep -q '^DETAIL:' <<<"$out" && grep -q '^H
 check_true "the floor stays where it was" "$(qs -c "SELECT not_before_ms < $FAR FROM cosid.namespace WHERE name = 'default'")"
 check_true "keeper_a still raises within the bound (cosid_adopt's few seconds)" \
     "$(psql_at "$S" "$PS" postgres -At -U keeper_a -c "SELECT cosid.raise_floor('default', cosid.store_now() + 3000, $layout) > 0")"
+
+check_true "cosid_adopt on A of ids 3 s ahead still raises through keeper_a" "$(qa -c "
+    CREATE TABLE legacy (id bigint PRIMARY KEY);
+    INSERT INTO legacy VALUES (cosid_min_id(clock_timestamp() + interval '3 s'));
+    SELECT count(*) = 1 FROM cosid_adopt('legacy', 'id') WHERE largest_id IS NOT NULL")"
+check_true "the store's floor is that id's time" \
+    "$(qs -c "SELECT not_before_ms > cosid.store_now() - 1000 FROM cosid.namespace WHERE name = 'default'")"
+check_true "new ids lie above it" "$(qa -c "INSERT INTO legacy VALUES (DEFAULT)" -c "SELECT count(*) = 2 AND min(id) < max(id) FROM legacy")"
 
 echo "# (2) an administrator sets it that far; A's next acquire"
 qs -c "SELECT cosid.raise_floor('default', $FAR, $layout)" >/dev/null
