@@ -118,11 +118,16 @@ BEGIN
                                   OLD.timestamp_bits, OLD.slot_bits, OLD.sequence_bits, OLD.epoch_ms, OLD.unit),
                   HINT = 'Create a namespace with the new layout (cosid_namespace_create) and move the id column to it with cosid_adopt(table, column, namespace).';
     END IF;
-    IF NEW.not_before_ms < OLD.not_before_ms THEN
+    -- Lowered only by cosid_namespace_lower_floor (its mark, for this row and value), and never
+    -- below what the lease rows show, whoever sets the mark.
+    IF NEW.not_before_ms < OLD.not_before_ms
+       AND (coalesce(current_setting('cosid_internal.lower_floor', true), '') <> format('%s %s', OLD.name, NEW.not_before_ms)
+            OR NEW.not_before_ms < (SELECT f.lowest_ms FROM cosid._floor_lowest(OLD.name) f)) THEN
         RAISE EXCEPTION 'cosid namespace "%": not_before_ms only grows', OLD.name
             USING ERRCODE = 'invalid_object_definition',
                   DETAIL = format('It is %s; %s would let windows start below ids an adopted column holds.',
-                                  OLD.not_before_ms, NEW.not_before_ms);
+                                  OLD.not_before_ms, NEW.not_before_ms),
+                  HINT = 'An administrator lowers a floor raised by mistake with cosid_namespace_lower_floor(namespace, floor).';
     END IF;
     RETURN NEW;
 END $$;
@@ -557,6 +562,49 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 
+-- How far ahead of the store's clock a namespace's floor may lie for the store to grant windows
+-- above it: the longest lease and twice the largest tolerance, the margin of a failover's raise
+-- (cosid._follow_timeline) and more than any window's ceiling reaches.  A keeper raises no floor
+-- past it (cosid.raise_floor), and an acquire folds none past it into a lease row
+-- (cosid.acquire): a floor far ahead would be kept by every slot it reached, for good.
+CREATE FUNCTION cosid._floor_margin() RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(max(s.max_ttl_ms), 60000) + 2 * coalesce(max(s.max_tolerance_ms), 5000) FROM cosid.store_state s
+$$;
+REVOKE ALL ON FUNCTION cosid._floor_margin() FROM PUBLIC;
+
+-- An administrator of the store: a superuser or a member of cosid_admin, as the session's login
+-- (SECURITY DEFINER functions run as their owner).
+CREATE FUNCTION cosid._is_admin() RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+           OR pg_catalog.pg_has_role(session_user, 'cosid_admin', 'MEMBER')
+$$;
+REVOKE ALL ON FUNCTION cosid._is_admin() FROM PUBLIC;
+
+-- A Unix time in ms as people read it, in UTC whatever the session's TimeZone.
+-- (Past PostgreSQL's timestamps: the number.)
+CREATE FUNCTION cosid._ms_text(p_ms bigint) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN p_ms BETWEEN 0 AND 9224318015999999
+                THEN pg_catalog.to_char(pg_catalog.to_timestamp(p_ms / 1000.0) AT TIME ZONE 'UTC',
+                                        'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC'
+                ELSE p_ms::text || ' ms (Unix time)' END
+$$;
+
+-- A distance in ms as people read it, in one unit, as format_span_ms (src/core/calendar) does:
+-- "850 ms", "19.0 s", "12 min", "5 h", "40 days", "68.3 years".
+CREATE FUNCTION cosid._ms_span(p_ms bigint) RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN x.a < 10000 THEN p_ms || ' ms'
+                WHEN x.a < 120000 THEN round(p_ms / 1000.0, 1) || ' s'
+                WHEN x.a < 7200000 THEN (p_ms / 60000) || ' min'
+                WHEN x.a < 172800000 THEN (p_ms / 3600000) || ' h'
+                WHEN x.a < 63072000000 THEN (p_ms / 86400000) || ' days'
+                ELSE trunc(p_ms / 31557600000.0, 1) || ' years' END
+      FROM (SELECT abs(p_ms::numeric) AS a) x
+$$;
+
 -- Layout check and id unpacking live in the C++ core; these work without preloading.
 CREATE FUNCTION cosid.layout_check(timestamp_bits int, slot_bits int, sequence_bits int,
                                    epoch_ms bigint, unit text)
@@ -624,6 +672,19 @@ BEGIN
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
+    -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
+    -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
+    -- the acquire fails, naming it, and touches nothing.  cosid_namespace_lower_floor undoes it.
+    IF v_ns.not_before_ms > v_now + cosid._floor_margin() THEN
+        RAISE EXCEPTION 'cosid namespace "%" grants no window before % (% ahead of the lease store''s clock)',
+            p_namespace, cosid._ms_text(v_ns.not_before_ms), cosid._ms_span(v_ns.not_before_ms - v_now)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Its floor (cosid.namespace.not_before_ms %s) lies beyond the %s ms a window may start '
+                                  'ahead of the store''s clock (max_ttl + 2 x max_tolerance); no slot was touched.',
+                                  v_ns.not_before_ms, cosid._floor_margin()),
+                  HINT = format('If the floor was set by mistake and nothing was issued above it, an administrator '
+                                'lowers it on the store: SELECT cosid_namespace_lower_floor(%L, now()).', p_namespace);
+    END IF;
     v_dup := EXISTS (SELECT 1 FROM cosid.lease l
                      WHERE l.namespace = p_namespace
                        AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
@@ -845,12 +906,27 @@ CREATE FUNCTION cosid.raise_floor(p_namespace text, p_floor_ms bigint, p_slot_bi
 RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_ns cosid.namespace := cosid._namespace_row(p_namespace);
-    v    bigint;
+    v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
+    v     bigint;
+    v_now bigint := cosid.store_now();
 BEGIN
     IF p_floor_ms IS NULL OR p_floor_ms < 0 THEN
         RAISE EXCEPTION 'cosid floor must be a non-negative Unix time in ms, got %', p_floor_ms
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- cosid_adopt raises to a column's largest id, at most seconds ahead of the clock.  A keeper
+    -- (any server of the fleet) raises no further than a failover's raise would: a floor far
+    -- ahead stops the namespace on every server until the clock reaches it.
+    IF p_floor_ms > v_now + cosid._floor_margin() AND NOT cosid._is_admin() THEN
+        RAISE EXCEPTION 'permission denied to raise the floor of cosid namespace "%" to %', p_namespace,
+            cosid._ms_text(p_floor_ms)
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('That is %s ahead of the lease store''s clock (%s); a keeper raises a floor at most '
+                                  'max_ttl + 2 x max_tolerance (%s ms) ahead of it.',
+                                  cosid._ms_span(p_floor_ms - v_now), cosid._ms_text(v_now), cosid._floor_margin()),
+                  HINT = 'cosid_adopt raises a floor only to a column''s largest id, at most seconds ahead of the clock: '
+                         'check this server''s clock against the store''s. Only an administrator of the store '
+                         '(superuser or cosid_admin) sets a floor further ahead.';
     END IF;
     IF (v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits, v_ns.epoch_ms, v_ns.unit)
        IS DISTINCT FROM (p_timestamp_bits, p_slot_bits, p_sequence_bits, p_epoch_ms, p_unit) THEN
@@ -1741,6 +1817,93 @@ LANGUAGE sql STABLE AS $$
       LEFT JOIN cosid.static_ceiling c ON c.namespace = p_namespace AND c.slot IN (p_slot, -1)
 $$;
 REVOKE ALL ON FUNCTION cosid._static_recorded(text, int) FROM PUBLIC;
+
+-- The lowest a namespace's floor may be lowered to: the highest time any of its lease rows
+-- shows a window could have issued or been granted up to (floor, ceiling, next_floor of every
+-- slot), and every ceiling a static slot of it recorded (cosid.static_ceiling, its adopted
+-- floor included); 0 when none.  `what` says which row holds it.
+CREATE FUNCTION cosid._floor_lowest(p_namespace text, OUT lowest_ms bigint, OUT what text)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce(max(x.ms), 0), (array_agg(x.what ORDER BY x.ms DESC))[1]
+      FROM (SELECT greatest(l.floor, l.ceiling, l.next_floor) AS ms,
+                   pg_catalog.format('slot %s of the lease store (floor %s, ceiling %s, next_floor %s)',
+                                     l.slot, l.floor, l.ceiling, l.next_floor) AS what
+              FROM cosid.lease l WHERE l.namespace = p_namespace
+            UNION ALL
+            SELECT c.ceiling_ms, pg_catalog.format('a static %s''s recorded ceiling (cosid.static_ceiling)',
+                                                   CASE WHEN c.slot = -1 THEN 'namespace' ELSE 'slot ' || c.slot END)
+              FROM cosid.static_ceiling c WHERE c.namespace = p_namespace) x
+$$;
+REVOKE ALL ON FUNCTION cosid._floor_lowest(text) FROM PUBLIC;
+
+-- An administrator's way back from a floor raised by mistake: lowers the namespace's
+-- not-before to `floor`, never below what its lease rows and static ceilings show could
+-- have been granted or issued (cosid._floor_lowest).  The namespace guard lets exactly this
+-- function lower it.  Lease rows already granted keep their own floors: only windows not
+-- yet granted start lower.
+CREATE FUNCTION cosid_namespace_lower_floor(namespace text, floor timestamptz) RETURNS timestamptz
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    v_ns     cosid.namespace;
+    v_ms     bigint;
+    v_lowest record;
+BEGIN
+    IF namespace IS NULL OR floor IS NULL THEN
+        RAISE EXCEPTION 'cosid_namespace_lower_floor: arguments must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed',
+                  DETAIL = 'It takes a namespace and the floor to lower it to.',
+                  HINT = 'SELECT cosid_namespace_lower_floor(''default'', now()) lowers the floor of namespace default to now.';
+    END IF;
+    IF NOT cosid._is_admin() THEN
+        RAISE EXCEPTION 'permission denied to lower the floor of cosid namespace "%"', namespace
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Only superusers and members of role cosid_admin lower a namespace''s floor.',
+                  HINT = 'Ask an administrator of the lease store.';
+    END IF;
+    IF NOT isfinite(floor) OR floor < '1970-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'cosid floor must be a finite time after 1970-01-01, got %', floor
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Floors are Unix times in milliseconds.',
+                  HINT = 'Pass the time no window of the namespace should start at or below, e.g. now().';
+    END IF;
+    -- Writers of lease rows wait until this commits: none grants a window meanwhile.
+    LOCK TABLE cosid.lease IN SHARE MODE;
+    SELECT * INTO v_ns FROM cosid.namespace n WHERE n.name = namespace FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cosid namespace "%" does not exist', namespace
+            USING ERRCODE = 'undefined_object',
+                  DETAIL = 'The floor is lowered where the namespace is: in the lease store''s database.',
+                  HINT = 'Run it on the lease store (cosid.database, or the server cosid.store_dsn names).';
+    END IF;
+    v_ms := pg_catalog.floor(extract(epoch FROM floor) * 1000)::bigint;
+    IF v_ms >= v_ns.not_before_ms THEN
+        RAISE EXCEPTION 'cosid namespace "%": its floor is % already, not above %', namespace,
+            cosid._ms_text(v_ns.not_before_ms), cosid._ms_text(v_ms)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('cosid.namespace.not_before_ms is %s; this function only lowers it.', v_ns.not_before_ms),
+                  HINT = 'cosid_adopt raises a floor; nothing needs to be done to keep windows above a time already passed.';
+    END IF;
+    SELECT * INTO v_lowest FROM cosid._floor_lowest(namespace);
+    IF v_ms < v_lowest.lowest_ms THEN
+        RAISE EXCEPTION 'cosid namespace "%": its floor cannot go below %', namespace, cosid._ms_text(v_lowest.lowest_ms)
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('%s shows a window granted or ids issued up to %s ms; %s lies below it.',
+                                  v_lowest.what, v_lowest.lowest_ms, cosid._ms_text(v_ms)),
+                  HINT = format('Lower it to %s or later: SELECT cosid_namespace_lower_floor(%L, %L).',
+                                cosid._ms_text(v_lowest.lowest_ms), namespace,
+                                pg_catalog.replace(cosid._ms_text(v_lowest.lowest_ms), ' UTC', '+00'));
+    END IF;
+    PERFORM pg_catalog.set_config('cosid_internal.lower_floor', format('%s %s', namespace, v_ms), true);
+    UPDATE cosid.namespace n SET not_before_ms = v_ms WHERE n.name = namespace;
+    PERFORM pg_catalog.set_config('cosid_internal.lower_floor', '', true);
+    RAISE LOG 'cosid namespace "%": floor lowered from % to % by %', namespace, cosid._ms_text(v_ns.not_before_ms),
+        cosid._ms_text(v_ms), session_user;
+    RETURN pg_catalog.to_timestamp(v_ms / 1000.0);
+END $$;
+REVOKE ALL ON FUNCTION cosid_namespace_lower_floor(text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_namespace_lower_floor(text, timestamptz) TO cosid_admin;
+COMMENT ON FUNCTION cosid_namespace_lower_floor(text, timestamptz) IS 'lowers a namespace''s floor raised by mistake, never below what its lease rows show (superuser or cosid_admin)';
 
 -- cosid_health() (issue 25): one row per check, every check always present, each ok, warning
 -- or critical, with what it found and what to do (docs/monitoring.md has a section per check,

@@ -3,6 +3,7 @@
 // without libc time zones (Howard Hinnant's days_from_civil / civil_from_days).  Pure C++.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace cosid {
 
@@ -15,5 +16,9 @@ int64_t days_from_civil(int64_t y, int64_t m, int64_t d);
 void civil_from_days(int64_t days, int64_t* y, int64_t* m, int64_t* d);
 // Days in a month of a year.
 int days_in_month(int64_t y, int64_t m);
+
+// A distance in ms as people read it, in one unit, rounded down: "850 ms", "19.0 s",
+// "12 min", "5 h", "40 days", "69.3 years" (a year of 365.25 days); negative ones with "-".
+std::string format_span_ms(int64_t ms);
 
 }  // namespace cosid

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "boundary.hpp"
+#include "calendar.hpp"
 #include "citus.hpp"
 #include "errors.hpp"
 #include "issue_word.hpp"
@@ -714,16 +715,31 @@ int64 issue(Gen* g) {
         } else if (c.status == NextStatus::BeforeFloor) {
             // A floor the store raised (after a failover: up to max_ttl + 2 x max_tolerance
             // ahead) is waited out first: only a clock still behind it after that is late.
+            // The wait is capped (state.cpp: 2 x ttl + 15 s); what is reported is the real
+            // distance from this clock to the floor, which may be years.
             int64 budget = timeout + g->floor_wait_ms;
-            if (elapsed_ms(wait_start) >= budget)
+            if (elapsed_ms(wait_start) >= budget) {
+                int64 ahead = g->floor - clock_ms();
+                bool far = ahead > 2 * static_cast<int64>(setting_ttl_ms) + 15000;  // past any raise of the store
+                char ahead_text[64];
+                cpp_call([&] { strlcpy(ahead_text, cosid::format_span_ms(ahead).c_str(), sizeof(ahead_text)); });
                 ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
                                 errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"",
                                        g->slot, g->ns),
-                                errdetail("Ids may only be issued after %s; waited %lld ms (the store set the "
-                                          "floor %lld ms ahead of its clock, cosid.acquire_timeout is %d ms).",
-                                          ms_to_text(g->floor), static_cast<long long>(budget),
-                                          static_cast<long long>(g->floor_wait_ms), timeout),
-                                errhint("This host's clock runs behind the lease store's.")));
+                                errdetail("Ids may only be issued after %s, %s ahead of this clock; waited %lld ms "
+                                          "(cosid.acquire_timeout %d ms, plus %lld ms for a floor the lease store "
+                                          "set ahead of its clock).",
+                                          ms_to_text(g->floor), ahead_text, static_cast<long long>(budget), timeout,
+                                          static_cast<long long>(g->floor_wait_ms)),
+                                far ? errhint("The floor lies further ahead than any raise of the lease store: if it "
+                                              "was set by mistake and nothing was issued above it, an administrator "
+                                              "lowers the namespace's floor on the store (SELECT "
+                                              "cosid_namespace_lower_floor('%s', now())), and SELECT "
+                                              "cosid_release('%s', %d) hands this slot back, so that the next call "
+                                              "takes a slot whose window can start now.",
+                                              g->ns, g->ns, g->slot)
+                                    : errhint("This host's clock runs behind the lease store's.")));
+            }
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

@@ -14,7 +14,9 @@ extern "C" {
 #include <optional>
 #include <string>
 
+#include "boundary.hpp"
 #include "citus.hpp"
+#include "dsn_scrub.hpp"
 #include "errors.hpp"
 #include "settings.hpp"
 #include "slot_range.hpp"
@@ -46,12 +48,39 @@ int64 get_int64(const TextRow& r, int col, int64 dflt) {
 int32 get_int32(const TextRow& r, int col, int32 dflt) { return static_cast<int32>(get_int64(r, col, dflt)); }
 bool get_bool(const TextRow& r, int col) { return !r.null[col - 1] && r.value[col - 1][0] == 't'; }
 
+// Copies `text` into `out` (of `len` bytes) with every secret of cosid.store_dsn hidden
+// (src/core/dsn_scrub): libpq echoes pieces of a connection string it cannot parse, and an
+// error may quote anything.  Scrubbed whole, then truncated: a cut through a password would
+// leave its start unmatched.  Every store error is formed here (set_error, the hint, the
+// connection's last error), so none reaches a log line, an ereport or shared memory
+// (cosid_health(), ZC006's DETAIL) with a password in it.
+void copy_scrubbed(char* out, size_t len, const char* text) {
+    if (!store_is_remote()) {
+        strlcpy(out, text, len);
+        return;
+    }
+    // No exception leaves the lambda (out of memory: the message is not shown at all), so
+    // this never raises an ERROR, which would end the keeper in the middle of its error path.
+    bool done = cpp_call([&]() -> bool {
+        try {
+            std::string s = scrub_dsn_secrets(text, setting_store_dsn);
+            strlcpy(out, s.c_str(), len);
+            return true;
+        } catch (...) {
+            return false;
+        }
+    });
+    if (!done) strlcpy(out, "(the lease store's message could not be shown)", len);
+}
+
 void set_error(StoreError* err, const char* message, int sqlerrcode, bool outcome_unknown = false) {
-    strlcpy(err->message, message ? message : "unknown error", sizeof(err->message));
+    copy_scrubbed(err->message, sizeof(err->message), message ? message : "unknown error");
     err->sqlerrcode = sqlerrcode;
     err->outcome_unknown = outcome_unknown;
     err->hint[0] = '\0';
 }
+
+void set_hint(StoreError* err, const char* hint) { copy_scrubbed(err->hint, sizeof(err->hint), hint); }
 
 // The keeper takes a cancel (the statement and lock timers' SIGINT, or pg_cancel_backend)
 // only while it waits on the store: there it ends the call.  Anywhere else nothing is
@@ -130,7 +159,7 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         ErrorData* ed = CopyErrorData();
         FlushErrorState();
         set_error(err, ed->message, ed->sqlerrcode);
-        if (ed->hint != nullptr) strlcpy(err->hint, ed->hint, sizeof(err->hint));  // the SQL's own advice
+        if (ed->hint != nullptr) set_hint(err, ed->hint);  // the SQL's own advice
         FreeErrorData(ed);
         AbortCurrentTransaction();
     }
@@ -177,7 +206,7 @@ void on_remote_notice(void*, const PGresult* res) {
     if (severity == nullptr || strcmp(severity, "WARNING") != 0) return;
     if (routine == nullptr || strcmp(routine, "SyncRepWaitForLSN") != 0) return;
     const char* primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-    if (!remote_warned) strlcpy(remote_warning, primary ? primary : "a warning", sizeof(remote_warning));
+    if (!remote_warned) copy_scrubbed(remote_warning, sizeof(remote_warning), primary ? primary : "a warning");
     remote_warned = true;
 }
 
@@ -201,7 +230,7 @@ bool wait_remote(int events, int64 deadline) {
 // backoff period at once, so that one dead store costs one bound per pass, not one per slot.
 bool remote_failed(StoreError* err, const char* message, bool sent = false) {
     // `message` may be err->message itself, or libpq's buffer that PQfinish frees: copy first.
-    strlcpy(remote_down_error, message, sizeof(remote_down_error));
+    copy_scrubbed(remote_down_error, sizeof(remote_down_error), message);
     set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE, sent);  // sent: it may have run
     remote_down_until = mono_ms() + store_bound_ms();
     if (remote != nullptr) PQfinish(remote);
@@ -376,7 +405,7 @@ bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row
             bool answered = PQresultErrorField(res, PG_DIAG_SQLSTATE) != nullptr;
             set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res), !answered);
             if (const char* hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT))
-                strlcpy(err->hint, hint, sizeof(err->hint));  // the store's own advice, for the caller
+                set_hint(err, hint);  // the store's own advice, for the caller
             if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message, !answered);
         }
         PQclear(res);
