@@ -9,8 +9,8 @@ ALTER TABLE cosid.store_state ADD COLUMN issuer_incarnation uuid, ADD COLUMN for
 
 -- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
 -- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
--- The store's record names the server that issues from it (issuer_incarnation: its keeper
--- acquired since it started and has not stopped cleanly), and this copy of the store runs
+-- The store's record names the server that issues from it (issuer_incarnation: a keeper
+-- runs there on this store, see cosid._issuer_start), and this copy of the store runs
 -- elsewhere: on a new timeline of the same cluster (a promoted standby, a recovered base
 -- backup), or restored from a dump (the origin's record beside the one CREATE EXTENSION
 -- wrote); or a copy was declared (fork_pending: by the keeper of a data directory pg_upgrade
@@ -68,9 +68,8 @@ BEGIN
                   HINT = 'Wait for the restore to end.  A dump without that record (cosid 1.3 or older, a partial restore): '
                          'SELECT cosid_store_follow_timeline(restored => true) raises the floors by the default limits.';
     END IF;
-    -- A fork (src/core/fork_rule.hpp): this store is a copy of one whose own server was
-    -- issuing ids from it (issuer_incarnation: its keeper had acquired and had not stopped
-    -- cleanly), and the copy runs elsewhere: a promoted standby or a recovered backup (a new
+    -- A fork (src/core/fork_rule.hpp): this store is a copy of one whose own server issues
+    -- ids from it (issuer_incarnation), and the copy runs elsewhere: a promoted standby or a recovered backup (a new
     -- timeline of the same cluster), a dump restored (the origin's record beside this one's),
     -- or a copy declared by its keeper (fork_pending: the data directory pg_upgrade copied,
     -- a file-level copy marked with cosid.fork).  The origin may go on issuing from its own
@@ -187,9 +186,10 @@ BEGIN
 END $$;
 
 -- The server whose keeper issues from this store, recorded by that keeper (a local store,
--- through SPI) before its first acquire of each start, and cleared when it stops cleanly
--- after releasing every lease: a copy of the store that finds it set on a new timeline, or
--- in a restored dump, knows its origin may still issue (cosid._fork_reason).  The call
+-- through SPI) when it finds the store ready and before each acquire.  No stop clears it: a
+-- stopped server may be started again, and a copy of its store that finds the record on a
+-- new timeline, or in a restored dump, knows its origin may still issue (cosid._fork_reason).
+-- A server that only serves the store to others (cosid.store_only) records nothing.  The call
 -- follows the timeline first, so a fork refuses here (ZC009) before its own keeper would
 -- overwrite its origin's record.
 CREATE FUNCTION cosid._issuer_start(p_incarnation uuid) RETURNS void
@@ -200,12 +200,6 @@ BEGIN
      WHERE s.issuer_incarnation IS DISTINCT FROM p_incarnation;
 END $$;
 REVOKE ALL ON FUNCTION cosid._issuer_start(uuid) FROM PUBLIC;
-
-CREATE FUNCTION cosid._issuer_stop(p_incarnation uuid) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    UPDATE cosid.store_state s SET issuer_incarnation = NULL WHERE s.issuer_incarnation = p_incarnation
-$$;
-REVOKE ALL ON FUNCTION cosid._issuer_stop(uuid) FROM PUBLIC;
 
 -- A copy its keeper recognised by a file in the data directory (cosid.fork: written by a
 -- pg_upgrade that copied the data directory, or by an operator before starting a copy).

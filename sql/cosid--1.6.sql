@@ -373,9 +373,10 @@ CREATE TABLE cosid.store_state (
     max_tolerance_ms bigint NOT NULL DEFAULT 5000 CHECK (max_tolerance_ms BETWEEN 0 AND 3600000),
     store_id        uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid() PRIMARY KEY,
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),  -- of this record
-    -- The incarnation of the keeper of this store's own server while it issues ids from it
-    -- (set before its first acquire of a start, cleared when it stops cleanly), and why the
-    -- store is a fork waiting for cosid_fork_acknowledge() (cosid._fork_reason).
+    -- The incarnation of the keeper of this store's own server, which issues ids from it
+    -- (set when that keeper starts, never cleared by a stop; not on a cosid.store_only
+    -- server), and why the store is a fork waiting for cosid_fork_acknowledge()
+    -- (cosid._fork_reason).
     issuer_incarnation uuid,
     fork_pending    text
 );
@@ -408,8 +409,8 @@ ALTER TABLE cosid.store_state ENABLE REPLICA TRIGGER keep_local_truncate;
 -- whichever path it took: the raise covers no longer grant.
 -- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
 -- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
--- The store's record names the server that issues from it (issuer_incarnation: its keeper
--- acquired since it started and has not stopped cleanly), and this copy of the store runs
+-- The store's record names the server that issues from it (issuer_incarnation: a keeper
+-- runs there on this store, see cosid._issuer_start), and this copy of the store runs
 -- elsewhere: on a new timeline of the same cluster (a promoted standby, a recovered base
 -- backup), or restored from a dump (the origin's record beside the one CREATE EXTENSION
 -- wrote); or a copy was declared (fork_pending: by the keeper of a data directory pg_upgrade
@@ -467,9 +468,8 @@ BEGIN
                   HINT = 'Wait for the restore to end.  A dump without that record (cosid 1.3 or older, a partial restore): '
                          'SELECT cosid_store_follow_timeline(restored => true) raises the floors by the default limits.';
     END IF;
-    -- A fork (src/core/fork_rule.hpp): this store is a copy of one whose own server was
-    -- issuing ids from it (issuer_incarnation: its keeper had acquired and had not stopped
-    -- cleanly), and the copy runs elsewhere: a promoted standby or a recovered backup (a new
+    -- A fork (src/core/fork_rule.hpp): this store is a copy of one whose own server issues
+    -- ids from it (issuer_incarnation), and the copy runs elsewhere: a promoted standby or a recovered backup (a new
     -- timeline of the same cluster), a dump restored (the origin's record beside this one's),
     -- or a copy declared by its keeper (fork_pending: the data directory pg_upgrade copied,
     -- a file-level copy marked with cosid.fork).  The origin may go on issuing from its own
@@ -1254,9 +1254,10 @@ GRANT EXECUTE ON FUNCTION cosid_store_follow_timeline(boolean) TO cosid_admin;
 COMMENT ON FUNCTION cosid_store_follow_timeline(boolean) IS 'raises the floors now if the store lost history (a failover, a restore); restored => true for a copy of its data directory (superuser or cosid_admin)';
 
 -- The server whose keeper issues from this store, recorded by that keeper (a local store,
--- through SPI) before its first acquire of each start, and cleared when it stops cleanly
--- after releasing every lease: a copy of the store that finds it set on a new timeline, or
--- in a restored dump, knows its origin may still issue (cosid._fork_reason).  The call
+-- through SPI) when it finds the store ready and before each acquire.  No stop clears it: a
+-- stopped server may be started again, and a copy of its store that finds the record on a
+-- new timeline, or in a restored dump, knows its origin may still issue (cosid._fork_reason).
+-- A server that only serves the store to others (cosid.store_only) records nothing.  The call
 -- follows the timeline first, so a fork refuses here (ZC009) before its own keeper would
 -- overwrite its origin's record.
 CREATE FUNCTION cosid._issuer_start(p_incarnation uuid) RETURNS void
@@ -1267,12 +1268,6 @@ BEGIN
      WHERE s.issuer_incarnation IS DISTINCT FROM p_incarnation;
 END $$;
 REVOKE ALL ON FUNCTION cosid._issuer_start(uuid) FROM PUBLIC;
-
-CREATE FUNCTION cosid._issuer_stop(p_incarnation uuid) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    UPDATE cosid.store_state s SET issuer_incarnation = NULL WHERE s.issuer_incarnation = p_incarnation
-$$;
-REVOKE ALL ON FUNCTION cosid._issuer_stop(uuid) FROM PUBLIC;
 
 -- A copy its keeper recognised by a file in the data directory (cosid.fork: written by a
 -- pg_upgrade that copied the data directory, or by an operator before starting a copy).

@@ -26,8 +26,9 @@ namespace cosid {
 
 // --- 1. forks (the SQL: cosid._fork_reason and cosid._follow_timeline) ---
 // One record of cosid.store_state: the cluster and timeline the store last wrote on, whether
-// its own server was issuing from it (issuer_incarnation set: its keeper acquired since it
-// started and had not stopped cleanly), and whether a copy was declared (fork_pending).
+// its own server issues from it (issuer_incarnation set: a keeper runs there on this store;
+// no stop clears it, since a stopped server may be started again), and whether a copy was
+// declared (fork_pending).
 struct StoreRecord {
     uint64_t system_identifier = 0;  // 0: the mark CREATE EXTENSION leaves in a restore
     uint32_t timeline = 0;
@@ -38,7 +39,7 @@ enum class StoreHistory {
     Whole,          // one record, of here: grant as usual
     BeingRestored,  // only the restore's mark: grant nothing until the origin's record comes
     NewTimeline,    // a promotion or a recovery of a store nobody issued from here: raise (if on)
-    NewCluster,     // pg_upgrade's new cluster (its origin stopped cleanly): raise (if on)
+    NewCluster,     // pg_upgrade's new cluster (its old directory carries the mark): raise (if on)
     Restored,       // a dump (several records) or no record: always raise
     Forked,         // a copy of a server that may still issue: grant nothing until acknowledged
 };

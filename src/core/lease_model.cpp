@@ -45,6 +45,17 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
     return order;
 }
 
+bool keeper_may_raise_to(int64_t floor_ms, int64_t store_now, const StoreLimits& limits) {
+    return floor_ms <= store_now + limits.raise_margin_ms();
+}
+
+int64_t lowest_floor_allowed(const std::vector<LeaseRow>& rows, const std::vector<int64_t>& static_ceilings) {
+    int64_t v = 0;
+    for (const LeaseRow& r : rows) v = std::max({v, r.floor, r.ceiling, r.next_floor});
+    for (int64_t c : static_ceilings) v = std::max(v, c);
+    return v;
+}
+
 int64_t namespace_first_floor(int64_t store_now, std::optional<int64_t> raised_at, const StoreLimits& limits) {
     // The margin is the store's, not the new definition's tolerance (see the header).
     if (!raised_at) return store_now;

@@ -71,6 +71,18 @@ constexpr int64_t kLostHistoryFenceStep = int64_t{1} << 32;
 // The SQL: cosid._namespace_insert.
 int64_t namespace_first_floor(int64_t store_now, std::optional<int64_t> raised_at, const StoreLimits& limits);
 
+// Rule (issue 31, item 3): how far a keeper's login may raise a namespace's floor
+// (cosid.raise_floor, cosid_adopt's raise through the keeper): to at most the store's now +
+// max_ttl + 2 x max_tolerance, the margin of every raise the protocol itself makes.  Beyond
+// it only an administrator of the store may raise (a keeper login of one fleet member must
+// not stop every server for good), and an acquire refuses to fold such a floor into a lease
+// row, so that nothing makes it irreversible.  The SQL: cosid._floor_margin.
+bool keeper_may_raise_to(int64_t floor_ms, int64_t store_now, const StoreLimits& limits);
+// The lowest a namespace's floor may be brought back to (cosid_namespace_lower_floor): never
+// below anything its lease rows show could have been granted or issued (each row's floor,
+// ceiling and next_floor) nor a static ceiling recorded for it.  The SQL: cosid._floor_lowest.
+int64_t lowest_floor_allowed(const std::vector<LeaseRow>& rows, const std::vector<int64_t>& static_ceilings);
+
 // Rule (issue 22, item 2): how far a row of the lease table reaches, i.e. the largest
 // timestamp a window of it may still issue (held: up to its ceiling, also after expiry, since
 // a renewal after expiry succeeds while nobody took over) or the next window must start at

@@ -5,6 +5,12 @@
 // timeline, a restored dump and a declared copy (cosid._fork_reason) and grants nothing
 // until cosid_fork_acknowledge(); this file is the keeper's part: it tells the store which
 // server issues from it, and declares the copies only the data directory can tell about.
+//
+// A server issues from its store as soon as its keeper runs there: the record is written
+// when the keeper finds the store ready (and again before each acquire), and no stop clears
+// it.  A copy made before the first id, or after a clean stop, is still a copy of a server
+// that may issue (its original may be started again, or acquire later).  A server that only
+// serves a store to other instances says so (cosid.store_only) and records nothing.
 #include "fork.hpp"
 
 #include <sys/stat.h>
@@ -17,6 +23,7 @@
 #include "state.hpp"
 
 #include "libpq/auth.h"
+#include "storage/fd.h"
 #include "libpq/libpq-be.h"
 #include "utils/timestamp.h"
 
@@ -26,8 +33,6 @@ namespace {
 constexpr const char* kMarkerName = "cosid.fork";
 bool marker_pending = false;  // a cosid.fork file this keeper could not record yet
 char marker_reason[400];
-bool issuer_recorded = false;  // this keeper recorded itself since it started
-
 void marker_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kMarkerName); }
 
 void remove_marker() {
@@ -93,9 +98,11 @@ void fork_check_marker_file() {
     line[strcspn(line, "\r\n")] = '\0';
     snprintf(marker_reason, sizeof(marker_reason), "A %s file in the data directory: %s", kMarkerName,
              line[0] != '\0' ? line : "this data directory is a copy of another server's.");
-    if (store_is_remote()) {
+    if (store_is_remote() && !static_slots_configured()) {
         // Leasing from another server's store, a copy of this data directory is one more
-        // instance there, with an incarnation of its own: nothing to declare.
+        // instance there, with an incarnation of its own: nothing to declare.  (Static slots
+        // are declared in cosid.database's own record: the copy's state file names the
+        // original's slots, fork_static_check.)
         ereport(LOG, (errmsg("cosid: %s ignored: this server leases from a remote store (cosid.store_dsn), where a "
                              "copy of it is another instance with leases of its own",
                              kMarkerName)));
@@ -130,26 +137,41 @@ bool fork_before_local_acquire(StoreError* err) {
             return false;
         }
     }
-    if (!store_issuer_start(shared->incarnation, err)) return false;
-    issuer_recorded = true;
-    return true;
+    return store_issuer_start(shared->incarnation, err);
 }
 
-void fork_after_clean_stop() {
-    if (store_is_remote() || !issuer_recorded) return;
-    // Clean only when nothing of this incarnation is left open: a release the store did not
-    // confirm leaves its entry (and a window the store still holds for it).
-    LWLockAcquire(shared->lock, LW_SHARED);
-    bool open = false;
-    for (int i = 0; i < shared->npool; ++i)
-        if (shared->pool[i].state == kLeased && !shared->pool[i].is_static) open = true;
-    LWLockRelease(shared->lock);
-    if (open) return;
+bool fork_static_check(StoreError* err) {
+    if (marker_pending) fork_check_marker_file();
+    char reason[256] = "";
+    if (marker_pending) {
+        strlcpy(reason, marker_reason, sizeof(reason));
+    } else {
+        bool pending = false;
+        if (!store_fork_reason(reason, sizeof(reason), &pending, err)) return false;
+        if (!pending) return true;
+    }
+    snprintf(err->message, sizeof(err->message), "this data directory is a copy of a server that may still issue ids: %s",
+             reason);
+    err->sqlerrcode = COSID_FORK;
+    strlcpy(err->hint, "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's database.",
+            sizeof(err->hint));
+    err->outcome_unknown = false;
+    return false;
+}
+
+void fork_keeper_ready() {
+    fork_check_marker_file();
+    if (store_is_remote() || setting_store_only) return;
     StoreError err;
-    if (!store_issuer_stop(shared->incarnation, &err))
-        ereport(LOG, (errmsg("cosid: the lease store did not record this clean stop: %s", err.message),
-                      errdetail("A copy of this data directory started on a new timeline will wait for "
-                                "cosid_fork_acknowledge().")));
+    if (store_issuer_start(shared->incarnation, &err)) {
+        return;
+    } else if (err.sqlerrcode == COSID_FORK) {
+        ereport(LOG, (errmsg("cosid: the lease store is a copy of a server that may still issue ids: %s", err.message),
+                      errhint("%s", err.hint)));
+    } else {
+        ereport(LOG, (errmsg("cosid: the lease store did not record this server as issuing from it: %s", err.message),
+                      errdetail("It is tried again before every acquire.")));
+    }
 }
 
 }  // namespace cosid::pg

@@ -290,6 +290,13 @@ void wait_for_lease(const char* ns) {
                         errmsg("cosid_next() cannot run during recovery"),
                         errdetail("This server is a standby (or still recovering); no lease keeper runs here."),
                         errhint("Generate ids on the primary, where the rows are written.")));
+    if (setting_store_only)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid_next() cannot run on a store-only server"),
+                        errdetail("cosid.store_only is on: this server serves a lease store to other instances and "
+                                  "issues no ids itself."),
+                        errhint("Generate ids on the instances that lease from this store, or turn cosid.store_only "
+                                "off and restart.")));
     // The keeper works in its own transactions: it cannot see an extension this transaction
     // created in its database (migration tools create and use it in one transaction).
     if (in_store_database() && extension_created_here())

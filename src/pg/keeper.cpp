@@ -189,6 +189,19 @@ void serve_request(int i, int64 now) {
     e->state = kAcquiring;
     strlcpy(ns, e->ns, sizeof(ns));
     LWLockRelease(shared->lock);
+    if (setting_store_only) {
+        // A store-only server issues nothing: its copies are not forks (fork.cpp).
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        snprintf(e->error, sizeof(e->error), "this server only serves a lease store (cosid.store_only = on): it issues no ids");
+        strlcpy(e->error_hint, "Issue ids on the instances that lease from this store, or turn cosid.store_only off and restart.",
+                sizeof(e->error_hint));
+        e->error_code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;  // (callers are refused before they ask)
+        e->state = kWanted;
+        e->retry_at = mono_ms() + 1000;
+        LWLockRelease(shared->lock);
+        ConditionVariableBroadcast(&shared->cv);
+        return;
+    }
     int32 static_slot = static_slot_for(ns);
     if (static_slot >= 0) {
         serve_static_request(i, ns, static_slot);
@@ -1055,7 +1068,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             log_store_reachability(ready, err);
             ConditionVariableBroadcast(&shared->cv);
             if (ready) {
-                fork_check_marker_file();  // before the first acquire
+                fork_keeper_ready();  // before the first acquire (fork.cpp)
                 sleep_ms = 0;
             }
         } else {
@@ -1077,7 +1090,6 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     if (shared->keeper_ready) {
         MemoryContextSwitchTo(tick_context);
         release_all_at_shutdown();
-        fork_after_clean_stop();
     }
     store_disconnect();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);

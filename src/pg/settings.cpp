@@ -1,5 +1,8 @@
 #include "settings.hpp"
 
+#include "boundary.hpp"
+#include "dsn_scrub.hpp"
+
 #include <time.h>
 
 #include "static_state.hpp"
@@ -10,6 +13,7 @@ char* setting_database = nullptr;
 char* setting_store_dsn = nullptr;
 int setting_ttl_ms = 30000;
 char* setting_namespace = nullptr;
+bool setting_store_only = false;
 char* setting_owner_key = nullptr;
 int setting_preferred_slot = -1;
 int setting_acquire_timeout_ms = -1;
@@ -122,6 +126,15 @@ static bool check_namespace(char** newval, void** extra, GucSource source) {
 // Lets cosid_next() know that cosid.namespace is unchanged without comparing strings.
 static void assign_namespace(const char* newval, void* extra) { ++namespace_setting_generation; }
 
+// SHOW and pg_settings (read by pg_read_all_settings, pg_monitor's) show the DSN with its
+// passwords hidden, as every message does (src/core/dsn_scrub).
+static const char* show_store_dsn(void) {
+    static char shown[1024];
+    const char* dsn = setting_store_dsn != nullptr ? setting_store_dsn : "";
+    cpp_call([&] { strlcpy(shown, cosid::scrub_dsn_secrets(dsn, dsn).c_str(), sizeof(shown)); });
+    return shown;
+}
+
 static bool check_owner_key(char** newval, void** extra, GucSource source) {
     if (*newval != nullptr && strlen(*newval) > 200) {
         GUC_check_errdetail("An owner key is at most 200 bytes.");
@@ -141,7 +154,11 @@ void define_settings() {
                                    "Connection string of a lease store on another server, shared by several "
                                    "instances (empty: the store is in cosid.database).",
                                    nullptr, &setting_store_dsn, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, nullptr,
-                                   nullptr, nullptr);
+                                   nullptr, show_store_dsn);
+        DefineCustomBoolVariable("cosid.store_only",
+                                 "This server only serves a lease store to other instances: its keeper issues no "
+                                 "id, and a copy of its store is not a fork.",
+                                 nullptr, &setting_store_only, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
         DefineCustomIntVariable("cosid.max_namespaces",
                                 "How many namespaces the instance can issue in at once (shared memory).", nullptr,
                                 &setting_max_namespaces, 256, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr,

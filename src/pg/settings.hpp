@@ -6,6 +6,7 @@ namespace cosid::pg {
 
 extern char* setting_database;        // cosid.database: where the keeper (and the local store) live
 extern char* setting_store_dsn;       // cosid.store_dsn: a store on another server ('' = local)
+extern bool setting_store_only;       // cosid.store_only: this server only serves its store, it issues no id
 extern int setting_ttl_ms;            // cosid.ttl
 extern char* setting_namespace;       // cosid.namespace
 extern char* setting_owner_key;       // cosid.owner_key ('' = hostname:port)

@@ -9,6 +9,7 @@
 // published to the backends only after the write that holds it succeeded; a failed write
 // leaves the backends at the old ceiling, where they wait and then fail (ZC002) naming it.
 #include "static_keeper.hpp"
+#include "fork.hpp"
 
 #include <algorithm>
 
@@ -474,6 +475,12 @@ void serve_static_request(int i, const char* ns, int32 slot) {
     if (!ensure_model()) {
         strlcpy(error, problem, sizeof(error));
         strlcpy(hint, problem_hint, sizeof(hint));
+    } else if (!fork_static_check(&err)) {
+        // This data directory is a copy whose original may still issue on the same static
+        // slots (src/pg/fork.cpp): no new window until the fork is acknowledged.
+        strlcpy(error, err.message, sizeof(error));
+        strlcpy(hint, err.hint, sizeof(hint));
+        code = err.sqlerrcode;
     } else if (!store_local_namespace(ns, &r, &err)) {
         snprintf(error, sizeof(error), "cosid could not read namespace \"%s\" in database \"%s\": %s", ns,
                  setting_database, err.message);

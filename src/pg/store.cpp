@@ -3,6 +3,9 @@
 // instances (libpq).  Both run the same SQL, with text parameters, one transaction per
 // mutation, and hand back the first row as text, so one set of readers serves both.
 #include "store.hpp"
+
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
 #include "health.hpp"
 
 #include <stdlib.h>
@@ -436,6 +439,10 @@ bool run(const char* sql, int nargs, const char* const* args, RowReader reader, 
 }
 
 void read_exists(const TextRow&, StoreResult* out) { out->found = true; }
+void read_system_identifier(const TextRow& r, StoreResult* out) {  // and the postmaster's start, in Unix µs
+    out->fence = static_cast<int64>(strtoull(r.null[0] ? "0" : r.value[0], nullptr, 10));
+    out->expires_at = get_int64(r, 2, 0);
+}
 
 // A lease's answer, seven columns from `first` on: slot (NULL: none), fence, expires_at,
 // floor, ceiling, next_floor, store_now.
@@ -510,8 +517,32 @@ bool store_extension_ready(StoreError* err) {
     // instead (keeper.cpp).
     if (!store_is_remote()) return static_slots_configured() || store_local_guard(err);
     if (!run(sql, 0, nullptr, read_exists, &r, err)) return false;
-    if (!r.found) set_error(err, "the lease store has no cosid extension", ERRCODE_UNDEFINED_OBJECT);
-    return r.found;
+    if (!r.found) {
+        set_error(err, "the lease store has no cosid extension", ERRCODE_UNDEFINED_OBJECT);
+        return false;
+    }
+    // A "remote" store that is this very server (a DSN naming it, or a localhost DSN copied
+    // with the data directory into a copy of it) would hide from the store that its own
+    // server issues from it, and a copy of the server could not be told from it (fork.cpp).
+    // The same server: the same system identifier and the same postmaster start, to the
+    // microsecond (servers cloned from one initdb share the identifier, not the start).
+    if (!run("SELECT system_identifier, "
+             "(pg_catalog.date_part('epoch', pg_catalog.pg_postmaster_start_time()) * 1000000)::bigint "
+             "FROM pg_catalog.pg_control_system()",
+             0, nullptr, read_system_identifier, &r, err))
+        return false;
+    int64 started_unix_us = PgStartTime + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+    // (the remote start comes through a double: equal to within a microsecond)
+    if (r.row && static_cast<uint64>(r.fence) == GetSystemIdentifier() && Abs(r.expires_at - started_unix_us) <= 1) {
+        set_error(err, "cosid.store_dsn reaches this server itself: a server's own store must be its local one",
+                  ERRCODE_INVALID_PARAMETER_VALUE);
+        strlcpy(err->hint,
+                "Empty cosid.store_dsn and set cosid.database to the database that holds the store, then restart. "
+                "A copy of this data directory used as its store is a fork of it.",
+                sizeof(err->hint));
+        return false;
+    }
+    return true;
 }
 
 bool store_local_guard(StoreError* err) {
@@ -931,9 +962,17 @@ bool store_issuer_start(const char* incarnation, StoreError* err) {
                                "SELECT 1 FROM cosid._durable() durable, cosid._issuer_start($1::uuid) i", incarnation, err);
 }
 
-bool store_issuer_stop(const char* incarnation, StoreError* err) {
-    return run_local_if_exists("cosid._issuer_stop(uuid)",
-                               "SELECT 1 FROM cosid._durable() durable, cosid._issuer_stop($1::uuid) i", incarnation, err);
+bool store_fork_reason(char* reason, size_t size, bool* pending, StoreError* err) {
+    bool exists = false;
+    *pending = false;
+    if (!local_function_exists("cosid._fork_reason()", &exists, err)) return false;
+    if (!exists) return true;
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    if (!run_spi("SELECT cosid._fork_reason()", 0, nullptr, &row, err)) return false;
+    *pending = row.present && !row.null[0];
+    if (*pending) strlcpy(reason, row.value[0], size);
+    return true;
 }
 
 bool store_fork_mark(const char* reason, bool* recorded, StoreError* err) {

@@ -113,6 +113,13 @@ check "the restored store keeps 'legacy''s floor" "$(q -c "SELECT not_before_ms 
 check "adopting the restored tables on the new store" "3" \
     "$(tq -c "SELECT count(*) FROM (SELECT cosid_adopt('serial_t', 'id') UNION ALL SELECT cosid_adopt('ident_t', 'id')
                                    UNION ALL SELECT cosid_adopt('foreign_t', 'id', 'legacy')) a")"
+# The dump was taken while this server issued from its store: the restored store is a fork of
+# it and grants nothing until an administrator acknowledges it (here the origin goes on: the
+# copy is a separate system, whose ids are compared only among themselves below).
+out=$(tq -v VERBOSITY=verbose -c "INSERT INTO serial_t(phase) VALUES ('restored')" 2>&1 || true)
+check "the restored store, a copy of an issuing server's, grants nothing before it is acknowledged (ZC009)" ZC009 \
+    "$(sqlstate_of "$out")"
+tq -c "SELECT cosid_fork_acknowledge()" >/dev/null
 tq -c "INSERT INTO serial_t(phase) SELECT 'restored' FROM generate_series(1, 500)" \
    -c "INSERT INTO ident_t(phase) SELECT 'restored' FROM generate_series(1, 500)" \
    -c "INSERT INTO foreign_t(phase) SELECT 'restored' FROM generate_series(1, 500)" >/dev/null

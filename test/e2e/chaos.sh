@@ -71,7 +71,8 @@ echo "# seed $SEED, $SECONDS_TOTAL s of faults (replay: CHAOS_SEED=$SEED bash te
 RANDOM=$SEED
 
 # The store: S1 primary, S2 its asynchronous standby; windows written down by a trigger.
-start_server "$S1" "$P1" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "max_connections = 40"
+start_server "$S1" "$P1" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "max_connections = 40" \
+    "cosid.store_only = on"  # a store for the instances only: its failover is not a fork
 qs S1 -q -c "CREATE EXTENSION cosid" -c "CREATE EXTENSION adminpack" \
     -c "SELECT cosid_namespace_create('x', slot_bits => 5, tolerance => '$TOL_MS ms')" \
     -c "SELECT cosid_store_settings(max_ttl => '$MAX_TTL_MS ms', max_tolerance => '1s', raise_floors_on_new_timeline => '${CHAOS_RAISE:-on}'::boolean)" >/dev/null

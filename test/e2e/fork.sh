@@ -3,14 +3,21 @@
 # lives on twice.  A copy the store can recognise grants nothing (ZC009, at once, and
 # cosid_health() says so) until an administrator runs cosid_fork_acknowledge() on it, which
 # raises every floor from that moment; what cannot be told from a restart still issues at once.
-#   1. a planned switchover (the primary stopped cleanly, its standby promoted): not a fork,
-#      the new primary issues after the floor raise, every id above the old ones;
+#   1. a planned switchover (the primary stopped cleanly, its standby promoted): a fork too,
+#      since nothing tells the copy that its original stays stopped: ZC009 until acknowledged
+#      with the time the primary stopped, then ids, none equal to the primary's;
 #   2. a standby promoted while its primary still issues (split brain): ZC009 on the promoted
 #      one while the primary goes on; once the primary is stopped and the fork acknowledged,
 #      zero ids issued by both;
 #   3. a base backup restored as a new server (recovery.signal: a new timeline): ZC009;
 #   4. a copy marked with a cosid.fork file: ZC009 until acknowledged, the file gone;
-#   5. a crash restart is not a fork: ids at once.
+#   5. a crash restart is not a fork: ids at once;
+#   6. static slots: a copy marked with a cosid.fork file opens no new static window until
+#      acknowledged (its state file names the same slots as its original's);
+#   7. a base backup (recovery.signal) of a server that has issued no id yet: a fork too (the
+#      original may issue later);
+#   8. a cosid.store_dsn that reaches the server itself: refused (it would hide the server
+#      from its own store).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/fork"
 P="$base/p"; S1="$base/s1"; S2="$base/s2"; R="$base/r"
@@ -18,7 +25,7 @@ PP=55601; PS1=55602; PS2=55603; PR=55604
 mkdir -p "$base"
 trap 'touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true; for d in "$P" "$S1" "$S2" "$R"; do stop_server "$d" immediate; done' EXIT
 for d in "$P" "$S1" "$S2" "$R"; do stop_server "$d" immediate; done
-CONF=("wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "cosid.ttl = '2s'"
+CONF=("wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "wal_log_hints = on" "cosid.ttl = '2s'"
       "cosid.acquire_timeout = '10s'" "cosid.pool_idle_timeout = '60s'" "wal_retrieve_retry_interval = '100ms'")
 qd() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
 
@@ -72,11 +79,17 @@ check_true "P's keeper recorded itself as the server issuing from its store" \
 touch "$base/stop"; wait
 lsn=$(qd "$P" "$PP" -c "SELECT pg_current_wal_lsn()")
 stop_server "$P" fast
+stopped_at=$(date -u '+%Y-%m-%d %H:%M:%S.%3N+00')
 check_true "S1 received P's clean stop" "$(wait_until 30 qd "$S1" "$PS1" -c "SELECT pg_last_wal_replay_lsn() > '$lsn'")"
-check_true "the clean stop cleared the record" "$(qd "$S1" "$PS1" -c "SELECT issuer_incarnation IS NULL FROM cosid.store_state")"
+check_true "the record still names P's keeper (a stopped server may start again)" \
+    "$(qd "$S1" "$PS1" -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
 as_pg "$PG_BIN/pg_ctl" -D "$S1/data" -w promote >/dev/null
 r=$(insert_once "$S1" "$PS1")
-check "the promoted S1 issues (no ZC009; the floor raise waited ${r#* } ms)" ok "${r%% *}"
+check "the promoted S1 refuses with ZC009 (${r#* } ms)" ZC009 "${r%% *}"
+check_true "acknowledged with the time P stopped" \
+    "$(qd "$S1" "$PS1" -c "SELECT cosid_fork_acknowledge('$stopped_at') LIKE 'fork acknowledged%'")"
+r=$(insert_once "$S1" "$PS1")
+check "the promoted S1 issues (the raise from P's stop waited ${r#* } ms)" ok "${r%% *}"
 check "zero duplicate ids on S1 over P's and its own rows" 0 "$(qd "$S1" "$PS1" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
 
 echo "# 2. a standby promoted while its primary issues (split brain)"
@@ -115,6 +128,20 @@ $(qd "$S2" "$PS2" -c "SELECT count(*) FROM t WHERE src = $PS2") of S2's)" 0 \
     "$(qd "$S2" "$PS2" -c "SELECT count(*) FROM s1_ids s JOIN t USING (id) WHERE s.src = $PS1 AND t.src = $PS2")"
 check "S2's client saw no error" 0 "$(grep -vc '^ok$' "$base/s2.log" || true)"
 
+echo "# 2b. the fenced S1 rewound into a standby of S2, then promoted beside it"
+as_pg "$PG_BIN/pg_rewind" -D "$S1/data" --source-server="host=$S2 port=$PS2 user=postgres dbname=postgres" >/dev/null 2>&1
+# (pg_rewind copied S2's configuration: S1's own address back)
+sed -i -e "s/^port = .*/port = $PS1/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$S1'|" \
+    "$S1/data/postgresql.conf"
+as_pg touch "$S1/data/standby.signal"
+echo "primary_conninfo = 'host=$S2 port=$PS2 user=postgres'" | as_pg tee -a "$S1/data/postgresql.auto.conf" >/dev/null
+as_pg "$PG_BIN/pg_ctl" -D "$S1/data" -l "$S1/server.log" -w start >/dev/null
+check_true "S1 follows S2 as a standby" "$(wait_until 30 qd "$S2" "$PS2" -c "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+as_pg "$PG_BIN/pg_ctl" -D "$S1/data" -w promote >/dev/null
+r=$(insert_once "$S1" "$PS1")
+check "the rewound S1 promoted beside S2 refuses with ZC009" ZC009 "${r%% *}"
+stop_server "$S1" immediate
+
 echo "# 3. a base backup of S2 restored as a new server (recovery.signal: a new timeline)"
 rm -f "$base/stop"; inserter "$S2" "$PS2" s2b
 n=$(qd "$S2" "$PS2" -c "SELECT count(*) FROM t")
@@ -144,4 +171,37 @@ as_pg "$PG_BIN/pg_ctl" -D "$S2/data" -l "$S2/server.log" -w start >/dev/null
 r=$(insert_once "$S2" "$PS2")
 check "after a crash restart it issues at once (${r#* } ms)" ok "${r%% *}"
 check "zero duplicate ids on S2" 0 "$(qd "$S2" "$PS2" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+echo "# 6. static slots: a copy marked with a cosid.fork file (its state file names the original's slots)"
+stop_server "$S2" immediate
+start_server "$R" "$PR" "cosid.static_slots = 'st:3'"
+qd "$R" "$PR" -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('st', slot_bits => 3)" \
+    -c "CREATE TABLE ts (id bigint PRIMARY KEY DEFAULT cosid_next('st'), v int)" -c "INSERT INTO ts(v) VALUES (1)" >/dev/null
+stop_server "$R" fast
+echo "a copy of R" | as_pg tee "$R/data/cosid.fork" >/dev/null
+as_pg "$PG_BIN/pg_ctl" -D "$R/data" -l "$R/server.log" -w start >/dev/null
+out=$(qd "$R" "$PR" -v VERBOSITY=verbose -c "INSERT INTO ts(v) VALUES (2)" 2>&1 || true)
+check "no new window of the copy's static slot (ZC009)" ZC009 "$(sqlstate_of "$out")"
+qd "$R" "$PR" -c "SELECT cosid_fork_acknowledge()" >/dev/null
+check "after the acknowledgement the static slot issues" 2 "$(qd "$R" "$PR" -c "INSERT INTO ts(v) VALUES (3)" -c "SELECT count(*) FROM ts")"
+
+echo "# 7. a base backup of a server that has issued nothing yet"
+stop_server "$R" immediate
+start_server "$P" "$PP" "${CONF[@]}"
+qd "$P" "$PP" -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('f', slot_bits => 2)" \
+    -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int)" >/dev/null
+check_true "its keeper recorded itself before any id" \
+    "$(wait_until 20 qd "$P" "$PP" -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
+standby_of "$P" "$PP" "$R" "$PR" recovery
+check_true "R recovered and is writable" "$(wait_until 30 qd "$R" "$PR" -c "SELECT NOT pg_is_in_recovery()")"
+r=$(insert_once "$R" "$PR")
+check "the copy refuses with ZC009" ZC009 "${r%% *}"
+stop_server "$R" immediate
+
+echo "# 8. a cosid.store_dsn that reaches the server itself"
+qd "$P" "$PP" -c "ALTER SYSTEM SET cosid.store_dsn = 'host=$P port=$PP dbname=postgres user=postgres'" >/dev/null
+stop_server "$P" fast
+as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
+out=$(qd "$P" "$PP" -v VERBOSITY=verbose -c "INSERT INTO t(v) VALUES (1)" 2>&1 || true)
+check "refused (ZC006)" ZC006 "$(sqlstate_of "$out")"
+check_true "... saying why" "$(grep -q "reaches this server itself" <<<"$out" && echo t || echo f)"
 exit $FAIL

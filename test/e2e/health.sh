@@ -24,7 +24,7 @@ qp -c "CREATE EXTENSION cosid" -c "CREATE ROLE watcher LOGIN IN ROLE pg_monitor"
 qp -c "SELECT cosid_next()" >/dev/null
 check_true "the keeper serves" "$(wait_for 20 "keeper ok" is "$P" "$PP" keeper ok)"
 check "a healthy server: no warning, no critical row" "" "$(not_ok "$P" "$PP")"
-check "every check has a row, for a pg_monitor member too" 13 \
+check "every check has a row, for a pg_monitor member too" 14 \
     "$(psql_at "$P" "$PP" postgres -At -U watcher -c "SELECT count(DISTINCT name) FROM cosid_health()")"
 qp -c "ALTER SYSTEM SET cosid.clock_offset = 3000" -c "SELECT pg_reload_conf()" >/dev/null
 check_true "clock_skew: 3 s off the store's (tolerance 1 s) is critical" \
@@ -45,7 +45,7 @@ check_true "floor_raise: off with an asynchronous standby is critical" \
     "$(wait_for 20 "floor_raise critical" is "$P" "$PP" floor_raise critical)"
 check "on the hot standby: the keeper row says it starts at promotion" "ok|hot standby: the keeper starts when this server is promoted" \
     "$(psql_at "$SB" "$PSB" postgres -At -c "SELECT status || '|' || detail FROM cosid_health() WHERE name = 'keeper'")"
-check "on the hot standby: every check has a row" 13 \
+check "on the hot standby: every check has a row" 14 \
     "$(psql_at "$SB" "$PSB" postgres -At -U watcher -c "SELECT count(*) FROM cosid_health()")"
 qp -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
 check_true "floor_raise: off with every standby synchronous is ok" \

@@ -104,6 +104,7 @@ bootstrap:
         max_replication_slots: 5
         wal_keep_size: 64MB
         shared_preload_libraries: cosid
+        cosid.store_only: 'on'
   # a copy of the initdb the suite makes once (scripts/lib.sh), instead of an initdb per node
   method: copy_template
   copy_template: {command: '$base/copy_template.sh'}
@@ -126,6 +127,7 @@ postgresql:
     fsync: 'off'
     wal_retrieve_retry_interval: 100ms
     shared_preload_libraries: cosid
+    cosid.store_only: 'on'   # the store's members serve the instances only: a failover is not a fork
 EOF
 }
 start_patroni() {  # start_patroni MODE NODE

@@ -206,6 +206,20 @@ upgrade_case() {
     check "$name: namespaces after the upgrade" "default,orders" \
         "$(qn -c "SELECT string_agg(name, ',' ORDER BY name) FROM cosid.namespace")"
     stop_pg "$nbin" "$D/new/data"
+
+    # The rollback pg_upgrade's docs describe for copy mode: the old cluster started again,
+    # after the new one issued from the same store history.  pg_dump's read of it in
+    # binary-upgrade mode left a cosid.fork file: it grants nothing until acknowledged.
+    [ "$mode" = copy ] || return 0
+    check_true "$name: pg_upgrade's read of the old cluster left a cosid.fork file in it" \
+        "$([ -f "$D/old/data/cosid.fork" ] && echo t || echo f)"
+    start_pg "$obin" "$D/old/data"
+    local out
+    out=$(as_pg "$obin/psql" -X -q -h "$D" -p "$OPORT" -d postgres -At -v VERBOSITY=verbose \
+              -c "INSERT INTO t_orders(phase) VALUES ('rollback')" 2>&1 || true)
+    check "$name: the old cluster started again grants nothing (ZC009) while the new one may issue" ZC009 \
+        "$(sqlstate_of "$out")"
+    stop_pg "$obin" "$D/old/data"
 }
 
 # static_case MAJOR: static slots across pg_upgrade (MAJOR -> MAJOR, --link).  Their state

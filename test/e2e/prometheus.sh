@@ -48,7 +48,7 @@ for s in ids_issued acquires renewals renewal_failures leases_lost duplicate_own
 done
 check_true "cosid_ids_issued_total counts the 1000 ids" "$(awk '$1 ~ /^cosid_ids_issued_total/ {print ($2 >= 1000) ? "t" : "f"}' "$DIR/metrics")"
 check "cosid_renewal_failures_total is 0" 0 "$(value cosid_renewal_failures_total)"
-check "one cosid_health_status series per check" 13 "$(grep -c '^cosid_health_status{' "$DIR/metrics")"
+check "one cosid_health_status series per check" 14 "$(grep -c '^cosid_health_status{' "$DIR/metrics")"
 check "every check 0 (ok) on a healthy server" "" "$(grep '^cosid_health_status{' "$DIR/metrics" | awk '$2 != 0')"
 check "cosid_namespace_slots{namespace=default}" 1024 "$(value cosid_namespace_slots 'namespace="default"')"
 check "cosid_namespace_slots_in_use{namespace=default}: this server's lease" 1 \

@@ -18,7 +18,7 @@ check_true "an id before the raise" "$(q -c "SELECT cosid_next('w') > 0")"
 # new timeline; prints the raised floor; waits until the keeper found its lease gone.
 raise_floors() {
     local lost; lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
-    q -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null
+    q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null  # a copy of the store, its original gone
     wait_for 20 "the keeper to find its lease lost" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
     q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'"
 }

@@ -60,7 +60,7 @@ done
 # lease 'moved' had before it became static may be one of them: its next static window
 # starts above the raised next_floor, and cosid_next() waits for the clock (ZC004 after
 # acquire_timeout), not below it.
-q -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null
+q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null  # a copy of the store, its original gone
 q -c "SELECT cosid_release('moved', $slot)" >/dev/null
 err=$(as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$P" -d postgres -v VERBOSITY=verbose \
           -c "SET cosid.acquire_timeout = '2s'" -c "SELECT cosid_next('moved')" 2>&1 >/dev/null || true)

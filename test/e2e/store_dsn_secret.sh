@@ -5,7 +5,7 @@
 # server log.  Instance A is started with one DSN after another (URI and keyword forms, each
 # with its own password); a role without grants calls cosid_next(), a pg_monitor role reads
 # cosid_health(); then the DETAILs, the health rows and the whole server log are searched for
-# every password: zero hits.  A last DSN is well-formed, with a wrong password, against a store
+# every password: zero hits; SHOW and pg_settings (read by pg_monitor) show it hidden too.  A last DSN is well-formed, with a wrong password, against a store
 # S that asks for one: the keeper's error is shown, and its password is not.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
@@ -46,7 +46,10 @@ while IFS=$'\t' read -r secret dsn; do
         echo "$conf" >> "$A/data/postgresql.conf"
         as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
     fi
-    check "A runs with the DSN of $secret" "$dsn" "$(qa -c "SHOW cosid.store_dsn")"
+    shown=$(qa -c "SHOW cosid.store_dsn"; psql_at "$A" "$PA" postgres -At -U mon \
+                -c "SELECT setting FROM pg_settings WHERE name = 'cosid.store_dsn'" -c "SHOW cosid.store_dsn")
+    check "A runs with the DSN of $secret: SHOW and pg_settings hide its password (superuser, pg_monitor)" "3|0" \
+        "$(grep -c . <<<"$shown")|$(grep -c "$secret" <<<"$shown" || true)"
     out=$(psql_at "$A" "$PA" postgres -At -U app -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
     echo "# $secret: $(grep -E '^(ERROR|DETAIL)' <<<"$out" | cut -c1-220 | tr '\n' ' ')"
     check "cosid_next() by a role without grants fails (ZC006)" ZC006 "$(sqlstate_of "$out")"

@@ -28,7 +28,8 @@ qstore() { as_pg psql -X -q -At -d "$DSN connect_timeout=2" "$@"; }
 # store_pair MODE: a fresh primary P with a standby SB (replication slot, -R), MODE sync or async.
 store_pair() {
     for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done
-    start_server "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'"
+    start_server "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" \
+        "cosid.store_only = on"  # a store for A and B only: its failover is not a fork
     psql_at "$P" "$PP" postgres -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '300 ms')" \
         -c "SELECT cosid_store_settings(max_ttl => '${TTL}s', max_tolerance => '1s')" >/dev/null  # the keepers' ttl and the largest tolerance (default's): the raise covers them

@@ -20,7 +20,7 @@ cleanup
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
 q() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
 
-start_server "$ST" "$PST" "cosid.ttl = '6s'"
+start_server "$ST" "$PST" "cosid.ttl = '6s'" "cosid.store_only = on"
 q "$ST" "$PST" -c "CREATE EXTENSION cosid" \
     -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
     -c "SELECT cosid_namespace_create('orders', slot_bits => 2, tolerance => '300 ms')" >/dev/null
@@ -38,7 +38,7 @@ check "the dump has slot 0 free" "" "$(q "$ST" "$PST" -c "SELECT owner_key FROM 
 # The restored cluster is made ready beside the store (as a standby host would be).
 mkdir -p "$ST2"; fresh_cluster "$ST2/data"; chown -R "$PG_USER" "$ST2"
 { echo "port = $PST"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$ST2'";
-  echo "shared_preload_libraries = 'cosid'"; echo "fsync = off"; echo "cosid.ttl = '6s'"; } >> "$ST2/data/postgresql.conf"
+  echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off"; echo "cosid.ttl = '6s'"; } >> "$ST2/data/postgresql.conf"
 # restore_store SOCKETDIR: the dump into ST2, started at SOCKETDIR (ST2 stays up).
 restore_store() {
     sed -i "s|^unix_socket_directories = .*|unix_socket_directories = '$1'|" "$ST2/data/postgresql.conf"

@@ -22,7 +22,7 @@ cleanup
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
 q() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
 
-start_server "$ST" "$PST" "cosid.ttl = '20s'"
+start_server "$ST" "$PST" "cosid.ttl = '20s'" "cosid.store_only = on"
 # The store's database is also an application's: a schema app with a large table.
 q "$ST" "$PST" -c "CREATE EXTENSION cosid" \
     -c "SELECT cosid_store_settings(max_ttl => '20s', max_tolerance => '1s')" \
@@ -41,7 +41,7 @@ echo "# restore order: $(as_pg "$PG_BIN/pg_restore" -l "$base/store.dump" | grep
 fresh_cluster "$ST2/data" 2>/dev/null || { mkdir -p "$ST2"; chown "$PG_USER" "$ST2"; fresh_cluster "$ST2/data"; }
 chown -R "$PG_USER" "$ST2"
 { echo "port = $PST"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$ST'";
-  echo "shared_preload_libraries = 'cosid'"; echo "fsync = off"; echo "cosid.ttl = '20s'"; } >> "$ST2/data/postgresql.conf"
+  echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off"; echo "cosid.ttl = '20s'"; } >> "$ST2/data/postgresql.conf"
 
 # I1 holds slot 0 of 'default' and issues without a pause.
 q "$I1" "$P1" -c "INSERT INTO t SELECT cosid_next() FROM generate_series(1, 10)" >/dev/null

@@ -296,3 +296,22 @@ TEST(SlotChoice, OwnExpiredOrphanIsTheLastResort) {
     // never while it is live
     EXPECT_FALSE(t.acquire(req("a", "i1"), later).lease);
 }
+
+TEST(FloorBounds, AKeeperRaisesNoFurtherThanTheProtocolsOwnMargin) {
+    StoreLimits limits;  // 60 s, 5 s
+    EXPECT_TRUE(keeper_may_raise_to(1000 + 70000, 1000, limits));
+    EXPECT_FALSE(keeper_may_raise_to(1000 + 70001, 1000, limits));
+    EXPECT_TRUE(keeper_may_raise_to(0, 1000, limits));  // a floor in the past raises nothing
+    // 2093, from 2026: refused whatever the limits allow at most (24 h, 1 h)
+    StoreLimits widest{86400000, 3600000};
+    EXPECT_FALSE(keeper_may_raise_to(3902688000000, 1764892800000, widest));
+}
+
+TEST(FloorBounds, ALoweredFloorStaysAboveEveryRowAndStaticCeiling) {
+    LeaseRow a, b;
+    a.floor = 100; a.ceiling = 900; a.next_floor = 900;
+    b.floor = 950; b.ceiling = 950; b.next_floor = 400;  // a row whose window never opened
+    EXPECT_EQ(lowest_floor_allowed({a, b}, {}), 950);
+    EXPECT_EQ(lowest_floor_allowed({a, b}, {1200}), 1200);
+    EXPECT_EQ(lowest_floor_allowed({}, {}), 0);
+}
