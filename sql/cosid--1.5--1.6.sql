@@ -6,6 +6,13 @@
 -- Forks of an issuing server: the store records the server that issues from it, and a copy
 -- of it that runs elsewhere grants nothing until cosid_fork_acknowledge().
 ALTER TABLE cosid.store_state ADD COLUMN issuer_incarnation uuid, ADD COLUMN fork_pending text;
+-- A server that issues from this store now (its keeper runs here, on this database) is
+-- recorded at once, not only when its keeper next looks (within ttl/3): a copy of the store
+-- made in between must be a fork too.  The keeper writes its own incarnation over this one.
+UPDATE cosid.store_state SET issuer_incarnation = '00000000-0000-0000-0000-000000000000'
+ WHERE pg_catalog.current_setting('cosid.database', true) = pg_catalog.current_database()
+   AND coalesce(pg_catalog.current_setting('cosid.store_dsn', true), '') = ''
+   AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'off';
 
 -- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
 -- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
@@ -127,6 +134,22 @@ BEGIN
                    -- it never matches a lease granted on this timeline
                    fence = l.fence + 4294967296;
             GET DIAGNOSTICS v_rows = ROW_COUNT;
+        END IF;
+        IF p_fork_ack THEN
+            -- Static slots: the original's windows reached cosid.static_ahead past its clock
+            -- (this server's setting: the copy's configuration is the original's).  Every
+            -- namespace static here, or static on the original (its rows in cosid.static_ceiling),
+            -- starts its next static window above that, as cosid_adopt's floor does (slot -1;
+            -- cluster 0: the original, whatever it was).
+            INSERT INTO cosid.static_ceiling AS c (namespace, slot, system_identifier, ceiling_ms)
+            SELECT n.name, -1, 0,
+                   v_base + coalesce(floor(extract(epoch FROM
+                            pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint, 10000)
+                   + 2 * m.max_tolerance_ms
+              FROM cosid.namespace n
+             WHERE cosid._static_slot(n.name) IS NOT NULL
+                OR EXISTS (SELECT 1 FROM cosid.static_ceiling sc WHERE sc.namespace = n.name AND sc.system_identifier <> 0)
+            ON CONFLICT (namespace, slot, system_identifier) DO UPDATE SET ceiling_ms = greatest(c.ceiling_ms, EXCLUDED.ceiling_ms);
         END IF;
         DELETE FROM cosid.store_state;
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,

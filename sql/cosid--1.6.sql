@@ -528,6 +528,22 @@ BEGIN
                    fence = l.fence + 4294967296;
             GET DIAGNOSTICS v_rows = ROW_COUNT;
         END IF;
+        IF p_fork_ack THEN
+            -- Static slots: the original's windows reached cosid.static_ahead past its clock
+            -- (this server's setting: the copy's configuration is the original's).  Every
+            -- namespace static here, or static on the original (its rows in cosid.static_ceiling),
+            -- starts its next static window above that, as cosid_adopt's floor does (slot -1;
+            -- cluster 0: the original, whatever it was).
+            INSERT INTO cosid.static_ceiling AS c (namespace, slot, system_identifier, ceiling_ms)
+            SELECT n.name, -1, 0,
+                   v_base + coalesce(floor(extract(epoch FROM
+                            pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint, 10000)
+                   + 2 * m.max_tolerance_ms
+              FROM cosid.namespace n
+             WHERE cosid._static_slot(n.name) IS NOT NULL
+                OR EXISTS (SELECT 1 FROM cosid.static_ceiling sc WHERE sc.namespace = n.name AND sc.system_identifier <> 0)
+            ON CONFLICT (namespace, slot, system_identifier) DO UPDATE SET ceiling_ms = greatest(c.ceiling_ms, EXCLUDED.ceiling_ms);
+        END IF;
         DELETE FROM cosid.store_state;
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
                                        max_tolerance_ms, failovers, last_failover_at, raised_at_ms, issuer_incarnation)

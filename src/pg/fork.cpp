@@ -147,7 +147,7 @@ bool fork_static_check(StoreError* err) {
         strlcpy(reason, marker_reason, sizeof(reason));
     } else {
         bool pending = false;
-        if (!store_fork_reason(reason, sizeof(reason), &pending, err)) return false;
+        if (!store_fork_declared(reason, sizeof(reason), &pending, err)) return false;
         if (!pending) return true;
     }
     snprintf(err->message, sizeof(err->message), "this data directory is a copy of a server that may still issue ids: %s",
@@ -159,19 +159,24 @@ bool fork_static_check(StoreError* err) {
     return false;
 }
 
-void fork_keeper_ready() {
-    fork_check_marker_file();
+void fork_record_issuer() {
     if (store_is_remote() || setting_store_only) return;
+    static int last_code = -1;  // logged when the answer changes, not every ttl/3
     StoreError err;
-    if (store_issuer_start(shared->incarnation, &err)) {
-        return;
-    } else if (err.sqlerrcode == COSID_FORK) {
+    int code = store_issuer_start(shared->incarnation, &err) ? 0 : err.sqlerrcode;
+    if (code == last_code) return;
+    last_code = code;
+    if (code == COSID_FORK)
         ereport(LOG, (errmsg("cosid: the lease store is a copy of a server that may still issue ids: %s", err.message),
                       errhint("%s", err.hint)));
-    } else {
+    else if (code != 0)
         ereport(LOG, (errmsg("cosid: the lease store did not record this server as issuing from it: %s", err.message),
-                      errdetail("It is tried again before every acquire.")));
-    }
+                      errdetail("It is tried again every ttl/3 and before every acquire.")));
+}
+
+void fork_keeper_ready() {
+    fork_check_marker_file();
+    fork_record_issuer();
 }
 
 }  // namespace cosid::pg

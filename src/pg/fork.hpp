@@ -10,10 +10,12 @@ namespace cosid::pg {
 // it (cosid._issuer_start, which refuses with ZC009 when the store is a fork), and refuses
 // while a cosid.fork file waits to be recorded.
 bool fork_before_local_acquire(StoreError* err);
-// Before a new static window: false (ZC009 in err) while this data directory is a recognised
-// copy (a cosid.fork file not recorded yet, or the store's cosid._fork_reason()).  Static
-// slots do not come from the store, but a copy's state file names the same slots as its
-// original's.
+// Before a new static window: false (ZC009 in err) while this data directory is a declared
+// copy (a cosid.fork file, recorded or not yet, pg_upgrade's source, restored => true): its
+// state file names the same static slots as its original's.  A promoted standby's or a
+// restored dump's static slots have their own rules already (the state file's timeline and
+// cosid.not_before, the restore's cosid.static_ceiling rows), and their slots are the
+// operator's to keep apart, as static slots always are.
 bool fork_static_check(StoreError* err);
 // Once the store is ready: a cosid.fork file in the data directory marks this data directory
 // as a copy (written by pg_upgrade's read of it, or by an operator); recorded in the store.
@@ -21,6 +23,9 @@ void fork_check_marker_file();
 // Once the store is ready: the marker file, then this server recorded as the one issuing from
 // its local store (unless cosid.store_only).
 void fork_keeper_ready();
+// The record again, every ttl/3: an ALTER EXTENSION cosid UPDATE to 1.6, or a store made
+// again, while the keeper runs.  A no-op write when it is there.
+void fork_record_issuer();
 // _PG_init: in pg_upgrade's binary-upgrade server of the OLD cluster, the first connection of
 // pg_dump writes the cosid.fork file: a later start of this data directory is a copy of the
 // new cluster's history.

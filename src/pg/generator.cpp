@@ -273,7 +273,8 @@ void keeper_cannot_serve(bool here, uint64 checks_before) {
     ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                     errmsg("cosid lease keeper cannot serve yet"),
                     errdetail("The keeper in database \"%s\" reports: %s.", setting_database, message),
-                    errhint(store_is_remote() && shared->keeper_problem == 2
+                    hint[0] != '\0' ? errhint("%s", hint)
+                    : errhint(store_is_remote() && shared->keeper_problem == 2
                                 ? "Install cosid on the lease store (cosid.store_dsn) and create the namespace there."
                                 : "Run CREATE EXTENSION cosid in database \"%s\" (it holds the lease store), or set "
                                   "cosid.database to this database and restart the server.",

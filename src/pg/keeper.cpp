@@ -613,6 +613,7 @@ int64 next_state_check_at = 0;
 void check_store_failovers() {
     if (mono_ms() < next_state_check_at) return;
     next_state_check_at = mono_ms() + Max(setting_ttl_ms / 3, 100);
+    fork_record_issuer();
     // One store transaction: cosid_health()'s facts (the store's limits, replication, the
     // clocks) and the failover count; a store before 1.5 answers the count alone.
     int64 failovers = 0;

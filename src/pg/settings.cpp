@@ -153,8 +153,9 @@ void define_settings() {
         DefineCustomStringVariable("cosid.store_dsn",
                                    "Connection string of a lease store on another server, shared by several "
                                    "instances (empty: the store is in cosid.database).",
-                                   nullptr, &setting_store_dsn, "", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, nullptr,
-                                   nullptr, show_store_dsn);
+                                   nullptr, &setting_store_dsn, "", PGC_POSTMASTER,
+                                   // not in pg_settings (its reset_val would show the value as set)
+                                   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, nullptr, nullptr, show_store_dsn);
         DefineCustomBoolVariable("cosid.store_only",
                                  "This server only serves a lease store to other instances: its keeper issues no "
                                  "id, and a copy of its store is not a fork.",

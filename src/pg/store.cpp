@@ -533,7 +533,7 @@ bool store_extension_ready(StoreError* err) {
         return false;
     int64 started_unix_us = PgStartTime + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
     // (the remote start comes through a double: equal to within a microsecond)
-    if (r.row && static_cast<uint64>(r.fence) == GetSystemIdentifier() && Abs(r.expires_at - started_unix_us) <= 1) {
+    if (r.row && static_cast<uint64>(r.fence) == GetSystemIdentifier() && (r.expires_at - started_unix_us <= 1 && started_unix_us - r.expires_at <= 1)) {
         set_error(err, "cosid.store_dsn reaches this server itself: a server's own store must be its local one",
                   ERRCODE_INVALID_PARAMETER_VALUE);
         strlcpy(err->hint,
@@ -962,14 +962,14 @@ bool store_issuer_start(const char* incarnation, StoreError* err) {
                                "SELECT 1 FROM cosid._durable() durable, cosid._issuer_start($1::uuid) i", incarnation, err);
 }
 
-bool store_fork_reason(char* reason, size_t size, bool* pending, StoreError* err) {
+bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* err) {
     bool exists = false;
     *pending = false;
-    if (!local_function_exists("cosid._fork_reason()", &exists, err)) return false;
+    if (!local_function_exists("cosid._fork_reason()", &exists, err)) return false;  // (1.6: the column too)
     if (!exists) return true;
     TextRow row;
     memset(&row, 0, sizeof(row));
-    if (!run_spi("SELECT cosid._fork_reason()", 0, nullptr, &row, err)) return false;
+    if (!run_spi("SELECT min(fork_pending) FROM cosid.store_state", 0, nullptr, &row, err)) return false;
     *pending = row.present && !row.null[0];
     if (*pending) strlcpy(reason, row.value[0], size);
     return true;

@@ -110,8 +110,9 @@ bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int s
 // records nothing (true).  store_issuer_start follows the timeline first: on a fork it fails
 // with the store's ZC009.
 bool store_issuer_start(const char* incarnation, StoreError* err);
-// *pending: the local store is a fork (cosid._fork_reason() in `reason`); false before 1.6.
-bool store_fork_reason(char* reason, size_t size, bool* pending, StoreError* err);
+// *pending: the local store records a declared copy (cosid.store_state.fork_pending in
+// `reason`: a cosid.fork file, pg_upgrade's source, restored => true); false before 1.6.
+bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* err);
 // *recorded: false when the catalog is older than 1.6 and has nowhere to keep it.
 bool store_fork_mark(const char* reason, bool* recorded, StoreError* err);
 

@@ -13,7 +13,8 @@
 #   4. a copy marked with a cosid.fork file: ZC009 until acknowledged, the file gone;
 #   5. a crash restart is not a fork: ids at once;
 #   6. static slots: a copy marked with a cosid.fork file opens no new static window until
-#      acknowledged (its state file names the same slots as its original's);
+#      acknowledged (its state file names the same slots as its original's), and after it
+#      starts above what the original issued ahead of its clock since the copy;
 #   7. a base backup (recovery.signal) of a server that has issued no id yet: a fork too (the
 #      original may issue later);
 #   8. a cosid.store_dsn that reaches the server itself: refused (it would hide the server
@@ -23,7 +24,7 @@ base="${1:-/tmp/cosid-e2e}/fork"
 P="$base/p"; S1="$base/s1"; S2="$base/s2"; R="$base/r"
 PP=55601; PS1=55602; PS2=55603; PR=55604
 mkdir -p "$base"
-trap 'touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true; for d in "$P" "$S1" "$S2" "$R"; do stop_server "$d" immediate; done' EXIT
+trap 'touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true; for d in "$P" "$S1" "$S2" "$R" "$base/c"; do stop_server "$d" immediate; done' EXIT
 for d in "$P" "$S1" "$S2" "$R"; do stop_server "$d" immediate; done
 CONF=("wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" "wal_log_hints = on" "cosid.ttl = '2s'"
       "cosid.acquire_timeout = '10s'" "cosid.pool_idle_timeout = '60s'" "wal_retrieve_retry_interval = '100ms'")
@@ -173,16 +174,30 @@ check "after a crash restart it issues at once (${r#* } ms)" ok "${r%% *}"
 check "zero duplicate ids on S2" 0 "$(qd "$S2" "$PS2" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
 echo "# 6. static slots: a copy marked with a cosid.fork file (its state file names the original's slots)"
 stop_server "$S2" immediate
-start_server "$R" "$PR" "cosid.static_slots = 'st:3'"
-qd "$R" "$PR" -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('st', slot_bits => 3)" \
-    -c "CREATE TABLE ts (id bigint PRIMARY KEY DEFAULT cosid_next('st'), v int)" -c "INSERT INTO ts(v) VALUES (1)" >/dev/null
+C="$base/c"; PC=55605
+start_server "$R" "$PR" "cosid.static_slots = 'st:1'"
+qd "$R" "$PR" -c "CREATE EXTENSION cosid" \
+    -c "SELECT cosid_namespace_create('st', slot_bits => 2, sequence_bits => 8, unit => 's', total_bits => 50)" \
+    -c "CREATE TABLE ts (id bigint PRIMARY KEY DEFAULT cosid_next('st'), v int)" -c "INSERT INTO ts(v) VALUES (0)" >/dev/null
+rm -rf "$C"; mkdir -p "$C"; chown "$PG_USER" "$C"
+as_pg "$PG_BIN/pg_basebackup" -h "$R" -p "$PR" -D "$C/data" -X stream -c fast >/dev/null
+sed -i -e "s/^port = .*/port = $PC/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$C'|" "$C/data/postgresql.conf"
+echo "a disk snapshot of R" | as_pg tee "$C/data/cosid.fork" >/dev/null
+# R goes on after the copy, 2,000 ids at 256 a second: borrowed up to cosid.static_ahead ahead
+qd "$R" "$PR" -c "INSERT INTO ts(v) SELECT 1 FROM generate_series(1, 2000)" >/dev/null
+ahead=$(qd "$R" "$PR" -c "SELECT round(extract(epoch FROM max(cosid_timestamp(id, 'st')) - clock_timestamp())) FROM ts")
+qd "$R" "$PR" -c "COPY (SELECT id FROM ts) TO STDOUT" > "$base/r_ids.txt"
 stop_server "$R" fast
-echo "a copy of R" | as_pg tee "$R/data/cosid.fork" >/dev/null
-as_pg "$PG_BIN/pg_ctl" -D "$R/data" -l "$R/server.log" -w start >/dev/null
-out=$(qd "$R" "$PR" -v VERBOSITY=verbose -c "INSERT INTO ts(v) VALUES (2)" 2>&1 || true)
+stopped_at=$(date -u '+%Y-%m-%d %H:%M:%S.%3N+00')
+as_pg "$PG_BIN/pg_ctl" -D "$C/data" -l "$C/server.log" -w start >/dev/null
+out=$(qd "$C" "$PC" -v VERBOSITY=verbose -c "INSERT INTO ts(v) VALUES (2)" 2>&1 || true)
 check "no new window of the copy's static slot (ZC009)" ZC009 "$(sqlstate_of "$out")"
-qd "$R" "$PR" -c "SELECT cosid_fork_acknowledge()" >/dev/null
-check "after the acknowledgement the static slot issues" 2 "$(qd "$R" "$PR" -c "INSERT INTO ts(v) VALUES (3)" -c "SELECT count(*) FROM ts")"
+qd "$C" "$PC" -c "SELECT cosid_fork_acknowledge('$stopped_at')" >/dev/null
+qd "$C" "$PC" -c "SET cosid.acquire_timeout = '40s'" -c "INSERT INTO ts(v) SELECT 3 FROM generate_series(1, 2000)" >/dev/null 2>&1 || true
+qd "$C" "$PC" -c "CREATE TABLE r_ids (id bigint)" -c "COPY r_ids FROM STDIN" < "$base/r_ids.txt" >/dev/null
+check "after the acknowledgement the copy's static slot issues 2,000 ids, none of R's (R's last id ${ahead} s ahead at its stop)" \
+    "2000|0" "$(qd "$C" "$PC" -c "SELECT count(*) FILTER (WHERE v = 3) || '|' || count(*) FILTER (WHERE v = 3 AND id IN (SELECT id FROM r_ids)) FROM ts")"
+stop_server "$C" immediate
 
 echo "# 7. a base backup of a server that has issued nothing yet"
 stop_server "$R" immediate

@@ -46,10 +46,12 @@ while IFS=$'\t' read -r secret dsn; do
         echo "$conf" >> "$A/data/postgresql.conf"
         as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
     fi
-    shown=$(qa -c "SHOW cosid.store_dsn"; psql_at "$A" "$PA" postgres -At -U mon \
-                -c "SELECT setting FROM pg_settings WHERE name = 'cosid.store_dsn'" -c "SHOW cosid.store_dsn")
-    check "A runs with the DSN of $secret: SHOW and pg_settings hide its password (superuser, pg_monitor)" "3|0" \
-        "$(grep -c . <<<"$shown")|$(grep -c "$secret" <<<"$shown" || true)"
+    shown=$(qa -c "SHOW cosid.store_dsn" -c "SELECT current_setting('cosid.store_dsn')"
+            psql_at "$A" "$PA" postgres -At -U mon -c "SHOW cosid.store_dsn")
+    listed=$(psql_at "$A" "$PA" postgres -At -U mon -c "SELECT count(*) FROM pg_settings WHERE name = 'cosid.store_dsn'"
+             psql_at "$A" "$PA" postgres -At -U mon -c "SHOW ALL" | grep -c 'cosid.store_dsn' || true)
+    check "A runs with the DSN of $secret: SHOW and current_setting hide its password (superuser, pg_monitor); pg_settings and SHOW ALL leave it out" \
+        "3|0|0 0" "$(grep -c . <<<"$shown")|$(grep -c "$secret" <<<"$shown" || true)|$(echo $listed)"
     out=$(psql_at "$A" "$PA" postgres -At -U app -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
     echo "# $secret: $(grep -E '^(ERROR|DETAIL)' <<<"$out" | cut -c1-220 | tr '\n' ' ')"
     check "cosid_next() by a role without grants fails (ZC006)" ZC006 "$(sqlstate_of "$out")"

@@ -29,6 +29,8 @@ ceilings=$(q -c "SELECT string_agg(namespace || ':' || slot || ':' || ceiling, '
 q -c "ALTER EXTENSION cosid UPDATE" >/dev/null
 current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$(dirname "${BASH_SOURCE[0]}")/../../cosid.control")
 check "updated to $current" "$current" "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'cosid'")"
+check_true "right after the update the store names a server issuing from it (a copy made now is a fork)" \
+    "$(q -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
 check_true "every lease held before the update is still held: same fence, same floor, ceiling not lower ($held)" "$(q -c "
     WITH before AS (SELECT split_part(x, ':', 1) AS ns, split_part(x, ':', 2)::int AS slot,
                            split_part(x, ':', 3)::bigint AS fence, split_part(x, ':', 4)::bigint AS floor
