@@ -518,6 +518,15 @@ BEGIN
         -- An acknowledged fork raises from the time its origin stopped, when the
         -- administrator knows it, and never from later than now.
         v_base := CASE WHEN p_fork_ack AND p_stopped_ms IS NOT NULL THEN least(p_stopped_ms, v_now) ELSE v_now END;
+        IF p_fork_ack AND v_base < v_now THEN
+            -- Never before what this copy knows its original did: its latest grant (a lease's
+            -- expires_at less the longest lease) and its latest static ceiling's write.
+            v_base := greatest(v_base,
+                               (SELECT max(l.expires_at) - m.max_ttl_ms FROM cosid.lease l),
+                               (SELECT (extract(epoch FROM max(c.written_at)) * 1000)::bigint
+                                  FROM cosid.static_ceiling c WHERE c.system_identifier <> 0));
+            v_base := least(v_base, v_now);
+        END IF;
         IF v_raise THEN
             UPDATE cosid.lease l
                SET next_floor = greatest(l.next_floor, l.ceiling, v_base + m.max_ttl_ms + 2 * m.max_tolerance_ms),
@@ -534,10 +543,15 @@ BEGIN
             -- namespace static here, or static on the original (its rows in cosid.static_ceiling),
             -- starts its next static window above that, as cosid_adopt's floor does (slot -1;
             -- cluster 0: the original, whatever it was).
+            -- The original's cosid.static_ahead may differ from this server's: its rows show
+            -- how far ahead of their writing it wrote them.
             INSERT INTO cosid.static_ceiling AS c (namespace, slot, system_identifier, ceiling_ms)
             SELECT n.name, -1, 0,
-                   v_base + coalesce(floor(extract(epoch FROM
-                            pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint, 10000)
+                   v_base + greatest(coalesce(floor(extract(epoch FROM
+                                     pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint,
+                                     10000),
+                                     (SELECT max(sc.ceiling_ms - (extract(epoch FROM sc.written_at) * 1000)::bigint)
+                                        FROM cosid.static_ceiling sc WHERE sc.system_identifier <> 0 AND sc.slot >= 0))
                    + 2 * m.max_tolerance_ms
               FROM cosid.namespace n
              WHERE cosid._static_slot(n.name) IS NOT NULL

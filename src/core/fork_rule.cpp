@@ -100,10 +100,11 @@ bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t sl
     return false;
 }
 
-std::string serialize_history(const std::vector<GrantedNamespace>& h) {
+std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t local_timeline) {
     std::ostringstream o;
     o << "# cosid: what this instance was granted per namespace and by which store; do not edit\n";
     o << "cosid_history_version 1\n";
+    if (local_timeline != 0) o << "timeline " << local_timeline << '\n';
     for (const GrantedNamespace& g : h) {
         o << "namespace " << g.ns << ' ' << g.layout.timestamp_bits << ' ' << g.layout.slot_bits
           << ' ' << g.layout.sequence_bits << ' ' << g.layout.epoch_ms << ' ' << g.layout.unit_ms() << ' '
@@ -135,7 +136,9 @@ bool to_int64(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {
 }
 }  // namespace
 
-std::optional<std::string> parse_history(const std::string& text, std::vector<GrantedNamespace>* out) {
+std::optional<std::string> parse_history(const std::string& text, std::vector<GrantedNamespace>* out,
+                                         uint32_t* local_timeline) {
+    uint32_t timeline = 0;
     const size_t last = text.rfind("crc32c ");
     if (last == std::string::npos || (last > 0 && text[last - 1] != '\n')) return "it has no checksum line (truncated)";
     const std::string tail = text.substr(last);
@@ -161,6 +164,9 @@ std::optional<std::string> parse_history(const std::string& text, std::vector<Gr
             version = true;
         } else if (!version) {
             return "it does not start with its version line";
+        } else if (w.size() == 2 && w[0] == "timeline") {
+            if (timeline != 0 || !h.empty() || !to_int64(w[1], 1, UINT32_MAX, &a)) return "bad timeline line" + at;
+            timeline = static_cast<uint32_t>(a);
         } else if (w.size() == 8 && w[0] == "namespace") {
             if (!valid_namespace_name(w[1])) return "bad namespace name" + at;
             for (const GrantedNamespace& g : h)
@@ -195,6 +201,7 @@ std::optional<std::string> parse_history(const std::string& text, std::vector<Gr
     }
     if (!version) return "it has no version line";
     *out = std::move(h);
+    if (local_timeline != nullptr) *local_timeline = timeline;
     return std::nullopt;
 }
 

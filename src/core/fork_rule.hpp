@@ -90,11 +90,16 @@ bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t sl
 // The history file (cosid.history in the data directory):
 //   # cosid: what this instance was granted per namespace and by which store; do not edit
 //   cosid_history_version 1
+//   timeline 2                               (optional: local_timeline)
 //   namespace orders <timestamp_bits> <slot_bits> <sequence_bits> <epoch_ms> <unit_ms> <all_slots_ms>
 //   slot orders <store_id> 3 1733250000123
 //   crc32c 1a2b3c4d
-std::string serialize_history(const std::vector<GrantedNamespace>& h);
+// local_timeline: the WAL timeline on which this data directory last issued from a store of its
+// own server (0: never).  A data directory that finds another one at start was promoted or
+// recovered: a copy of a server that issued, whatever store it uses now (fork.cpp).
+std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t local_timeline = 0);
 // Nothing when it parsed; else why not (the file is then refused, never guessed at).
-std::optional<std::string> parse_history(const std::string& text, std::vector<GrantedNamespace>* out);
+std::optional<std::string> parse_history(const std::string& text, std::vector<GrantedNamespace>* out,
+                                         uint32_t* local_timeline = nullptr);
 
 }  // namespace cosid

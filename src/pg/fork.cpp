@@ -21,11 +21,14 @@
 #include "errors.hpp"
 #include "settings.hpp"
 #include "state.hpp"
+#include "store_history.hpp"
 
+extern "C" {
 #include "libpq/auth.h"
-#include "storage/fd.h"
 #include "libpq/libpq-be.h"
+#include "storage/fd.h"
 #include "utils/timestamp.h"
+}
 
 namespace cosid::pg {
 
@@ -160,10 +163,11 @@ bool fork_static_check(StoreError* err) {
 }
 
 void fork_record_issuer() {
-    if (store_is_remote() || setting_store_only) return;
+    if (store_is_remote()) return;
     static int last_code = -1;  // logged when the answer changes, not every ttl/3
     StoreError err;
-    int code = store_issuer_start(shared->incarnation, &err) ? 0 : err.sqlerrcode;
+    int code = (setting_store_only ? store_issuer_clear(&err) : store_issuer_start(shared->incarnation, &err))
+                   ? 0 : err.sqlerrcode;
     if (code == last_code) return;
     last_code = code;
     if (code == COSID_FORK)
@@ -174,8 +178,32 @@ void fork_record_issuer() {
                       errdetail("It is tried again every ttl/3 and before every acquire.")));
 }
 
+// A data directory that issued from a store of its own server on another timeline than the
+// one it runs on now was promoted or recovered: a copy of a server that issued, even when it
+// now uses another database of the server as its store (cosid.database changed in a
+// configuration kept outside the data directory), whose record names no issuer.
+void declare_timeline_copy() {
+    if (store_is_remote() || setting_store_only) return;
+    uint32 then = 0, now = GetWALInsertionTimeLine();
+    if (!history_issued_on_timeline(&then) || then == 0 || then == now) return;
+    char reason[300], message[256];
+    snprintf(reason, sizeof(reason),
+             "cosid.history in the data directory shows that it issued ids from a store of its server on timeline %u; "
+             "it now runs on timeline %u: a promoted or recovered copy.", then, now);
+    StoreError err;
+    bool recorded = false;
+    if (!store_fork_mark(reason, &recorded, &err) || !recorded) {
+        ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: %s",
+                                 recorded ? err.message : "its catalog is older than 1.6")));
+        return;
+    }
+    ereport(LOG, (errmsg("cosid: %s The lease store grants nothing until cosid_fork_acknowledge().", reason)));
+    if (!history_set_timeline(now, message, sizeof(message))) ereport(LOG, (errmsg("cosid: %s", message)));
+}
+
 void fork_keeper_ready() {
     fork_check_marker_file();
+    declare_timeline_copy();
     fork_record_issuer();
 }
 

@@ -157,7 +157,8 @@ bool history_applied(const char* ns, StoreResult* r, StoreError* err) {
     int64 floor_ms = 0;
     char message[256];
     bool readable = history_floor(ns, r->store_id, layout, r->slot, &floor_ms, message, sizeof(message));
-    if (!readable || !history_record(ns, r->store_id, layout, r->slot, r->ceiling, message, sizeof(message))) {
+    if (!readable ||
+        !history_record(ns, r->store_id, layout, r->slot, r->ceiling, !store_is_remote(), message, sizeof(message))) {
         snprintf(err->message, sizeof(err->message), "%s", message);
         // a damaged file fails at once (ZC007); a write that failed is tried again
         err->sqlerrcode = readable ? ERRCODE_IO_ERROR : COSID_STATIC_STATE;

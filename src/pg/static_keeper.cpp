@@ -83,6 +83,19 @@ bool load_model(bool* empty) {
     uint64 system_id = GetSystemIdentifier();
     uint32 timeline = GetWALInsertionTimeLine();
     *empty = false;
+    if (!have_file() && timeline > 1 && not_before_timeline() != timeline) {
+        // Without a file the clock bounds what this server issued before, not what the server
+        // it was promoted or recovered from issued since (on the same slots): the same rule
+        // as for a missing file below.
+        snprintf(problem, sizeof(problem),
+                 "cosid static slots run without a state file (cosid.state_file = ''), and this server is on timeline "
+                 "%u: it was promoted or recovered to a point in time, and the server it came from may have issued on "
+                 "these static slots", timeline);
+        snprintf(problem_hint, sizeof(problem_hint),
+                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
+                 "id> on timeline %u' and restart it.", timeline);
+        return false;
+    }
     if (!have_file()) {
         // Every id issued before now is at or below the clock now (without a file no id is
         // borrowed ahead of it): whatever the last keeper or server knew is covered by it.

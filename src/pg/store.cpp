@@ -4,8 +4,10 @@
 // mutation, and hand back the first row as text, so one set of readers serves both.
 #include "store.hpp"
 
+extern "C" {
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
+}
 #include "health.hpp"
 
 #include <stdlib.h>
@@ -960,6 +962,19 @@ bool run_local_if_exists(const char* signature, const char* sql, const char* arg
 bool store_issuer_start(const char* incarnation, StoreError* err) {
     return run_local_if_exists("cosid._issuer_start(uuid)",
                                "SELECT 1 FROM cosid._durable() durable, cosid._issuer_start($1::uuid) i", incarnation, err);
+}
+
+bool store_issuer_clear(StoreError* err) {
+    bool exists = false;
+    if (!local_function_exists("cosid._fork_reason()", &exists, err)) return false;  // 1.6: the column too
+    if (!exists) return true;
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    // After the timeline is followed: on a fork this fails (ZC009) and clears nothing.
+    return run_spi("SELECT cosid._follow_timeline(NULL); "
+                   "UPDATE cosid.store_state SET issuer_incarnation = NULL WHERE issuer_incarnation IS NOT NULL; "
+                   "SELECT 1",
+                   0, nullptr, &row, err);
 }
 
 bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* err) {

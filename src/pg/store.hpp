@@ -110,6 +110,9 @@ bool store_raise_floor(const char* ns, int64 floor_ms, int timestamp_bits, int s
 // records nothing (true).  store_issuer_start follows the timeline first: on a fork it fails
 // with the store's ZC009.
 bool store_issuer_start(const char* incarnation, StoreError* err);
+// A store-only server's keeper: its own server issues nothing (any more), so a record of it
+// left from before cosid.store_only was set is cleared, once the store is not a fork.
+bool store_issuer_clear(StoreError* err);
 // *pending: the local store records a declared copy (cosid.store_state.fork_pending in
 // `reason`: a cosid.fork file, pg_upgrade's source, restored => true); false before 1.6.
 bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* err);

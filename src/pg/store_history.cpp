@@ -15,6 +15,7 @@ namespace cosid::pg {
 
 namespace {
 std::vector<cosid::GrantedNamespace>* history = nullptr;  // loaded: not null
+uint32 local_timeline = 0;  // the timeline this data directory last issued from a local store on
 char load_error[256] = "";
 
 std::string history_path() { return std::string(DataDir) + "/cosid.history"; }
@@ -39,7 +40,7 @@ bool loaded(char* message, size_t size) {
         case cosid::ReadStatus::Missing: history = h; return true;
         case cosid::ReadStatus::Unreadable: break;
         case cosid::ReadStatus::Ok:
-            if (auto bad = cosid::parse_history(text, h)) why = *bad;
+            if (auto bad = cosid::parse_history(text, h, &local_timeline)) why = *bad;
             else {
                 history = h;
                 return true;
@@ -66,9 +67,10 @@ bool history_floor(const char* ns, const char* store_id, const WindowLayout& lay
 }
 
 bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
-                    char* message, size_t message_size) {
+                    bool local_store, char* message, size_t message_size) {
     if (!loaded(message, message_size)) return false;
     char failed[256] = "";
+    uint32 timeline = local_store ? GetWALInsertionTimeLine() : local_timeline;
     cpp_call([&] {
         std::vector<cosid::GrantedNamespace> next = *history;
         cosid::GrantedNamespace* g = nullptr;
@@ -80,12 +82,13 @@ bool history_record(const char* ns, const char* store_id, const WindowLayout& la
             g->ns = ns;
             g->layout = to_layout(layout);
         }
-        if (!cosid::record_grant(g, store_id, to_layout(layout), slot, ceiling_ms)) return;
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next))) {
+        if (!cosid::record_grant(g, store_id, to_layout(layout), slot, ceiling_ms) && timeline == local_timeline) return;
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, timeline))) {
             strlcpy(failed, bad->c_str(), sizeof(failed));
             return;
         }
         *history = std::move(next);
+        local_timeline = timeline;
     });
     if (failed[0] != '\0') {
         snprintf(message, message_size, "cosid.history could not be written: %s", failed);
@@ -104,12 +107,35 @@ void history_released(const char* ns, const char* store_id, int32 slot, int64 la
         for (cosid::GrantedNamespace& g : next)
             if (g.ns == ns) changed = cosid::record_release(&g, store_id, slot, last_ms);
         if (!changed) return;
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next)))
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, local_timeline)))
             strlcpy(failed, bad->c_str(), sizeof(failed));
         else
             *history = std::move(next);
     });
     if (failed[0] != '\0') ereport(LOG, (errmsg("cosid: cosid.history could not be written: %s", failed)));
+}
+
+bool history_issued_on_timeline(uint32* timeline) {
+    char message[256];
+    if (!loaded(message, sizeof(message))) return false;
+    *timeline = local_timeline;
+    return true;
+}
+
+bool history_set_timeline(uint32 timeline, char* message, size_t message_size) {
+    if (!loaded(message, message_size)) return false;
+    char failed[256] = "";
+    cpp_call([&] {
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(*history, timeline)))
+            strlcpy(failed, bad->c_str(), sizeof(failed));
+        else
+            local_timeline = timeline;
+    });
+    if (failed[0] != '\0') {
+        snprintf(message, message_size, "cosid.history could not be written: %s", failed);
+        return false;
+    }
+    return true;
 }
 
 }  // namespace cosid::pg

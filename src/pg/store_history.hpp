@@ -18,10 +18,16 @@ struct WindowLayout {
 // mended or removed).
 bool history_floor(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64* floor_ms,
                    char* message, size_t message_size);
-// Records a window's ceiling, durably, before the window is used.  False, with a message,
+// Records a window's ceiling, durably, before the window is used, and, from a store of this
+// server (local_store), the timeline this data directory issues on.  False, with a message,
 // when the file cannot be written: the window must not be used beyond what was recorded.
 bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
-                    char* message, size_t message_size);
+                    bool local_store, char* message, size_t message_size);
+// The timeline this data directory last issued on from a store of its own server (0: never);
+// false when the file cannot be read.
+bool history_issued_on_timeline(uint32* timeline);
+// Writes that timeline anew (a copy, once declared to its store, is not declared again).
+bool history_set_timeline(uint32 timeline, char* message, size_t message_size);
 
 // A release in order with its exact last timestamp: the record comes down to it (best effort:
 // a failed write keeps the higher value, which is only more cautious).

@@ -18,7 +18,10 @@
 #   7. a base backup (recovery.signal) of a server that has issued no id yet: a fork too (the
 #      original may issue later);
 #   8. a cosid.store_dsn that reaches the server itself: refused (it would hide the server
-#      from its own store).
+#      from its own store);
+#   9. a copy whose configuration names another database of the server as its store
+#      (cosid.database, kept outside the data directory): a copy all the same (cosid.history);
+#  10. a server made store-only after it issued: its record is cleared, ids refused there.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/fork"
 P="$base/p"; S1="$base/s1"; S2="$base/s2"; R="$base/r"
@@ -44,6 +47,7 @@ standby_of() {
     fi
     sed -i -e "s/^port = .*/port = $4/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$3'|" \
         "$3/data/postgresql.conf"
+    [ -n "${EXTRA_CONF:-}" ] && echo "$EXTRA_CONF" >> "$3/data/postgresql.conf"
     as_pg "$PG_BIN/pg_ctl" -D "$3/data" -l "$3/server.log" -w start >/dev/null
 }
 # inserter DIR PORT NAME: inserts 20 rows a statement until $base/stop, one line per statement
@@ -219,4 +223,26 @@ as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
 out=$(qd "$P" "$PP" -v VERBOSITY=verbose -c "INSERT INTO t(v) VALUES (1)" 2>&1 || true)
 check "refused (ZC006)" ZC006 "$(sqlstate_of "$out")"
 check_true "... saying why" "$(grep -q "reaches this server itself" <<<"$out" && echo t || echo f)"
+
+echo "# 9. a recovered copy that uses another database of the server as its store"
+qd "$P" "$PP" -c "ALTER SYSTEM RESET cosid.store_dsn" >/dev/null
+stop_server "$P" fast
+as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
+qd "$P" "$PP" -c "INSERT INTO t(v) VALUES (1)" -c "CREATE DATABASE db2" >/dev/null
+psql_at "$P" "$PP" db2 -q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('f', slot_bits => 2)" \
+    -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int)" >/dev/null 2>&1
+EXTRA_CONF="cosid.database = 'db2'" standby_of "$P" "$PP" "$R" "$PR" recovery
+out=$(psql_at "$R" "$PR" db2 -At -v VERBOSITY=verbose -c "INSERT INTO t(v) VALUES (1)" 2>&1 || true)
+check "the copy refuses with ZC009 in db2's store too" ZC009 "$(sqlstate_of "$out")"
+check_true "... and cosid_health() names cosid.history as the reason" \
+    "$(psql_at "$R" "$PR" db2 -At -c "SELECT status = 'critical' AND detail LIKE '%cosid.history%' FROM cosid_health() WHERE name = 'fork'")"
+stop_server "$R" immediate
+
+echo "# 10. a server made store-only after it issued"
+qd "$P" "$PP" -c "ALTER SYSTEM SET cosid.store_only = on" >/dev/null
+stop_server "$P" fast
+as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
+check_true "its record is cleared" "$(wait_until 20 qd "$P" "$PP" -c "SELECT issuer_incarnation IS NULL FROM cosid.store_state")"
+out=$(qd "$P" "$PP" -v VERBOSITY=verbose -c "INSERT INTO t(v) VALUES (1)" 2>&1 || true)
+check "cosid_next() there: ZC006" ZC006 "$(sqlstate_of "$out")"
 exit $FAIL

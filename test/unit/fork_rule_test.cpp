@@ -123,13 +123,15 @@ TEST(StoreChange, HistoryFileRoundTripsAndRefusesEveryDamage) {
     h[1].all_slots_ms = 17;
     h[1].layout = l;
     record_grant(&h[1], "x", l, 2, 42);
-    const std::string text = serialize_history(h);
+    const std::string text = serialize_history(h, 3);
     std::vector<GrantedNamespace> back;
-    ASSERT_FALSE(parse_history(text, &back));
+    uint32_t tli = 0;
+    ASSERT_FALSE(parse_history(text, &back, &tli));
+    EXPECT_EQ(tli, 3u);
     ASSERT_EQ(back.size(), 2u);
     EXPECT_EQ(back[0].bound(5, "other"), 1733250009999);
     EXPECT_EQ(back[1].all_slots_ms, 17);
-    EXPECT_EQ(serialize_history(back), text);
+    EXPECT_EQ(serialize_history(back, tli), text);
     for (size_t n = 0; n < text.size(); ++n) {
         std::vector<GrantedNamespace> cut;
         EXPECT_TRUE(parse_history(text.substr(0, n), &cut)) << "cut at " << n;
