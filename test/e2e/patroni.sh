@@ -9,6 +9,11 @@
 #          notices the new timeline and raises every floor (raise_floors_on_new_timeline on).
 #   sync:  synchronous_mode: true, the raise switched off: Patroni promotes only its
 #          synchronous standby, which holds every committed lease change.
+#   issuer: asynchronous, and the members issue ids themselves too (not cosid.store_only;
+#          clients insert on the leader through a multi-host DSN): the promoted member's store
+#          is a fork of its dead leader's, and the on_role_change callback of docs/failover.md
+#          acknowledges it (Patroni promoted only after the leader's key expired); every
+#          member's own ids and the instances' resume, none issued twice.
 # Checks: zero duplicate ids; every id inside a window the store granted to its own
 # instance, none inside a window of the other (windows recorded by a trigger on the store,
 # read from the new leader and from the dead leader's data directory, started alone
@@ -68,7 +73,8 @@ exec cp -a '$INITDB_TEMPLATE' "\$d"
 EOF
 chmod 755 "$base/copy_template.sh"
 
-# etcd, one member, on loopback.
+# etcd, one member, on loopback (no state of an earlier run: its keys would name a leader)
+rm -rf "$base/etcd"
 spawn_as_pg "$base/etcd.log" etcd --name e --data-dir "$base/etcd" --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" \
     --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-cluster "e=http://127.0.0.1:$ETCD_PEER"
@@ -77,8 +83,14 @@ check_true "etcd answers" "$(wait_for 30 "etcd's health" etcd_up)"
 
 # patroni_yml MODE NODE: node 0 or 1 of the cluster of drill MODE.
 patroni_yml() {
-    local mode=$1 i=$2 d="$base/n$(( $2 + 1 ))" sync=false
+    local mode=$1 i=$2 d="$base/n$(( $2 + 1 ))" sync=false store_only="'on'" callbacks=""
     [ "$mode" = sync ] && sync=true
+    if [ "$mode" = issuer ]; then
+        store_only="'off'"   # the members issue ids themselves: a promotion is a fork
+        # (their own keepers lease within the store's max_ttl, as the instances' do)
+        callbacks="    cosid.ttl: ${TTL:-30s}
+  callbacks: {on_role_change: '$base/cosid-promoted-$i.sh'}"
+    fi
     cat <<EOF
 scope: cosid-store-$mode
 name: n$(( i + 1 ))
@@ -104,7 +116,7 @@ bootstrap:
         max_replication_slots: 5
         wal_keep_size: 64MB
         shared_preload_libraries: cosid
-        cosid.store_only: 'on'
+        cosid.store_only: $store_only
   # a copy of the initdb the suite makes once (scripts/lib.sh), instead of an initdb per node
   method: copy_template
   copy_template: {command: '$base/copy_template.sh'}
@@ -127,12 +139,20 @@ postgresql:
     fsync: 'off'
     wal_retrieve_retry_interval: 100ms
     shared_preload_libraries: cosid
-    cosid.store_only: 'on'   # the store's members serve the instances only: a failover is not a fork
+    cosid.store_only: $store_only   # 'on': the members serve the instances only, a failover is not a fork
+$callbacks
 EOF
 }
 start_patroni() {  # start_patroni MODE NODE
     local d="$base/n$(( $2 + 1 ))"
     mkdir -p "$d"; chown "$PG_USER" "$d"; chmod 700 "$d"
+    # docs/failover.md's callback, with this node's socket and port; it logs what it did
+    cat > "$base/cosid-promoted-$2.sh" <<EOF
+#!/bin/sh
+[ "\$2" = master ] || [ "\$2" = primary ] || exit 0
+exec $PG_BIN/psql -X -At -h '$d' -p ${PGP[$2]} -d postgres -c "SELECT cosid_fork_acknowledge()" >> '$d/callback.log' 2>&1
+EOF
+    chmod 755 "$base/cosid-promoted-$2.sh"
     patroni_yml "$1" "$2" > "$d/patroni.yml"
     spawn_as_pg "$d/patroni.log" patroni "$d/patroni.yml"
     PATRONI_PID[$2]=$SPAWNED
@@ -186,6 +206,25 @@ clients() {
         CLIENT_PIDS+=($!)
     done
 }
+# node_clients N: N clients inserting into tn on whichever member is writable (the members
+# issue ids themselves in drill issuer), logging as clients() does, in $base/nodeclients.
+node_clients() {
+    local c dsn="host=127.0.0.1,127.0.0.1 port=${PGP[0]},${PGP[1]} dbname=postgres user=postgres target_session_attrs=read-write connect_timeout=2"
+    mkdir -p "$base/nodeclients"; chown "$PG_USER" "$base/nodeclients"
+    for c in $(seq 1 "$1"); do
+        (
+            trap - EXIT; set +e
+            while [ ! -e "$base/stop" ]; do
+                if out=$(as_pg "$PG_BIN/psql" -X -q -d "$dsn" -v VERBOSITY=sqlstate \
+                      -c "INSERT INTO tn(at) SELECT clock_timestamp() FROM generate_series(1, 20)" 2>&1); then
+                    echo "$(now_ms) ok"; else
+                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
+            done > "$base/nodeclients/$c.log"
+        ) &
+        CLIENT_PIDS+=($!)
+    done
+}
 inserted() { [ "$(cat "$1"/clients/*.log 2>/dev/null | grep -c ' ok$')" -gt 2 ] && echo t || echo f; }
 both_insert() { [ "$(inserted "$A")" = t ] && inserted "$B"; }
 gone() { ! kill -0 "$1" 2>/dev/null && ! pgrep -P "$1" >/dev/null && echo t || echo f; }
@@ -193,7 +232,7 @@ gone() { ! kill -0 "$1" 2>/dev/null && ! pgrep -P "$1" >/dev/null && echo t || e
 drill() {
     local mode=$1 t0; t0=$(now_ms)
     echo "# drill $mode"
-    rm -rf "$base/n1" "$base/n2" "$base/old" "$base/stop"
+    rm -rf "$base/n1" "$base/n2" "$base/old" "$base/stop" "$base/nodeclients"
     start_patroni "$mode" 0
     check_true "[$mode] n1 bootstraps and leads" "$(wait_for 90 "n1 as Patroni's leader" rest_is 0 primary)"
     # the store, on the leader (before the replica exists: its base backup has it): one
@@ -207,6 +246,8 @@ drill() {
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
     [ "${#limits[@]}" -eq 0 ] || qnode 0 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
     qnode 0 -c "$record_windows_sql" >/dev/null
+    [ "$mode" = issuer ] && qnode 0 -c "CREATE TABLE tn (id bigint PRIMARY KEY DEFAULT cosid_next('ha'),
+                                                         at timestamptz DEFAULT clock_timestamp())" >/dev/null
     # the replica and the instances start together
     start_patroni "$mode" 1
     instance a "$A" "$PA" & local ia=$!
@@ -219,9 +260,12 @@ drill() {
     wait "$ia" && wait "$ib" || { echo "not ok - [$mode] the instances start"; FAIL=1; return; }
     echo "# [$mode] store cluster and instances ready after $(( ($(now_ms) - t0) / 1000 )) s"
     clients "$A" "$PA" 3; clients "$B" "$PB" 3
+    [ "$mode" = issuer ] && node_clients 2
     check_true "[$mode] both instances insert" "$(wait_for 60 "rows on A and B" both_insert)"
+    [ "$mode" = issuer ] && check_true "[issuer] the leader issues ids itself" \
+        "$(wait_for 60 "rows in tn on the leader" qnode 0 -c "SELECT count(*) > 100 FROM tn")"
     local pm; pm=$(head -1 "$base/n1/data/postmaster.pid")
-    if [ "$mode" = async ]; then
+    if [ "$mode" != sync ]; then
         # The replica stops receiving while the leader goes on granting and renewing: the
         # leader dies with lease changes the replica never saw (a few kB: well inside
         # maximum_lag_on_failover, so Patroni promotes all the same).
@@ -251,6 +295,8 @@ drill() {
     as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -l "$base/old/server.log" -w start -o \
         "-c port=$POLD -c listen_addresses='' -c unix_socket_directories='$base/old' -c shared_preload_libraries='' -c synchronous_standby_names='' -c archive_mode=off" >/dev/null 2>&1
     as_pg "$PG_BIN/psql" -X -q -At -h "$base/old" -p "$POLD" -d postgres -c "$observed_copy" > "$base/old.tsv"
+    [ "$mode" = issuer ] && as_pg "$PG_BIN/psql" -X -q -At -h "$base/old" -p "$POLD" -d postgres \
+        -c "COPY (SELECT id, at FROM tn) TO STDOUT" > "$base/old_tn.tsv"
     as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -m immediate -w stop >/dev/null
     check_true "[$mode] the dead leader's record of windows was read" "$([ -s "$base/old.tsv" ] && echo t || echo f)"
     # Patroni promotes n2 once the leader key has expired
@@ -264,6 +310,13 @@ drill() {
     echo "# [$mode] the poller saw n2 promoted $(( $(cat "$base/promoted") - t_promote )) ms after its history file was written"
     echo "# [$mode] n2 promoted $(( t_promote - t_kill )) ms after the kill"
     check_true "[$mode] n2 is Patroni's leader" "$(wait_for 30 "n2 as Patroni's leader" rest_is 1 primary)"
+    if [ "$mode" = issuer ]; then
+        check_true "[issuer] Patroni's on_role_change callback acknowledged the fork on n2" \
+            "$(wait_for 60 "the callback's acknowledgement" bash -c "grep -q 'fork acknowledged' '$base/n2/callback.log' 2>/dev/null && echo t")"
+        check "[issuer] cosid_health() on n2: fork ok" ok "$(qnode 1 -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
+        check_true "[issuer] the members' own clients issue again, on n2" \
+            "$(wait_for 120 "new rows in tn on n2" qnode 1 -c "SELECT count(*) > 0 FROM tn WHERE at > to_timestamp($t_promote / 1000.0)")"
+    fi
     # the ceilings the old leader granted each instance: an id above them is from a window
     # the new leader granted or renewed
     local c_a c_b
@@ -288,6 +341,14 @@ drill() {
         echo "# [$mode] ${s^^}'s keeper: $($q -c "SELECT 'store failovers seen ' || store_failovers || ', leases lost ' || leases_lost || ', renewal failures ' || renewal_failures FROM cosid_stats()")"
     done
     final "$mode"
+    if [ "$mode" = issuer ]; then
+        qnode 1 -c "CREATE TABLE old_tn (id bigint, at timestamptz)" >/dev/null
+        qnode 1 -c "COPY old_tn FROM STDIN" < "$base/old_tn.tsv"
+        check "[issuer] ids issued by both the dead leader and n2 ($(wc -l < "$base/old_tn.tsv") of the leader's, $(qnode 1 -c "SELECT count(*) FROM tn WHERE at > to_timestamp($t_promote / 1000.0)") of n2's)" 0 \
+            "$(qnode 1 -c "SELECT count(*) FROM tn JOIN old_tn o USING (id) WHERE tn.at <> o.at")"
+        check "[issuer] no unique violation (23505) in the members' clients" 0 "$(cat "$base"/nodeclients/*.log | grep -c ' 23505' || true)"
+        echo "# [issuer] the members' clients: errors $(cat "$base"/nodeclients/*.log | awk '$2 != "ok" {print $2}' | sort | uniq -c | tr -s ' \n' ' ')"
+    fi
     # the next drill starts from nothing
     kill -9 "${PATRONI_PID[1]}" 2>/dev/null || true; { wait "${PATRONI_PID[1]}"; } 2>/dev/null || true
     for d in "$A" "$B" "$base/n2"; do [ ! -f "$d/data/postmaster.pid" ] || stop_server "$d" immediate; done
@@ -328,6 +389,6 @@ final() {
         WHERE x.floor < y.ceiling AND y.floor < x.ceiling")"
 }
 
-for mode in ${COSID_PATRONI_MODES:-async sync}; do drill "$mode"; done
+for mode in ${COSID_PATRONI_MODES:-async sync issuer}; do drill "$mode"; done
 echo "# patroni.sh took $(( ($(now_ms) - t_start) / 1000 )) s"
 exit $FAIL
