@@ -85,7 +85,8 @@ void install_upgrade_source_hook() {
     ClientAuthentication_hook = upgrade_source_hook;
 }
 
-void fork_check_marker_file() {
+// The cosid.fork file, recorded in the store, then removed; marker_pending until then.
+static void fork_check_marker_file() {
     char path[MAXPGPATH];
     marker_path(path, sizeof(path));
     FILE* f = AllocateFile(path, "r");

@@ -17,11 +17,10 @@ bool fork_before_local_acquire(StoreError* err);
 // cosid.not_before, the restore's cosid.static_ceiling rows), and their slots are the
 // operator's to keep apart, as static slots always are.
 bool fork_static_check(StoreError* err);
-// Once the store is ready: a cosid.fork file in the data directory marks this data directory
-// as a copy (written by pg_upgrade's read of it, or by an operator); recorded in the store.
-void fork_check_marker_file();
-// Once the store is ready: the marker file, then this server recorded as the one issuing from
-// its local store (unless cosid.store_only).
+// Once the store is ready: a cosid.fork file in the data directory (written by pg_upgrade's
+// read of it, or by an operator) and a cosid.history written on another timeline declare a
+// copy to the store; then this server is recorded as the one issuing from its local store
+// (unless cosid.store_only).
 void fork_keeper_ready();
 // The record again, every ttl/3: an ALTER EXTENSION cosid UPDATE to 1.6, or a store made
 // again, while the keeper runs.  A no-op write when it is there.

@@ -149,16 +149,16 @@ int64 exhausted_retry_ms(const StoreResult& r) {
 }
 
 // A window from the store is used only above what other stores granted this instance on its
-// slot (cosid.history, src/pg/store_history.hpp), and only once its ceiling is recorded there.
-// False (err set: a transient I/O error, retried until the caller's timeout) when the file
-// cannot be read or written.
-bool history_applied(const char* ns, StoreResult* r, StoreError* err) {
-    WindowLayout layout{r->timestamp_bits, r->slot_bits, r->sequence_bits, r->unit_ms, r->epoch_ms};
+// slot (cosid.history, src/pg/store_history.hpp), and only once its ceiling is recorded there:
+// *floor is raised to that.  False (err set: a damaged file fails at once, a write that failed
+// is retried until the caller's timeout) when the file cannot be read or written.
+bool history_applied(const char* ns, const char* store_id, const cosid::Layout& layout, int32 slot, int64 ceiling,
+                     int64* floor, StoreError* err) {
     int64 floor_ms = 0;
     char message[256];
-    bool readable = history_floor(ns, r->store_id, layout, r->slot, &floor_ms, message, sizeof(message));
+    bool readable = history_floor(ns, store_id, layout, slot, &floor_ms, message, sizeof(message));
     if (!readable ||
-        !history_record(ns, r->store_id, layout, r->slot, r->ceiling, !store_is_remote(), message, sizeof(message))) {
+        !history_record(ns, store_id, layout, slot, ceiling, !store_is_remote(), message, sizeof(message))) {
         snprintf(err->message, sizeof(err->message), "%s", message);
         // a damaged file fails at once (ZC007); a write that failed is tried again
         err->sqlerrcode = readable ? ERRCODE_IO_ERROR : COSID_STATIC_STATE;
@@ -170,13 +170,26 @@ bool history_applied(const char* ns, StoreResult* r, StoreError* err) {
         ereport(LOG, (errmsg("cosid: %s", message)));
         return false;
     }
-    if (floor_ms > r->floor) {
+    if (floor_ms > *floor) {
         ereport(LOG, (errmsg("cosid: namespace \"%s\" slot %d: this instance was granted up to " INT64_FORMAT
                              " ms on it by another store; the new window starts there, not at " INT64_FORMAT " ms",
-                             ns, r->slot, floor_ms, r->floor)));
-        r->floor = floor_ms;
+                             ns, slot, floor_ms, *floor)));
+        *floor = floor_ms;
     }
     return true;
+}
+
+// A request the keeper refuses before asking the store: its waiting backends report
+// `message` and `hint` with `code`, and it is looked at again in a second.
+void refuse_request(PoolEntry* e, const char* message, const char* hint, int code) {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    snprintf(e->error, sizeof(e->error), "%s", message);
+    strlcpy(e->error_hint, hint, sizeof(e->error_hint));
+    e->error_code = code;
+    e->state = kWanted;
+    e->retry_at = mono_ms() + 1000;
+    LWLockRelease(shared->lock);
+    ConditionVariableBroadcast(&shared->cv);
 }
 
 void serve_request(int i, int64 now) {
@@ -191,16 +204,11 @@ void serve_request(int i, int64 now) {
     strlcpy(ns, e->ns, sizeof(ns));
     LWLockRelease(shared->lock);
     if (setting_store_only) {
-        // A store-only server issues nothing: its copies are not forks (fork.cpp).
-        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        snprintf(e->error, sizeof(e->error), "this server only serves a lease store (cosid.store_only = on): it issues no ids");
-        strlcpy(e->error_hint, "Issue ids on the instances that lease from this store, or turn cosid.store_only off and restart.",
-                sizeof(e->error_hint));
-        e->error_code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;  // (callers are refused before they ask)
-        e->state = kWanted;
-        e->retry_at = mono_ms() + 1000;
-        LWLockRelease(shared->lock);
-        ConditionVariableBroadcast(&shared->cv);
+        // A store-only server issues nothing: its copies are not forks (fork.cpp).  (Its
+        // callers are refused before they ask: generator.cpp.)
+        refuse_request(e, "this server only serves a lease store (cosid.store_only = on): it issues no ids",
+                       "Issue ids on the instances that lease from this store, or turn cosid.store_only off and restart.",
+                       ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
         return;
     }
     int32 static_slot = static_slot_for(ns);
@@ -215,16 +223,9 @@ void serve_request(int i, int64 now) {
         // This database is a Citus worker (it became one after the keeper found it ready, or
         // static slots made it ready): no window from its own store.  The request fails with
         // the guard's reason and hint, as a store's refusal does.
-        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        snprintf(e->error, sizeof(e->error), "%s", err.message);
-        strlcpy(e->error_hint, err.hint, sizeof(e->error_hint));
-        e->error_code = err.sqlerrcode;
-        e->state = kWanted;
-        e->retry_at = mono_ms() + 1000;
-        LWLockRelease(shared->lock);
         ereport(LOG, (errmsg("cosid: no slot acquired in namespace \"%s\": %s", ns, err.message),
                       errhint("%s", err.hint)));
-        ConditionVariableBroadcast(&shared->cv);
+        refuse_request(e, err.message, err.hint, err.sqlerrcode);
         return;
     }
     int64 before = clock_ms();
@@ -284,7 +285,9 @@ void serve_request(int i, int64 now) {
         }
         ok = false;
     }
-    if (ok && r.found && !history_applied(ns, &r, &err)) {
+    if (ok && r.found &&
+        !history_applied(ns, r.store_id, make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms),
+                         r.slot, r.ceiling, &r.floor, &err)) {
         // The window could not be recorded in cosid.history: nothing was issued in it.
         StoreResult rel;
         StoreError rel_err;
@@ -488,17 +491,10 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
     PoolEntry* e = &shared->pool[d.i];
     StoreError err = store_err;
     if (ok && r.found) {
-        // Only the keeper writes these fields: read without the lock.
-        StoreResult seen = r;
-        seen.timestamp_bits = e->timestamp_bits;
-        seen.slot_bits = e->slot_bits;
-        seen.sequence_bits = e->sequence_bits;
-        seen.unit_ms = e->unit_ms;
-        seen.epoch_ms = e->epoch_ms;
-        seen.floor = e->floor;
-        strlcpy(seen.store_id, e->store_id, sizeof(seen.store_id));
+        // (only the keeper writes the entry's layout, floor and store: read without the lock)
+        int64 floor = e->floor;
         // not recorded: the new ceiling is not used; tried again as a failed renewal
-        if (!history_applied(d.ns, &seen, &err)) ok = false;
+        if (!history_applied(d.ns, e->store_id, entry_layout(*e), d.slot, r.ceiling, &floor, &err)) ok = false;
     }
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);

@@ -20,16 +20,6 @@ char load_error[256] = "";
 
 std::string history_path() { return std::string(DataDir) + "/cosid.history"; }
 
-cosid::Layout to_layout(const WindowLayout& w) {
-    cosid::Layout l;
-    l.timestamp_bits = w.timestamp_bits;
-    l.slot_bits = w.slot_bits;
-    l.sequence_bits = w.sequence_bits;
-    l.epoch_ms = w.epoch_ms;
-    l.unit = w.unit_ms == 1000 ? cosid::Unit::Second : cosid::Unit::Millisecond;
-    return l;
-}
-
 // False with the reason when the file exists and cannot be used.
 bool loaded(char* message, size_t size) {
     if (history != nullptr) return true;
@@ -55,18 +45,18 @@ bool loaded(char* message, size_t size) {
 }
 }  // namespace
 
-bool history_floor(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64* floor_ms,
+bool history_floor(const char* ns, const char* store_id, const cosid::Layout& layout, int32 slot, int64* floor_ms,
                    char* message, size_t message_size) {
     if (!loaded(message, message_size)) return false;
     *floor_ms = cpp_call([&] {
         for (const cosid::GrantedNamespace& g : *history)
-            if (g.ns == ns) return cosid::floor_after_store_change(&g, store_id, to_layout(layout), slot);
+            if (g.ns == ns) return cosid::floor_after_store_change(&g, store_id, layout, slot);
         return int64_t{0};
     });
     return true;
 }
 
-bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
+bool history_record(const char* ns, const char* store_id, const cosid::Layout& layout, int32 slot, int64 ceiling_ms,
                     bool local_store, char* message, size_t message_size) {
     if (!loaded(message, message_size)) return false;
     char failed[256] = "";
@@ -80,9 +70,9 @@ bool history_record(const char* ns, const char* store_id, const WindowLayout& la
             next.push_back(cosid::GrantedNamespace{});
             g = &next.back();
             g->ns = ns;
-            g->layout = to_layout(layout);
+            g->layout = layout;
         }
-        if (!cosid::record_grant(g, store_id, to_layout(layout), slot, ceiling_ms) && timeline == local_timeline) return;
+        if (!cosid::record_grant(g, store_id, layout, slot, ceiling_ms) && timeline == local_timeline) return;
         if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, timeline))) {
             strlcpy(failed, bad->c_str(), sizeof(failed));
             return;

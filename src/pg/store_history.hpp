@@ -4,24 +4,20 @@
 // the keeper starts each window above what the other stores granted on its slot, so that the
 // instance never issues one of its own ids again.  Used by the keeper only.
 #pragma once
+#include "layout.hpp"
 #include "pg.hpp"
 
 namespace cosid::pg {
 
-struct WindowLayout {
-    int timestamp_bits, slot_bits, sequence_bits, unit_ms;
-    int64 epoch_ms;
-};
-
 // The floor below which a window of `store_id` on `slot` must not issue (0: none).  False,
 // with a message, when the file cannot be read (damaged: nothing is granted until it is
 // mended or removed).
-bool history_floor(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64* floor_ms,
+bool history_floor(const char* ns, const char* store_id, const cosid::Layout& layout, int32 slot, int64* floor_ms,
                    char* message, size_t message_size);
 // Records a window's ceiling, durably, before the window is used, and, from a store of this
 // server (local_store), the timeline this data directory issues on.  False, with a message,
 // when the file cannot be written: the window must not be used beyond what was recorded.
-bool history_record(const char* ns, const char* store_id, const WindowLayout& layout, int32 slot, int64 ceiling_ms,
+bool history_record(const char* ns, const char* store_id, const cosid::Layout& layout, int32 slot, int64 ceiling_ms,
                     bool local_store, char* message, size_t message_size);
 // The timeline this data directory last issued on from a store of its own server (0: never);
 // false when the file cannot be read.
