@@ -1318,6 +1318,13 @@ DECLARE
     v_ms bigint := floor(extract(epoch FROM stopped_at) * 1000)::bigint;
     v_now bigint := cosid.store_now();
 BEGIN
+    IF pg_catalog.pg_is_in_recovery() THEN
+        -- Patroni runs its on_role_change callback as soon as it asks for the promotion.
+        RAISE EXCEPTION 'cosid_fork_acknowledge: this server is still in recovery'
+            USING ERRCODE = 'read_only_sql_transaction',
+                  DETAIL = 'A standby''s store changes only with its primary''s; a promotion in progress ends in a moment.',
+                  HINT = 'Run it once SELECT pg_is_in_recovery() returns false (the documented callback waits for that).';
+    END IF;
     IF v_ms IS NOT NULL AND v_ms > v_now THEN
         RAISE EXCEPTION 'cosid_fork_acknowledge: stopped_at is in the future'
             USING ERRCODE = 'invalid_parameter_value',

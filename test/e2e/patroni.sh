@@ -150,7 +150,13 @@ start_patroni() {  # start_patroni MODE NODE
     cat > "$base/cosid-promoted-$2.sh" <<EOF
 #!/bin/sh
 [ "\$2" = master ] || [ "\$2" = primary ] || exit 0
-exec $PG_BIN/psql -X -At -h '$d' -p ${PGP[$2]} -d postgres -c "SELECT cosid_fork_acknowledge()" >> '$d/callback.log' 2>&1
+for i in \$(seq 300); do
+    [ "\$($PG_BIN/psql -X -At -h '$d' -p ${PGP[$2]} -d postgres -c 'SELECT pg_is_in_recovery()')" = f ] &&
+        exec $PG_BIN/psql -X -At -h '$d' -p ${PGP[$2]} -d postgres -c "SELECT cosid_fork_acknowledge()" >> '$d/callback.log' 2>&1
+    sleep 0.2
+done
+echo "cosid-promoted: still in recovery after 60 s, nothing acknowledged" >> '$d/callback.log'
+exit 1
 EOF
     chmod 755 "$base/cosid-promoted-$2.sh"
     patroni_yml "$1" "$2" > "$d/patroni.yml"
@@ -313,6 +319,7 @@ drill() {
     if [ "$mode" = issuer ]; then
         check_true "[issuer] Patroni's on_role_change callback acknowledged the fork on n2" \
             "$(wait_for 60 "the callback's acknowledgement" bash -c "grep -q 'fork acknowledged' '$base/n2/callback.log' 2>/dev/null && echo t")"
+        sed 's/^/# callback: /' "$base/n2/callback.log" 2>/dev/null
         check "[issuer] cosid_health() on n2: fork ok" ok "$(qnode 1 -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
         check_true "[issuer] the members' own clients issue again, on n2" \
             "$(wait_for 120 "new rows in tn on n2" qnode 1 -c "SELECT count(*) > 0 FROM tn WHERE at > to_timestamp($t_promote / 1000.0)")"
