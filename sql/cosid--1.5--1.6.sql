@@ -50,7 +50,6 @@ DECLARE
     v_now     bigint;
     v_base    bigint;
     v_rows    bigint := 0;
-    v_max_ttl bigint;
     v_fork    text;
     m         record;
 BEGIN
@@ -183,13 +182,6 @@ BEGIN
                              m.max_ttl_ms, m.max_tolerance_ms)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
-    SELECT s.max_ttl_ms INTO v_max_ttl FROM cosid.store_state s;
-    IF p_ttl_ms > v_max_ttl THEN
-        RAISE EXCEPTION 'cosid lease ttl % ms is longer than the lease store allows (% ms)', p_ttl_ms, v_max_ttl
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'After a failover the store raises every floor by its longest lease; it grants none longer.',
-                  HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
-    END IF;
 END $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint, boolean, bigint) FROM PUBLIC;
 
@@ -198,6 +190,16 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT cosid._follow_timeline(p_ttl_ms, false, NULL)
 $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
+
+-- The ttl an acquire or renewal grants: what the keeper asked, at most the store's max_ttl
+-- (a raise after a lost history covers no longer lease).  A longer cosid.ttl (reloaded on an
+-- instance, or a store whose limit was lowered) gets shorter windows instead of an error: its
+-- keeper renews them in time and logs a warning (src/core/lease_model.hpp, granted_ttl).
+CREATE FUNCTION cosid._granted_ttl(p_ttl_ms bigint) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT least(p_ttl_ms, min(s.max_ttl_ms)) FROM cosid.store_state s
+$$;
+REVOKE ALL ON FUNCTION cosid._granted_ttl(bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -454,9 +456,9 @@ BEGIN
         detail := format('not known: the keeper could not read the store''s limits (%s)',
                          coalesce(h.facts_error, 'not yet'));
     ELSIF f.max_ttl_ms < h.ttl_ms THEN
-        status := 'critical';
-        detail := format('the store''s max_ttl is %s ms, below this keeper''s cosid.ttl %s ms: it refuses every '
-                         'acquire and renewal', f.max_ttl_ms, h.ttl_ms);
+        status := 'warning';
+        detail := format('the store''s max_ttl is %s ms, below this keeper''s cosid.ttl %s ms: leases are granted '
+                         'for %s ms and renewed every third of that', f.max_ttl_ms, h.ttl_ms, f.max_ttl_ms);
         hint := 'See docs/monitoring.md#store_max_ttl';
     ELSE
         status := 'ok';
@@ -736,6 +738,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
+    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -835,6 +838,39 @@ BEGIN
                           WHERE l.namespace = p_namespace AND l.incarnation IS NOT NULL
                             AND l.expires_at > v_now
                             AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range));
+END $$;
+
+-- Grants at most max_ttl (cosid._granted_ttl) instead of refusing a longer ttl.
+CREATE OR REPLACE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                            p_ttl_ms bigint)
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now bigint := cosid.store_now();
+    v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
+    r     cosid.lease;
+BEGIN
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms);
+    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
+    PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
+    v_now := cosid.store_now();
+    UPDATE cosid.lease l
+       SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
+           ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+           owner_role = session_user
+     WHERE l.namespace = p_namespace AND l.slot = p_slot
+       AND l.incarnation = p_incarnation AND l.fence = p_fence
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now;
+    END IF;
 END $$;
 
 CREATE OR REPLACE FUNCTION cosid.raise_floor(p_namespace text, p_floor_ms bigint, p_slot_bits int, p_sequence_bits int,

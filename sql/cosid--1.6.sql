@@ -405,8 +405,8 @@ ALTER TABLE cosid.store_state ENABLE REPLICA TRIGGER keep_local_truncate;
 -- lost part).  A new timeline or cluster raises unless raise_floors_on_new_timeline is off
 -- (synchronous replication loses nothing); more than one row (a restored dump: its origin
 -- went on after the dump) or none always raises.  One caller raises; the others wait on
--- the table's lock and find it done.  Every caller's ttl is then checked against max_ttl,
--- whichever path it took: the raise covers no longer grant.
+-- the table's lock and find it done.  An acquire or renewal then grants no lease longer than
+-- max_ttl (cosid._granted_ttl): the raise covers no longer grant.
 -- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
 -- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
 -- The store's record names the server that issues from it (issuer_incarnation: a keeper
@@ -443,7 +443,6 @@ DECLARE
     v_now     bigint;
     v_base    bigint;
     v_rows    bigint := 0;
-    v_max_ttl bigint;
     v_fork    text;
     m         record;
 BEGIN
@@ -576,13 +575,6 @@ BEGIN
                              m.max_ttl_ms, m.max_tolerance_ms)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
-    SELECT s.max_ttl_ms INTO v_max_ttl FROM cosid.store_state s;
-    IF p_ttl_ms > v_max_ttl THEN
-        RAISE EXCEPTION 'cosid lease ttl % ms is longer than the lease store allows (% ms)', p_ttl_ms, v_max_ttl
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = 'After a failover the store raises every floor by its longest lease; it grants none longer.',
-                  HINT = 'Lower cosid.ttl, or raise the limit on the store first (SELECT cosid_store_settings(max_ttl => ...)) and let its standbys replay it.';
-    END IF;
 END $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint, boolean, bigint) FROM PUBLIC;
 
@@ -591,6 +583,16 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT cosid._follow_timeline(p_ttl_ms, false, NULL)
 $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
+
+-- The ttl an acquire or renewal grants: what the keeper asked, at most the store's max_ttl
+-- (a raise after a lost history covers no longer lease).  A longer cosid.ttl (reloaded on an
+-- instance, or a store whose limit was lowered) gets shorter windows instead of an error: its
+-- keeper renews them in time and logs a warning (src/core/lease_model.hpp, granted_ttl).
+CREATE FUNCTION cosid._granted_ttl(p_ttl_ms bigint) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT least(p_ttl_ms, min(s.max_ttl_ms)) FROM cosid.store_state s
+$$;
+REVOKE ALL ON FUNCTION cosid._granted_ttl(bigint) FROM PUBLIC;
 
 -- How far ahead of the store's clock a namespace's floor may lie for the store to grant windows
 -- above it: the longest lease and twice the largest tolerance, the margin of a failover's raise
@@ -701,6 +703,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
+    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -841,6 +844,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
+    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
     PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
     v_now := cosid.store_now();
     UPDATE cosid.lease l
@@ -1187,13 +1191,15 @@ SELECT cosid_namespace_create('default');
 -- CREATE EXTENSION first, each item committed by itself, and restores the origin's record of
 -- the store state only with the data, after the user tables and theirs.  Meanwhile the store
 -- would grant windows from its now, below the ceilings its origin's holders still issue up
--- to.  Both turn row_security off (few other sessions do), and pg_restore names itself in
--- application_name (also with --enable-row-security): then the record written here is a
--- mark (cluster 0, timeline 0), and the store grants nothing until the origin's record has
--- come (two records: the raise) or cosid_store_follow_timeline(restored => true) ran.
+-- to.  Both SET row_security off in their session (few other sessions do), and pg_restore
+-- names itself in application_name (also with --enable-row-security): then the record
+-- written here is a mark (cluster 0, timeline 0), and the store grants nothing until the
+-- origin's record has come (two records: the raise) or cosid_store_follow_timeline(restored
+-- => true) ran.  Only the session's own SET counts: a site that turns row_security off in
+-- postgresql.conf, or for a database or a role, is making a store, not restoring one.
 DO $$
 BEGIN
-    IF pg_catalog.current_setting('row_security') = 'off'
+    IF (SELECT setting = 'off' AND source = 'session' FROM pg_catalog.pg_settings WHERE name = 'row_security')
        OR pg_catalog.current_setting('application_name') = 'pg_restore' THEN
         UPDATE cosid.store_state SET system_identifier = 0, timeline = 0;
     END IF;
@@ -2157,9 +2163,9 @@ BEGIN
         detail := format('not known: the keeper could not read the store''s limits (%s)',
                          coalesce(h.facts_error, 'not yet'));
     ELSIF f.max_ttl_ms < h.ttl_ms THEN
-        status := 'critical';
-        detail := format('the store''s max_ttl is %s ms, below this keeper''s cosid.ttl %s ms: it refuses every '
-                         'acquire and renewal', f.max_ttl_ms, h.ttl_ms);
+        status := 'warning';
+        detail := format('the store''s max_ttl is %s ms, below this keeper''s cosid.ttl %s ms: leases are granted '
+                         'for %s ms and renewed every third of that', f.max_ttl_ms, h.ttl_ms, f.max_ttl_ms);
         hint := 'See docs/monitoring.md#store_max_ttl';
     ELSE
         status := 'ok';

@@ -100,11 +100,17 @@ LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms, const StoreLimits& l
     limits_ = limits;
 }
 
-void LeaseTable::check_ttl(int64_t ttl_ms) const {
-    // A longer lease would put a ceiling above what a raise's max_ttl covers.
-    if (limits_ && ttl_ms > limits_->max_ttl_ms)
-        throw StoreLimitExceeded("lease ttl " + std::to_string(ttl_ms) + " ms is longer than the store allows (" +
-                                 std::to_string(limits_->max_ttl_ms) + " ms)");
+int64_t LeaseTable::granted_ttl(int64_t ttl_ms) const {
+    // A longer lease would put a ceiling above what a raise's max_ttl covers.  It is granted at
+    // max_ttl rather than refused: a keeper whose cosid.ttl was reloaded above the store's
+    // limit renews shorter windows (and says so) instead of losing its lease.
+    return limits_ ? std::min(ttl_ms, limits_->max_ttl_ms) : ttl_ms;
+}
+
+int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now) {
+    int64_t lease = asked_ttl_ms;
+    if (grant_shortened(asked_ttl_ms, expires_at, store_now)) lease = expires_at - store_now;
+    return std::max<int64_t>(lease / 3, 100);
 }
 
 int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {
@@ -130,7 +136,7 @@ SlotState LeaseTable::state(int32_t slot, int64_t now) const {
 }
 
 AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
-    check_ttl(req.ttl_ms);
+    const int64_t ttl_ms = granted_ttl(req.ttl_ms);
     AcquireResult out;
     for (const auto& r : rows_)
         if (r.has_owner() && r.expires_at > now && r.owner_key == req.key && r.incarnation != req.incarnation)
@@ -144,7 +150,7 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
         r.incarnation = req.incarnation;
         r.fence += 1;
         r.floor = r.next_floor;
-        r.expires_at = now + req.ttl_ms;
+        r.expires_at = now + ttl_ms;
         r.ceiling = std::max(r.expires_at + tolerance_, r.floor);
         r.next_floor = r.ceiling;
         out.lease = r;
@@ -157,8 +163,8 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
 }
 
 std::optional<LeaseRow> LeaseTable::renew(int32_t slot, const std::string& incarnation, int64_t fence,
-                                          int64_t ttl_ms, int64_t now) {
-    check_ttl(ttl_ms);
+                                          int64_t requested_ttl_ms, int64_t now) {
+    const int64_t ttl_ms = granted_ttl(requested_ttl_ms);
     LeaseRow& r = rows_.at(static_cast<size_t>(slot));
     if (!r.has_owner() || r.incarnation != incarnation || r.fence != fence) return std::nullopt;
     r.expires_at = std::max(r.expires_at, now + ttl_ms);

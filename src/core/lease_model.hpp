@@ -46,9 +46,9 @@ struct StoreLimits {
     int64_t raise_margin_ms() const { return max_ttl_ms + 2 * max_tolerance_ms; }
 };
 
-// Asked for more than a StoreLimits allows: an acquire or renewal with ttl > max_ttl, a
-// namespace with tolerance > max_tolerance.  The SQL raises an error (22023) instead of
-// answering: the raise after a lost history covers no longer lease and no larger tolerance.
+// Asked for more than a StoreLimits allows: a namespace with tolerance > max_tolerance.  The
+// SQL raises an error (22023) instead of answering: the raise after a lost history covers no
+// larger tolerance.  (An acquire or renewal with ttl > max_ttl is granted at max_ttl.)
 struct StoreLimitExceeded : std::invalid_argument {
     using std::invalid_argument::invalid_argument;
 };
@@ -70,6 +70,17 @@ constexpr int64_t kLostHistoryFenceStep = int64_t{1} << 32;
 //     have had a larger one (a namespace lost with tolerance T and made again with T' < T).
 // The SQL: cosid._namespace_insert.
 int64_t namespace_first_floor(int64_t store_now, std::optional<int64_t> raised_at, const StoreLimits& limits);
+
+// When a keeper renews a lease it just got or renewed: after a third of the lease the store
+// granted (expires_at - store_now), which is the ttl it asked for unless the store granted
+// less (a ttl above max_ttl is granted at max_ttl); never sooner than 100 ms.  Two renewals
+// can then fail before the lease expires.
+int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now);
+
+// Whether a grant was cut to the store's max_ttl: the lease ends before the ttl asked for.
+inline bool grant_shortened(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now) {
+    return store_now > 0 && expires_at - store_now < asked_ttl_ms;
+}
 
 // Rule (issue 31, item 3): how far a keeper's login may raise a namespace's floor
 // (cosid.raise_floor, cosid_adopt's raise through the keeper): to at most the store's now +
@@ -190,7 +201,7 @@ public:
     const std::optional<int64_t>& raised_at() const { return raised_at_; }
 
 private:
-    void check_ttl(int64_t ttl_ms) const;
+    int64_t granted_ttl(int64_t ttl_ms) const;
 
     std::vector<LeaseRow> rows_;
     int64_t tolerance_;

@@ -20,6 +20,7 @@
 #include "errors.hpp"
 #include "health.hpp"
 #include "issue_word.hpp"
+#include "lease_model.hpp"
 #include "settings.hpp"
 #include "slot_range.hpp"
 #include "state.hpp"
@@ -192,6 +193,24 @@ void refuse_request(PoolEntry* e, const char* message, const char* hint, int cod
     ConditionVariableBroadcast(&shared->cv);
 }
 
+// A cosid.ttl above the store's max_ttl is granted at max_ttl: the leases are renewed in time
+// (renew_after_ms), and the keeper says so once per setting and limit, not at every renewal.
+void warn_if_grant_shortened(int64 expires_at, int64 store_now) {
+    static int64 warned_for_ttl = -1, warned_lease = -1;
+    if (!cosid::grant_shortened(setting_ttl_ms, expires_at, store_now)) return;
+    int64 lease = expires_at - store_now;
+    // the same limit within a second (a renewal's store time moves on while it runs)
+    if (warned_for_ttl == setting_ttl_ms && std::abs(lease - warned_lease) < 1000) return;
+    warned_for_ttl = setting_ttl_ms;
+    warned_lease = lease;
+    ereport(WARNING, (errmsg("cosid: cosid.ttl is %d ms, but the lease store grants leases of " INT64_FORMAT " ms",
+                             setting_ttl_ms, lease),
+                      errdetail("The store grants no lease longer than its max_ttl: a raise after a failover "
+                                "covers no longer one. Leases are renewed every third of what was granted."),
+                      errhint("Lower cosid.ttl to the store's max_ttl, or raise the limit on the store: "
+                              "SELECT cosid_store_settings(max_ttl => ...);")));
+}
+
 void serve_request(int i, int64 now) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
@@ -345,6 +364,7 @@ void serve_request(int i, int64 now) {
         if (r.found) {
             count(shared->stats.acquires);
             health_lease_granted();
+            warn_if_grant_shortened(r.expires_at, r.store_now);
             health_store_clock(r.store_now, before, after, r.tolerance_ms);
         }
         if (r.duplicate_key)
@@ -502,7 +522,7 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         e->expires_at = r.expires_at;
         if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        e->next_renew_at = done + setting_ttl_ms / 3;
+        e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now);
         e->backoff_ms = 0;
     } else if (ok) {
         // Fence or incarnation changed: someone took the slot or it was revoked.
@@ -516,6 +536,7 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
     if (ok && r.found) {
         count(shared->stats.renewals);
         health_renewal(true);
+        warn_if_grant_shortened(r.expires_at, r.store_now);
         health_store_clock(r.store_now, before, after, d.tol);
         if (outage.failures > 0) {
             ereport(LOG, (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT

@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "issue_word.hpp"
+#include "lease_model.hpp"
 #include "settings.hpp"
 
 namespace cosid::pg {
@@ -157,7 +158,8 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     e->idle_since = now_mono;
     e->release_requested = false;
     e->releasing = false;
-    e->next_renew_at = now_mono + (is_static ? setting_static_ahead_ms / 2 : setting_ttl_ms / 3);
+    e->next_renew_at = now_mono + (is_static ? setting_static_ahead_ms / 2
+                                                  : cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now));
     e->backoff_ms = 0;
     e->error[0] = '\0';
     e->error_hint[0] = '\0';

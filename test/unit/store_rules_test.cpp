@@ -31,21 +31,25 @@ TEST(StoreLimitsRule, MarginIsMaxTtlAndTwiceMaxTolerance) {
 
 TEST(StoreLimitsRule, NoGrantOrRenewalLongerThanMaxTtl) {
     LeaseTable t(2, 1000, LIMITS, NOW);
-    EXPECT_THROW(t.acquire(req("a", "i1", LIMITS.max_ttl_ms + 1), NOW), StoreLimitExceeded);
-    EXPECT_EQ(t.row(0).fence, 0) << "a refused acquire changes nothing";
-    auto a = t.acquire(req("a", "i1", LIMITS.max_ttl_ms), NOW);
+    // asked for longer: granted at max_ttl, not refused (a reloaded cosid.ttl loses no lease)
+    auto a = t.acquire(req("a", "i1", LIMITS.max_ttl_ms + 1), NOW);
     ASSERT_TRUE(a.lease);
+    EXPECT_EQ(a.lease->expires_at, NOW + LIMITS.max_ttl_ms);
     EXPECT_EQ(a.lease->ceiling, NOW + LIMITS.max_ttl_ms + 1000);
-    EXPECT_THROW(t.renew(0, "i1", a.lease->fence, LIMITS.max_ttl_ms + 1, NOW + 10), StoreLimitExceeded);
-    EXPECT_EQ(t.row(0).expires_at, a.lease->expires_at) << "a refused renewal changes nothing";
-    // refused also for a lease that is gone: the store refuses the call, it does not answer "lost"
-    EXPECT_THROW(t.renew(0, "other", 99, LIMITS.max_ttl_ms + 1, NOW + 10), StoreLimitExceeded);
-    EXPECT_TRUE(t.renew(0, "i1", a.lease->fence, LIMITS.max_ttl_ms, NOW + 10));
+    auto r = t.renew(0, "i1", a.lease->fence, 10 * LIMITS.max_ttl_ms, NOW + 10);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->expires_at, NOW + 10 + LIMITS.max_ttl_ms);
+    EXPECT_EQ(r->ceiling, NOW + 10 + LIMITS.max_ttl_ms + 1000);
+    // a lease that is gone is still lost, whatever the ttl
+    EXPECT_FALSE(t.renew(0, "other", 99, LIMITS.max_ttl_ms + 1, NOW + 10));
+    EXPECT_TRUE(t.renew(0, "i1", a.lease->fence, LIMITS.max_ttl_ms, NOW + 20));
     // release and revoke take no ttl
-    EXPECT_TRUE(t.release(0, "i1", a.lease->fence, NOW + 5));
+    EXPECT_TRUE(t.release(0, "i1", a.lease->fence, NOW + 25));
     // a table without limits grants any ttl (the model before issue 22)
     LeaseTable free_(1, 1000, NOW);
-    EXPECT_TRUE(free_.acquire(req("a", "i1", 10 * LIMITS.max_ttl_ms), NOW).lease);
+    auto f = free_.acquire(req("a", "i1", 10 * LIMITS.max_ttl_ms), NOW);
+    ASSERT_TRUE(f.lease);
+    EXPECT_EQ(f.lease->expires_at, NOW + 10 * LIMITS.max_ttl_ms);
     EXPECT_FALSE(free_.limits());
 }
 
@@ -255,3 +259,18 @@ TEST(LayoutRule, EveryGrantFitsTheLayout) {
     EXPECT_FALSE(t.acquire(req("x", "ix"), NOW).lease);
 }
 
+
+TEST(StoreLimitsRule, KeeperRenewsAThirdOfWhatWasGranted) {
+    // asked 90 s, granted 60 s (max_ttl): renewed after 20 s, and the grant counts as shortened
+    EXPECT_TRUE(grant_shortened(90000, NOW + 60000, NOW));
+    EXPECT_EQ(renew_after_ms(90000, NOW + 60000, NOW), 20000);
+    // granted what was asked (or more: a renewal never shrinks a lease): a third of the ttl
+    EXPECT_FALSE(grant_shortened(30000, NOW + 30000, NOW));
+    EXPECT_EQ(renew_after_ms(30000, NOW + 30000, NOW), 10000);
+    EXPECT_EQ(renew_after_ms(30000, NOW + 45000, NOW), 10000);
+    // no store time in the answer: the ttl asked for
+    EXPECT_FALSE(grant_shortened(30000, 5, 0));
+    EXPECT_EQ(renew_after_ms(30000, 5, 0), 10000);
+    // never sooner than 100 ms
+    EXPECT_EQ(renew_after_ms(30000, NOW + 150, NOW), 100);
+}
