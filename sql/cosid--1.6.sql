@@ -415,8 +415,15 @@ ALTER TABLE cosid.store_state ENABLE REPLICA TRIGGER keep_local_truncate;
 -- backup), or restored from a dump (the origin's record beside the one CREATE EXTENSION
 -- wrote); or a copy was declared (fork_pending: by the keeper of a data directory pg_upgrade
 -- copied or one marked with a cosid.fork file, or by cosid_store_follow_timeline(restored
--- => true)).  A new cluster with one record is pg_upgrade's new cluster: pg_upgrade needs a
--- cleanly stopped origin, and the old data directory carries the mark instead.
+-- => true)).  A new cluster with one record is pg_upgrade's new cluster when its data
+-- directory says so (cosid._upgraded_here): pg_upgrade needs a cleanly stopped origin, and
+-- the old data directory carries the mark instead.  Any other cluster holding one record of
+-- an issuing server's store is a copy of that server's data (pg_createsubscriber turns a
+-- standby into one, a standby of an upgraded cluster promoted before its store followed).
+CREATE FUNCTION cosid._upgraded_here() RETURNS boolean
+AS 'MODULE_PATHNAME', 'cosid_upgraded_here' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION cosid._upgraded_here() FROM PUBLIC;
+
 CREATE FUNCTION cosid._fork_reason() RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE
@@ -425,6 +432,13 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                                            AND s.timeline <> cosid._timeline())
                THEN format('The store''s server was issuing ids on timeline %s when this copy of it went on, '
                            'on timeline %s (a promoted standby, a recovered backup).', min(s.timeline), cosid._timeline())
+             WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL
+                                           AND s.system_identifier NOT IN (0, c.system_identifier))
+                  AND NOT cosid._upgraded_here()
+               THEN format('The store''s record comes from another cluster (system identifier %s) whose server was '
+                           'issuing ids from it, and pg_upgrade did not make this one: a copy of that server''s data '
+                           '(pg_createsubscriber, a standby of it promoted before its store followed).',
+                           min(s.system_identifier))
              WHEN count(*) > 1 AND bool_or(s.issuer_incarnation IS NOT NULL)
                THEN 'The dump restored here was taken while the store''s server was issuing ids from it.'
            END
@@ -444,6 +458,8 @@ DECLARE
     v_base    bigint;
     v_rows    bigint := 0;
     v_fork    text;
+    v_upgraded boolean := false;
+    v_from    bigint;
     m         record;
 BEGIN
     SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
@@ -503,8 +519,12 @@ BEGIN
           FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
                   FROM cosid.store_state s) s
          WHERE v_count = 1 OR s.newest > 1;
+        -- pg_upgrade's new cluster: the one record of a cleanly stopped cluster, whole.  Nothing
+        -- was lost: the floors stay, only the old server's own leases are freed (it is gone).
+        v_from := (SELECT min(s.system_identifier) FROM cosid.store_state s);
+        v_upgraded := v_count = 1 AND NOT p_fork_ack AND v_from NOT IN (0, v_sys) AND cosid._upgraded_here();
         -- An acknowledged fork always raises: its origin issued after the copy was made.
-        v_raise := v_count <> 1 OR m.raise_flag OR p_fork_ack;
+        v_raise := v_count <> 1 OR (m.raise_flag AND NOT v_upgraded) OR p_fork_ack;
         IF v_raise THEN
             -- Waits for every transaction still writing lease rows, and holds off new ones
             -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
@@ -536,6 +556,14 @@ BEGIN
                    fence = l.fence + 4294967296;
             GET DIAGNOSTICS v_rows = ROW_COUNT;
         END IF;
+        IF v_upgraded AND m.issuer IS NOT NULL THEN
+            -- (a clean stop released them already, unless its store was unreachable then)
+            UPDATE cosid.lease l
+               SET next_floor = greatest(l.next_floor, l.ceiling), previous_owner_key = l.owner_key,
+                   owner_key = NULL, incarnation = NULL, owner_role = NULL
+             WHERE l.incarnation = m.issuer;
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+        END IF;
         IF p_fork_ack THEN
             -- Static slots: the original's windows reached cosid.static_ahead past its clock
             -- (this server's setting: the copy's configuration is the original's).  Every
@@ -565,6 +593,8 @@ BEGIN
                 CASE WHEN v_count = 1 THEN m.issuer END);
         RAISE LOG 'cosid store: %: %',
             CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
+                 WHEN v_upgraded THEN format('pg_upgrade''s new cluster %s (the store came over whole from cluster %s, '
+                                             'stopped cleanly)', v_sys, v_from)
                  WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
                  WHEN v_count = 0 THEN 'its state was missing'
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
@@ -573,6 +603,7 @@ BEGIN
                  THEN format('%s slots freed, their next_floor raised to at least %s + %s ms + 2 x %s ms',
                              v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
                              m.max_ttl_ms, m.max_tolerance_ms)
+                 WHEN v_upgraded THEN format('floors left alone, %s leases of the old server freed', v_rows)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
 END $$;

@@ -18,6 +18,16 @@ SELECT status, detail LIKE 'the store grants no window: %' AS says_why FROM cosi
 SELECT timeline = 0 AS nothing_changed FROM cosid.store_state;
 ROLLBACK;
 
+-- 1b. Another cluster's one record while its server was issuing, and pg_upgrade did not make
+-- this cluster (no cosid.upgraded file here): a copy of that server's data, a fork.  With
+-- the file (pg_upgrade's new cluster) the floors stay: pg_upgrade.sh.
+BEGIN;
+UPDATE cosid.store_state SET system_identifier = 4242;
+SELECT cosid._upgraded_here() AS upgraded_here;
+SELECT cosid._fork_reason() LIKE 'The store''s record comes from another cluster (system identifier 4242)%' AS recognised;
+SELECT expect_error($$SELECT * FROM cosid.acquire('fk', 'copy', '00000000-0000-0000-0000-0000000000e1', 20000)$$);
+ROLLBACK;
+
 -- 2. Without an issuer it is a failover of a store (failover.sql): grants go on.
 BEGIN;
 UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;

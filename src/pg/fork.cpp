@@ -49,11 +49,19 @@ void remove_marker() {
     marker_pending = false;
 }
 
+constexpr const char* kUpgradedName = "cosid.upgraded";
+void upgraded_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kUpgradedName); }
+
 ClientAuthentication_hook_type previous_auth_hook = nullptr;
 
 void upgrade_source_hook(Port* port, int status) {
     if (previous_auth_hook != nullptr) previous_auth_hook(port, status);
     if (!IsBinaryUpgrade || status != STATUS_OK || port->application_name == nullptr) return;
+    // pg_upgrade restores the schema into the NEW cluster with pg_restore.
+    if (strcmp(port->application_name, "pg_restore") == 0) {
+        mark_upgrade_target("pg_restore connected in binary-upgrade mode");
+        return;
+    }
     // pg_upgrade reads the old cluster with pg_dump --binary-upgrade (and pg_dumpall for its
     // roles); pg_upgrade --check does not, nor does anything in the new cluster.
     if (strcmp(port->application_name, "pg_dump") != 0 && strcmp(port->application_name, "pg_dumpall") != 0) return;
@@ -79,6 +87,26 @@ void upgrade_source_hook(Port* port, int status) {
                              "nothing until cosid_fork_acknowledge()")));
 }
 }  // namespace
+
+void mark_upgrade_target(const char* seen) {
+    char path[MAXPGPATH], text[400];
+    upgraded_path(path, sizeof(path));
+    struct stat st;
+    if (stat(path, &st) == 0) return;
+    snprintf(text, sizeof(text),
+             "system_identifier " UINT64_FORMAT "\n"
+             "pg_upgrade made this cluster (%s at %s): its lease store came over whole from a cleanly stopped "
+             "cluster, and the first store call here keeps its floors.\n",
+             GetSystemIdentifier(), seen, timestamptz_to_str(GetCurrentTimestamp()));
+    char failed[256] = "";
+    cpp_call([&] {
+        if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), sizeof(failed));
+    });
+    if (failed[0] != '\0')
+        ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's new cluster: %s", failed),
+                          errdetail("Its lease store will be taken for one restored elsewhere: the first store call "
+                                    "raises every floor, and the first ids wait for that.")));
+}
 
 void install_upgrade_source_hook() {
     previous_auth_hook = ClientAuthentication_hook;
@@ -209,3 +237,27 @@ void fork_keeper_ready() {
 }
 
 }  // namespace cosid::pg
+
+// cosid._upgraded_here(): this data directory is pg_upgrade's new cluster (its cosid.upgraded
+// file names this cluster's system identifier).  Read by cosid._follow_timeline and
+// cosid._fork_reason when the store's one record comes from another cluster.  Plain C
+// inside: an ereport may leave it.
+extern "C" {
+PG_FUNCTION_INFO_V1(cosid_upgraded_here);
+}
+
+extern "C" Datum cosid_upgraded_here(PG_FUNCTION_ARGS) {
+    char path[MAXPGPATH];
+    snprintf(path, sizeof(path), "%s/%s", DataDir, "cosid.upgraded");
+    FILE* f = AllocateFile(path, "r");
+    if (f == nullptr) {
+        if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
+        PG_RETURN_BOOL(false);
+    }
+    char line[100] = "";
+    if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
+    FreeFile(f);
+    char expected[100];
+    snprintf(expected, sizeof(expected), "system_identifier " UINT64_FORMAT "\n", GetSystemIdentifier());
+    PG_RETURN_BOOL(strcmp(line, expected) == 0);
+}

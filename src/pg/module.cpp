@@ -14,6 +14,9 @@ PG_MODULE_MAGIC;
 
 void _PG_init(void) {
     cosid::pg::define_settings();
+    // Loaded by a backend of a binary-upgrade server (not preloaded there): pg_restore's CREATE
+    // FUNCTION or pg_upgrade's LOAD check, in the new cluster.
+    if (IsBinaryUpgrade && IsUnderPostmaster) cosid::pg::mark_upgrade_target("cosid loaded in binary-upgrade mode");
     if (!process_shared_preload_libraries_in_progress) return;
     cosid::pg::warn_if_preloaded_before_citus();
     cosid::pg::install_shmem_hooks();
