@@ -25,6 +25,7 @@ BEGIN
         EXCEPTION WHEN OTHERS THEN
             bad := bad + 1; e := coalesce(e, SQLSTATE || ' ' || SQLERRM);
         END;
+        COMMIT;  -- each row by itself, as an application's
         PERFORM pg_sleep(0.02);
     END LOOP;
     RAISE NOTICE 'result % % %', ok, bad, coalesce(e, '-');
