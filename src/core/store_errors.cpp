@@ -71,6 +71,18 @@ ConnectRefusal store_connect_refusal(const char* message) {
          {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
         {"unterminated quoted string",
          {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"end of string reached when looking for matching",
+         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"invalid port number",
+         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"invalid integer value",
+         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"unexpected spaces found in",
+         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"unexpected character",
+         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"invalid sslmode value",
+         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
     };
     for (const Rule& r : rules) {
         if (std::strstr(message, r.words) == nullptr) continue;

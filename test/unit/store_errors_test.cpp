@@ -55,6 +55,9 @@ TEST(StoreErrors, ConnectRefusalsArePermanentWithAHint) {
          "42501"},
         {"invalid connection option \"passwd\"\n", "22023"},
         {"missing \"=\" after \"garbage\" in connection info string\n", "22023"},
+        {"end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"postgresql://k:"
+         "********@[::1/postgres\"\n",
+         "22023"},
     };
     for (const Case& c : cases) {
         auto r = store_connect_refusal(c.message);
