@@ -28,13 +28,18 @@ grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' 
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
-log "META.json (PGXN meta spec), make dist, and the docs (README.md's size, links, docs/reference.md)"
+log "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
 for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too
     python3 "$COSID_ROOT/test/meta/check_docs.py" "$arg" > "$work/docs.log" 2>&1 \
         || grep -q '^not ok' "$work/docs.log" || echo "not ok - check_docs.py $arg ran" >> "$work/docs.log"
     cat "$work/docs.log" >> "$work/meta.log"
 done
+# the Grafana dashboard against the exporter's query file (test/e2e/prometheus.sh checks it
+# against what the real exporter emits)
+python3 "$COSID_ROOT/test/meta/check_grafana.py" "$COSID_ROOT/contrib/grafana/cosid.json" \
+    "$COSID_ROOT/contrib/prometheus/cosid_queries.yaml" >> "$work/meta.log" 2>&1 \
+    || grep -q '^not ok' "$work/meta.log" || echo "not ok - check_grafana.py ran" >> "$work/meta.log"
 version=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$COSID_ROOT/META.json" 2>/dev/null || echo none)
 if make -C "$COSID_ROOT" -s dist DIST_DIR="$work" > "$work/dist.log" 2>&1; then
     python3 "$COSID_ROOT/test/meta/check_dist.py" "$work" "$(git -C "$COSID_ROOT" ls-files | wc -l)" "$version" \

@@ -1188,3 +1188,97 @@ SELECT cosid.bind_defaults(by_owner => true) AS defaults_bound;
 CREATE EVENT TRIGGER cosid_bind_defaults ON ddl_command_end EXECUTE FUNCTION cosid._bind_defaults_on_ddl();
 ALTER EVENT TRIGGER cosid_bind_defaults ENABLE ALWAYS;
 COMMENT ON FUNCTION cosid_next() IS 'next id of namespace cosid.namespace (in a default: bound to cosid_next(namespace) when the default is made)';
+
+-- cosid_adopt's DETAIL for an integer or smallint column: "do not fit in type integer" (1.5 said "a integer").
+CREATE OR REPLACE FUNCTION cosid_adopt(tbl regclass, col name, namespace text DEFAULT 'default')
+RETURNS TABLE (adopted_table regclass, adopted_column name, adopted_namespace text, largest_id bigint,
+               ids_above timestamptz, old_default text, new_default text, sequence text,
+               sequence_action text)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    v_ns      cosid.namespace;
+    v_att     record;
+    v_max     bigint;
+    v_floor   bigint;
+    v_seq     text;
+    v_users   int;
+    v_action  text := 'none';
+    v_old     text;
+    v_new     text;
+BEGIN
+    IF tbl IS NULL OR col IS NULL OR $3 IS NULL THEN
+        RAISE EXCEPTION 'cosid_adopt: arguments must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF NOT (pg_has_role('cosid_admin', 'MEMBER')
+            OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)) THEN
+        RAISE EXCEPTION 'permission denied to adopt id columns into cosid'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Only superusers and members of role cosid_admin may adopt id columns into cosid.',
+                  HINT = 'GRANT cosid_admin TO the role that needs it.';
+    END IF;
+    v_ns := cosid._namespace_row($3);
+    SELECT a.attnum, a.atttypid, a.attidentity, a.attgenerated, c.relkind, c.relowner INTO v_att
+      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+     WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation % does not exist', col, tbl USING ERRCODE = 'undefined_column';
+    END IF;
+    IF v_att.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '% is not a table', tbl USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF v_att.attgenerated <> '' THEN
+        RAISE EXCEPTION 'column "%" of % is a generated column', col, tbl
+            USING ERRCODE = 'feature_not_supported', DETAIL = 'A generated column cannot have a default.';
+    END IF;
+    IF v_att.atttypid <> 'bigint'::regtype THEN
+        RAISE EXCEPTION 'cosid ids need a bigint column; column "%" of % is %', col, tbl, format_type(v_att.atttypid, NULL)
+            USING ERRCODE = 'datatype_mismatch',
+                  DETAIL = CASE WHEN v_att.atttypid IN ('integer'::regtype, 'smallint'::regtype)
+                                THEN 'cosid ids are 63-bit numbers; they do not fit in type ' || format_type(v_att.atttypid, NULL) || '.'
+                                WHEN v_att.atttypid = 'uuid'::regtype
+                                THEN 'A uuid column cannot hold bigint ids, and its values have no order cosid could continue.'
+                                ELSE 'cosid ids are bigint values.' END,
+                  HINT = CASE WHEN v_att.atttypid IN ('integer'::regtype, 'smallint'::regtype)
+                              THEN format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint (it rewrites the table and its indexes, and every column referencing it must change too), then adopt it.', tbl, col)
+                              WHEN v_att.atttypid = 'uuid'::regtype
+                              THEN 'Keep the uuid key and add a bigint column with DEFAULT cosid_next() for order, or give new tables cosid ids.'
+                              ELSE 'Convert the column to bigint first.' END;
+    END IF;
+    IF NOT pg_has_role(v_att.relowner, 'MEMBER') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
+    END IF;
+
+    -- No row arrives between the largest value and the new default.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO v_max;
+    SELECT pg_get_expr(d.adbin, d.adrelid) INTO v_old FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = v_att.attnum;
+    v_seq := pg_get_serial_sequence(tbl::text, col);
+
+    v_floor := cosid._adopt_raise($3, v_max, v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits,
+                                  v_ns.epoch_ms, v_ns.unit);
+
+    IF v_att.attidentity <> '' THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        v_action := 'dropped with the identity';
+    END IF;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.cosid_next(%L::text)', tbl, col, '@extschema@', $3);
+    SELECT pg_get_expr(d.adbin, d.adrelid) INTO v_new FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = v_att.attnum;
+    IF v_att.attidentity = '' AND v_seq IS NOT NULL THEN
+        -- Still used elsewhere (another column's default, a view): kept, no longer owned by the
+        -- column (dropping the column must not drop it); else dropped.
+        SELECT count(*) INTO v_users FROM pg_depend dp
+         WHERE dp.refclassid = 'pg_class'::regclass AND dp.refobjid = v_seq::regclass AND dp.deptype = 'n';
+        IF v_users = 0 THEN
+            EXECUTE format('DROP SEQUENCE %s', v_seq);
+            v_action := 'dropped';
+        ELSE
+            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', v_seq);
+            v_action := format('kept: %s other object%s use%s it; no longer owned by the column', v_users,
+                               CASE WHEN v_users = 1 THEN '' ELSE 's' END, CASE WHEN v_users = 1 THEN 's' ELSE '' END);
+        END IF;
+    END IF;
+    RAISE NOTICE 'cosid adopted column "%" of %: largest id %, new ids of namespace "%" are above %', col, tbl,
+        coalesce(v_max::text, 'none (empty)'), $3, coalesce(to_timestamp(v_floor / 1000.0)::text, 'any id already');
+    RETURN QUERY SELECT tbl, col, $3, v_max, to_timestamp(v_floor / 1000.0), v_old, v_new, v_seq, v_action;
+END $$;

@@ -1632,7 +1632,7 @@ BEGIN
         RAISE EXCEPTION 'cosid ids need a bigint column; column "%" of % is %', col, tbl, format_type(v_att.atttypid, NULL)
             USING ERRCODE = 'datatype_mismatch',
                   DETAIL = CASE WHEN v_att.atttypid IN ('integer'::regtype, 'smallint'::regtype)
-                                THEN 'cosid ids are 63-bit numbers; they do not fit a ' || format_type(v_att.atttypid, NULL) || '.'
+                                THEN 'cosid ids are 63-bit numbers; they do not fit in type ' || format_type(v_att.atttypid, NULL) || '.'
                                 WHEN v_att.atttypid = 'uuid'::regtype
                                 THEN 'A uuid column cannot hold bigint ids, and its values have no order cosid could continue.'
                                 ELSE 'cosid ids are bigint values.' END,

@@ -15,4 +15,18 @@ namespace cosid {
 // an SQLSTATE passes "08006" (connection_failure), as sqlstate_of in src/pg/store.cpp does.
 bool store_error_is_transient(const char* sqlstate);
 
+// A failed connection to a remote store (libpq's PQerrorMessage, which carries no SQLSTATE):
+// a refusal that no retry mends until someone changes a password, a role, a database, the
+// store's pg_hba.conf or cosid.store_dsn.  `sqlstate` is the server's SQLSTATE for it (every
+// one permanent for store_error_is_transient) and `hint` says what to fix.  A message that
+// also shows a transient failure (another host of the DSN refused the connection, a server
+// starting up, a timeout) is not a refusal: nullptr then, and the keeper retries.  libpq and
+// the server print these messages in English unless lc_messages says otherwise: a translated
+// refusal is not recognised and is retried as before (until cosid.acquire_timeout).
+struct ConnectRefusal {
+    const char* sqlstate;  // nullptr: not a refusal
+    const char* hint;
+};
+ConnectRefusal store_connect_refusal(const char* message);
+
 }  // namespace cosid

@@ -768,9 +768,10 @@ void log_store_reachability(bool ready, const StoreError& err) {
                              store_is_remote() ? " (cosid.store_dsn)" : "", err.message),
                       errdetail("Tried again every second; further failures are logged at DEBUG1 until it answers. "
                                 "Callers of cosid_next() are told this answer."),
-                      store_is_remote() ? errhint("A pooler in front of the store must run in session or "
-                                                  "transaction mode; see docs/pooler.md.")
-                                        : 0));
+                      err.hint[0] != '\0' ? errhint("%s", err.hint)  // a refusal of the login: what to fix
+                      : store_is_remote() ? errhint("A pooler in front of the store must run in session or "
+                                                    "transaction mode; see docs/pooler.md.")
+                                          : 0));
     } else {
         ereport(DEBUG1, (errmsg("cosid keeper: cannot reach the lease store: %s", err.message)));
     }

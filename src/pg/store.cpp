@@ -25,6 +25,7 @@ extern "C" {
 #include "errors.hpp"
 #include "settings.hpp"
 #include "slot_range.hpp"
+#include "store_errors.hpp"
 #include "state.hpp"
 
 namespace cosid::pg {
@@ -195,6 +196,8 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
 PGconn* remote = nullptr;
 int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
 char remote_down_error[256];
+int remote_down_code = ERRCODE_CONNECTION_FAILURE;  // and its SQLSTATE and hint
+char remote_down_hint[256];
 bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
 // The WARNING a store's commit sends when its wait for a synchronous standby was cancelled
 // (by an administrator, or a shutdown): the change is committed on the store only, and
@@ -233,10 +236,23 @@ bool wait_remote(int events, int64 deadline) {
 
 // Drops the connection after a timeout or a broken link, and fails the calls of the next
 // backoff period at once, so that one dead store costs one bound per pass, not one per slot.
-bool remote_failed(StoreError* err, const char* message, bool sent = false) {
+// A refusal of the login (src/core/store_errors: a password, a role, a database, pg_hba.conf)
+// fails with its own SQLSTATE and hint, which no retry mends: the keeper's callers fail at
+// once with them (ZC006) instead of waiting out cosid.acquire_timeout.
+bool remote_failed(StoreError* err, const char* message, bool sent = false, int code = ERRCODE_CONNECTION_FAILURE,
+                   const char* hint = nullptr) {
     // `message` may be err->message itself, or libpq's buffer that PQfinish frees: copy first.
     copy_scrubbed(remote_down_error, sizeof(remote_down_error), message);
-    set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE, sent);  // sent: it may have run
+    // libpq ends its messages with a newline; a DETAIL puts a full stop after them
+    for (size_t n = strlen(remote_down_error); n > 0 && isspace(static_cast<unsigned char>(remote_down_error[n - 1]));)
+        remote_down_error[--n] = '\0';
+    set_error(err, remote_down_error, code, sent);  // sent: it may have run
+    remote_down_code = code;
+    remote_down_hint[0] = '\0';
+    if (hint != nullptr) {
+        set_hint(err, hint);
+        strlcpy(remote_down_hint, err->hint, sizeof(remote_down_hint));
+    }
     remote_down_until = mono_ms() + store_bound_ms();
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
@@ -267,7 +283,13 @@ bool connect_remote(StoreError* err) {
         }
         st = PQconnectPoll(remote);
     }
-    if (PQstatus(remote) != CONNECTION_OK) return remote_failed(err, PQerrorMessage(remote));
+    if (PQstatus(remote) != CONNECTION_OK) {
+        ConnectRefusal refusal = store_connect_refusal(PQerrorMessage(remote));
+        if (refusal.sqlstate == nullptr) return remote_failed(err, PQerrorMessage(remote));
+        const char* s = refusal.sqlstate;
+        return remote_failed(err, PQerrorMessage(remote), false, MAKE_SQLSTATE(s[0], s[1], s[2], s[3], s[4]),
+                             refusal.hint);
+    }
     if (PQsetnonblocking(remote, 1) != 0) return remote_failed(err, PQerrorMessage(remote));
     PQsetNoticeReceiver(remote, on_remote_notice, nullptr);
     return true;
@@ -377,7 +399,8 @@ PGresult* exec_remote(const char* sql, int nargs, const char* const* args, Store
 bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
                const RowSink* sink = nullptr) {
     if (remote == nullptr && mono_ms() < remote_down_until) {
-        set_error(err, remote_down_error, ERRCODE_CONNECTION_FAILURE);
+        set_error(err, remote_down_error, remote_down_code);
+        if (remote_down_hint[0] != '\0') strlcpy(err->hint, remote_down_hint, sizeof(err->hint));
         return false;
     }
     latch_seen = false;

@@ -56,6 +56,26 @@ check "cosid_namespace_slots_in_use{namespace=default}: this server's lease" 1 \
 check_true "cosid_layout_years_left{namespace=default} above 5" \
     "$(awk '$1 ~ /^cosid_layout_years_left{.*namespace="default"/ {print ($2 > 5) ? "t" : "f"}' "$DIR/metrics")"
 
+echo "# the Grafana dashboard (contrib/grafana/cosid.json) against the series this exporter emits"
+python3 "$COSID_ROOT/test/meta/check_grafana.py" "$COSID_ROOT/contrib/grafana/cosid.json" "$CONTRIB/cosid_queries.yaml" \
+    "$DIR/metrics" > "$DIR/grafana.log" 2>&1 || true
+cat "$DIR/grafana.log"
+grep -q '^not ok' "$DIR/grafana.log" && FAIL=1
+# every panel's query parses as PromQL: promtool checks them as recording rules (Grafana's
+# variables put in as Grafana would)
+python3 - "$COSID_ROOT/contrib/grafana/cosid.json" > "$DIR/grafana_rules.yml" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("groups:\n  - name: grafana\n    rules:")
+for i, p in enumerate(d["panels"]):
+    for t in p.get("targets", []):
+        e = t["expr"].replace("$__rate_interval", "5m").replace("$instance", ".*")
+        print("      - record: grafana_%d_%s\n        expr: %s" % (i, t["refId"], json.dumps(e)))
+PY
+check_true "every query of the dashboard parses (promtool check rules)" \
+    "$(promtool check rules "$DIR/grafana_rules.yml" >/dev/null 2>&1 && echo t || echo f)"
+check_true "check_grafana.py ran its 5 checks" "$([ "$(grep -c '^ok' "$DIR/grafana.log")" = 5 ] && echo t || echo f)"
+
 echo "# a planted renewal failure: the store's max_ttl below the keeper's ttl"
 q -c "SELECT cosid_store_settings(max_ttl => '2 s')" >/dev/null
 check_true "cosid_health_status{check=store_max_ttl} 2" "$(wait_for 20 "store_max_ttl 2" has_value cosid_health_status 'check="store_max_ttl"' 2)"

@@ -55,7 +55,7 @@ while IFS=$'\t' read -r secret dsn; do
     out=$(psql_at "$A" "$PA" postgres -At -U app -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
     echo "# $secret: $(grep -E '^(ERROR|DETAIL)' <<<"$out" | cut -c1-220 | tr '\n' ' ')"
     check "cosid_next() by a role without grants fails (ZC006)" ZC006 "$(sqlstate_of "$out")"
-    check_true "its DETAIL says what the keeper found" "$(grep -qE '^DETAIL:.*(failed|answered)' <<<"$out" && echo t || echo f)"
+    check_true "its DETAIL says what the keeper found" "$(grep -qE '^DETAIL:.*(failed|answered|reports: .)' <<<"$out" && echo t || echo f)"
     health=$(psql_at "$A" "$PA" postgres -At -U mon -c "SELECT name, status, detail FROM cosid_health() WHERE status <> 'ok'" 2>&1)
     echo "$out" > "$base/out.$secret"; echo "$health" > "$base/health.$secret"
     check "no DETAIL, message or health row shows the password ($secret)" 0 \
