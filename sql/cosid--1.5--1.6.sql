@@ -518,6 +518,8 @@ BEGIN
         status := 'ok';
         detail := format('not known: the keeper could not read the store''s limits (%s)',
                          coalesce(h.facts_error, 'not yet'));
+    ELSIF coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'on' THEN
+        status := 'ok'; detail := 'this server serves the store only (cosid.store_only): it leases nothing itself';
     ELSIF f.max_ttl_ms < h.ttl_ms THEN
         status := 'warning';
         detail := format('the store''s max_ttl is %s ms, below this keeper''s cosid.ttl %s ms: leases are granted '

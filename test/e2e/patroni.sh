@@ -424,6 +424,8 @@ final() {
     { sed 's/^/old\t/' "$base/old.tsv"; sed 's/^/new\t/' "$base/new.tsv"; } | qa -c "TRUNCATE win" -c "COPY win FROM STDIN"
     check "[$mode] zero duplicate ids within and across A and B over $(qa -c "SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM other)") rows" 0 \
         "$(qa -c "SELECT (SELECT count(*) FROM (SELECT id FROM t UNION ALL SELECT id FROM other) x) - (SELECT count(DISTINCT id) FROM (SELECT id FROM t UNION ALL SELECT id FROM other) x)")"
+    check "[$mode] cosid_health() on the store's leader: store_max_ttl ok (its own cosid.ttl does not count where it only serves the store)" ok \
+        "$(qnode 1 -c "SELECT status FROM cosid_health() WHERE name = 'store_max_ttl'")"
     check "[$mode] no unique violation (23505) in any client" 0 "$(cat "$A"/clients/*.log "$B"/clients/*.log | grep -c ' 23505' || true)"
     local ids="WITH w AS (SELECT src, slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3, 4),
                     ids AS (SELECT 'a' AS owner, p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ts FROM t, cosid_parse(t.id, 'ha') p
