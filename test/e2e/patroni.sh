@@ -261,7 +261,7 @@ drill() {
     instance a "$A" "$PA" & local ia=$!
     instance b "$B" "$PB" & local ib=$!
     check_true "[$mode] n2 runs as a streaming replica" "$(wait_for 90 "n2 as a streaming replica" qnode 0 -c "
-        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")"
     if [ "$mode" = sync ]; then
         check_true "[sync] Patroni made n2 the synchronous standby" "$(wait_for 30 "n2 in /sync" rest_is 1 sync)"
     fi
@@ -280,8 +280,8 @@ drill() {
         # maximum_lag_on_failover, so Patroni promotes all the same).
         local ws t_freeze
         check_true "[async] the replica streams" "$(wait_for 30 "n2 streaming" qnode 0 -c "
-            SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
-        ws=$(qnode 0 -c "SELECT pid FROM pg_stat_replication WHERE state = 'streaming'")
+            SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")"
+        ws=$(qnode 0 -c "SELECT pid FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")
         t_freeze=$(qnode 0 -c "SELECT clock_timestamp()")
         kill -STOP $ws; stopped="$ws"
         check_true "[async] the leader commits lease changes its replica does not receive" \
