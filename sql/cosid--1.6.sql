@@ -446,14 +446,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._fork_reason() FROM PUBLIC;
 
--- When this server's timeline began, if it began where its parent timeline (the store's last)
--- ended with a shutdown checkpoint shortly before: a planned switchover, which loses no
--- commit (C, src/pg/wal_switch.cpp); else NULL.  Called inside an exception block: reading
--- the WAL may fail.
-CREATE FUNCTION cosid._clean_timeline_switch(p_parent int) RETURNS bigint
-AS 'MODULE_PATHNAME', 'cosid_clean_timeline_switch' LANGUAGE C STRICT VOLATILE;
-REVOKE ALL ON FUNCTION cosid._clean_timeline_switch(int) FROM PUBLIC;
-
 CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_stopped_ms bigint) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -466,11 +458,6 @@ DECLARE
     v_base    bigint;
     v_rows    bigint := 0;
     v_fork    text;
-    v_upgraded boolean := false;
-    v_clean   boolean := false;
-    v_clean_at bigint;
-    v_original uuid;
-    v_from    bigint;
     m         record;
 BEGIN
     SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
@@ -530,27 +517,12 @@ BEGIN
           FROM (SELECT s.*, row_number() OVER (ORDER BY s.created_at DESC, s.store_id) AS newest
                   FROM cosid.store_state s) s
          WHERE v_count = 1 OR s.newest > 1;
-        -- pg_upgrade's new cluster: the one record of a cleanly stopped cluster, whole.  Nothing
-        -- was lost: the floors stay, only the old server's own leases are freed (it is gone).
-        v_from := (SELECT min(s.system_identifier) FROM cosid.store_state s);
-        v_upgraded := v_count = 1 AND NOT p_fork_ack AND v_from NOT IN (0, v_sys) AND cosid._upgraded_here();
-        -- A planned switchover: this timeline began right after its parent's shutdown checkpoint,
-        -- so the store lost nothing.  An acknowledged fork only when the administrator says its
-        -- original stopped by then (stopped_at): it may have been started again after its
-        -- clean stop, and issued from its own copy.
-        IF v_count = 1 AND NOT v_upgraded AND m.timeline <> v_tli
-           AND (SELECT s.system_identifier = v_sys AND s.fork_pending IS NULL FROM cosid.store_state s) THEN
-            BEGIN
-                v_clean_at := cosid._clean_timeline_switch(m.timeline);
-            EXCEPTION WHEN OTHERS THEN
-                v_clean_at := NULL;
-            END;
-            v_clean := v_clean_at IS NOT NULL AND (NOT p_fork_ack OR coalesce(p_stopped_ms <= v_clean_at, false));
-        END IF;
-        -- An acknowledged fork raises unless its copy began at a clean stop: its origin may
-        -- have issued after the copy was made.
-        v_raise := v_count <> 1 OR (m.raise_flag AND NOT v_upgraded AND NOT v_clean) OR (p_fork_ack AND NOT v_clean);
-        v_original := (SELECT min(s.issuer_incarnation::text)::uuid FROM cosid.store_state s);
+        -- An acknowledged fork always raises: its origin issued after the copy was made.
+        -- A new timeline that began at a clean stop, or pg_upgrade's new cluster (whose old
+        -- cluster stopped cleanly), still raises: this server cannot see whether another
+        -- branch went on from that stop (a sibling standby promoted, the old primary started
+        -- again) or whether the old cluster had itself lost a tail before it.
+        v_raise := v_count <> 1 OR m.raise_flag OR p_fork_ack;
         IF v_raise THEN
             -- Waits for every transaction still writing lease rows, and holds off new ones
             -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
@@ -582,17 +554,6 @@ BEGIN
                    fence = l.fence + 4294967296;
             GET DIAGNOSTICS v_rows = ROW_COUNT;
         END IF;
-        IF NOT v_raise AND (v_upgraded OR p_fork_ack) AND v_original IS NOT NULL THEN
-            -- The server that issued from the store is gone (pg_upgrade stopped it; an
-            -- acknowledged fork's original stopped): its own leases are freed, their windows
-            -- kept as floors.  (A clean stop released them already, unless the store was
-            -- unreachable then.)  Other instances' leases stay with them.
-            UPDATE cosid.lease l
-               SET next_floor = greatest(l.next_floor, l.ceiling), previous_owner_key = l.owner_key,
-                   owner_key = NULL, incarnation = NULL, owner_role = NULL
-             WHERE l.incarnation = v_original;
-            GET DIAGNOSTICS v_rows = ROW_COUNT;
-        END IF;
         IF p_fork_ack THEN
             -- Static slots: the original's windows reached cosid.static_ahead past its clock
             -- (this server's setting: the copy's configuration is the original's).  Every
@@ -622,8 +583,6 @@ BEGIN
                 CASE WHEN v_count = 1 THEN m.issuer END);
         RAISE LOG 'cosid store: %: %',
             CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
-                 WHEN v_upgraded THEN format('pg_upgrade''s new cluster %s (the store came over whole from cluster %s, '
-                                             'stopped cleanly)', v_sys, v_from)
                  WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
                  WHEN v_count = 0 THEN 'its state was missing'
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
@@ -632,10 +591,6 @@ BEGIN
                  THEN format('%s slots freed, their next_floor raised to at least %s + %s ms + 2 x %s ms',
                              v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
                              m.max_ttl_ms, m.max_tolerance_ms)
-                 WHEN v_upgraded THEN format('floors left alone, %s leases of the old server freed', v_rows)
-                 WHEN v_clean THEN format('floors left alone: the timeline began at its parent''s shutdown checkpoint '
-                                          '(a planned switchover, nothing lost)%s',
-                                          CASE WHEN p_fork_ack THEN format(', %s leases of the original freed', v_rows) ELSE '' END)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
 END $$;
@@ -764,6 +719,12 @@ BEGIN
     IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
         RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl_ms > 86400000 THEN
+        -- (a longer max_ttl is refused too: cosid_store_settings)
+        RAISE EXCEPTION 'cosid lease ttl must be at most 24 hours, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
@@ -905,6 +866,12 @@ BEGIN
     IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
         RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl_ms > 86400000 THEN
+        -- (a longer max_ttl is refused too: cosid_store_settings)
+        RAISE EXCEPTION 'cosid lease ttl must be at most 24 hours, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);

@@ -429,6 +429,20 @@ bool release_prepare(int i, DueLease* d) {
     return true;
 }
 
+// Whether the store counted a failover since `at_grant` (an acquire's answer): read once per
+// second at most, when a renewal finds its lease gone.  A store that cannot be read says no.
+bool store_failed_over_since(int64 at_grant) {
+    static int64 read_at = 0, failovers = -1;
+    if (failovers < 0 || mono_ms() - read_at > 1000) {
+        StoreResult s;
+        StoreError err;
+        memset(&s, 0, sizeof(s));
+        failovers = store_read_state(&s, &err) && s.row ? s.fence : -1;
+        read_at = mono_ms();
+    }
+    return failovers > at_grant;
+}
+
 bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {
     PoolEntry* e = &shared->pool[d.i];
     if (ok && r.found) {
@@ -436,10 +450,12 @@ bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const Store
         history_released(d.ns, e->store_id, d.slot, d.last);  // (only the keeper writes store_id)
     }
 
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     // The lease was gone already (expired and taken, or revoked) unless an earlier attempt
-    // may have done the release itself: then it was lost while backends issued on it.
-    bool lost = ok && !r.found && !e->release_uncertain;
+    // may have done the release itself: then it was lost while backends issued on it.  Freed
+    // by a failover's raise, it was not (renew_apply).  (release_uncertain and the count at
+    // grant are the keeper's own: read without the lock.)
+    bool lost = ok && !r.found && !e->release_uncertain && !store_failed_over_since(e->store_failovers_at_grant);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok) {
         // Done, or the lease was gone already: either way nothing of ours is left in the store.
         end_lease(e, lost);
@@ -516,6 +532,10 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         // not recorded: the new ceiling is not used; tried again as a failed renewal
         if (!history_applied(d.ns, e->store_id, entry_layout(*e), d.slot, r.ceiling, &floor, &err)) ok = false;
     }
+    // Lost to a raise: the store failed over since the grant and freed every lease, each
+    // slot's next window starting above anything this lease issued.  Nothing is wrong with
+    // its ids: its generators move on to a new lease and wait for it, without an error.
+    bool to_raise = ok && !r.found && store_failed_over_since(e->store_failovers_at_grant);
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
@@ -525,8 +545,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now);
         e->backoff_ms = 0;
     } else if (ok) {
-        // Fence or incarnation changed: someone took the slot or it was revoked.
-        end_lease(e, true);
+        // Fence or incarnation changed: someone took the slot or it was revoked, or a raise.
+        end_lease(e, !to_raise);
     } else {
         e->backoff_ms = next_backoff_ms(e->backoff_ms);
         e->next_renew_at = done + e->backoff_ms;
@@ -544,6 +564,12 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
                                  outage.failures, mono_ms() - outage.since)));
             outage.failures = 0;
         }
+    } else if (ok && to_raise) {
+        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise after a "
+                             "failover",
+                             d.slot, d.ns),
+                      errdetail("Every next window on its slot starts above what it issued; its backends move to a "
+                                "new lease and wait for it, without an error.")));
     } else if (ok) {
         health_lease_lost();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", d.slot, d.ns),
@@ -661,8 +687,8 @@ void check_store_failovers() {
         ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a "
                              "point in time",
                              timeline),
-                      errdetail("Leases held before are lost to their holders (ZC001 once); new windows start above "
-                                "the floors the store raised.")));
+                      errdetail("Leases held before are lost to their holders, whose backends move to new leases "
+                                "without an error; new windows start above the floors the store raised.")));
     else
         ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a "
                              "point in time",

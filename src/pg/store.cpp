@@ -502,6 +502,7 @@ void read_acquire(const TextRow& r, StoreResult* out) {
     read_layout_columns(r, 10, out);
     strlcpy(out->slot_range, r.null[15] ? "" : r.value[15], sizeof(out->slot_range));
     strlcpy(out->store_id, r.null[16] ? "" : r.value[16], sizeof(out->store_id));
+    out->failovers = get_int64(r, 17, 0);
 }
 
 void read_release(const TextRow& r, StoreResult* out) {
@@ -606,7 +607,10 @@ bool store_acquire(const char* ns, const char* owner_key, const char* incarnatio
                // the store that granted it (cosid.history): its record's id, newest first (a
                // store before 1.4 has none: NULL)
                "(SELECT pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'store_id' FROM cosid.store_state s "
-               "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1) "
+               "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1), "
+               // the failovers the store had counted (a lease lost later, when the count has
+               // grown, was freed by the raise of a failover: renew_apply)
+               "(SELECT pg_catalog.max(s.failovers) FROM cosid.store_state s) "
                "FROM cosid._durable() durable, "
                "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
                "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs

@@ -19,7 +19,7 @@ struct StoreResult {
     int64 epoch_ms, tolerance_ms;
     char slot_range[32];  // acquire only: the store's range of the namespace's slots, "" for all
     char namespace_name[NAMEDATALEN];  // store_next_own_lease only
-    int64 failovers;                   // store_read_health: the store's failover count
+    int64 failovers;                   // store_read_health and acquire: the store's failover count
     int32 timeline;                    // and the timeline it writes on
     char store_id[40];                 // acquire only: cosid.store_state.store_id, "" before 1.4
 };

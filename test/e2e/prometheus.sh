@@ -2,7 +2,7 @@
 # contrib/prometheus (issue 25): the alert rules pass promtool's checks and unit tests, and
 # the real prometheus-postgres-exporter, run with cosid_queries.yaml against a test server
 # as a pg_monitor role, serves every cosid series with the values the server has; after a
-# planted renewal failure (the store's max_ttl below the keeper's ttl) the failure counter,
+# planted renewal failure (the lease table locked against the keeper) the failure counter,
 # the failing time and the health series move.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
@@ -76,16 +76,24 @@ check_true "every query of the dashboard parses (promtool check rules)" \
     "$(promtool check rules "$DIR/grafana_rules.yml" >/dev/null 2>&1 && echo t || echo f)"
 check_true "check_grafana.py ran its 5 checks" "$([ "$(grep -c '^ok' "$DIR/grafana.log")" = 5 ] && echo t || echo f)"
 
-echo "# a planted renewal failure: the store's max_ttl below the keeper's ttl"
+echo "# a store whose max_ttl is below the keeper's ttl: leases granted shorter, a warning"
 q -c "SELECT cosid_store_settings(max_ttl => '2 s')" >/dev/null
-check_true "cosid_health_status{check=store_max_ttl} 2" "$(wait_for 20 "store_max_ttl 2" has_value cosid_health_status 'check="store_max_ttl"' 2)"
+check_true "cosid_health_status{check=store_max_ttl} 1" "$(wait_for 20 "store_max_ttl 1" has_value cosid_health_status 'check="store_max_ttl"' 1)"
+q -c "SELECT cosid_store_settings(max_ttl => '60 s')" >/dev/null
+check_true "cosid_health_status{check=store_max_ttl} 0 again" "$(wait_for 20 "store_max_ttl 0" has_value cosid_health_status 'check="store_max_ttl"' 0)"
+
+echo "# a planted renewal failure: the lease table locked against the keeper's renewals"
+as_pg env PGAPPNAME=locker "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres \
+    -c "BEGIN" -c "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+locker=$!
 check_true "cosid_health_status{check=renewals} 2 after ttl/3 of failures" \
     "$(wait_for 20 "renewals 2" has_value cosid_health_status 'check="renewals"' 2)"
 scrape >/dev/null
 check_true "cosid_renewal_failures_total counts them" "$(awk '$1 ~ /^cosid_renewal_failures_total/ {print ($2 > 0) ? "t" : "f"}' "$DIR/metrics")"
 check_true "cosid_keeper_renewal_failing_seconds above ttl/3" \
     "$(awk '$1 ~ /^cosid_keeper_renewal_failing_seconds/ {print ($2 > 1) ? "t" : "f"}' "$DIR/metrics")"
-q -c "SELECT cosid_store_settings(max_ttl => '60 s')" >/dev/null
+q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locker'" >/dev/null
+wait "$locker" 2>/dev/null || true
 check_true "renewals succeed again: cosid_keeper_renewal_failing_seconds 0" \
     "$(wait_for 20 "failing 0" has_value cosid_keeper_renewal_failing_seconds "" 0)"
 check "cosid_health_status{check=renewals} 1 (recent failures)" 1 "$(value cosid_health_status 'check="renewals"')"

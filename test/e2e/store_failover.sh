@@ -165,6 +165,8 @@ drill() {
     wait_loads
     touch "$base/stop"; wait
     echo "# [$mode] client errors: $(cat "$A"/[pc].*.log "$B"/[pc].*.log | grep -ohE 'ERROR:  [^:]*' | sort | uniq -c | tr '\n' ' ')"
+    [ "$raise" = on ] && check "[$mode] no client lost its lease to the raise (ZC001): they waited for new leases" 0 \
+        "$(cat "$A"/[pc].*.log "$B"/[pc].*.log | grep -c 'cosid lost its lease' || true)"
     echo "# [$mode] A's keeper: $(qa -c "SELECT 'failovers ' || store_failovers || ', leases lost ' || leases_lost FROM cosid_stats()")"
     # A's keeper says what the new timeline means for its leases, as the store is set
     local said='lost to their holders' unsaid='The store raises no floors'
