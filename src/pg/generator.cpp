@@ -281,9 +281,9 @@ void keeper_cannot_serve(bool here, uint64 checks_before) {
                             setting_database)));
 }
 
-// Waits until the instance holds a lease of `ns` (returns), or fails with what the keeper
-// or the store said.  Every backend waiting for `ns` waits on the same request.
-void wait_for_lease(const char* ns) {
+// What refuses cosid_next() before any wait: a standby, a store-only server, the
+// transaction that created the extension.
+void refuse_before_waiting() {
     // No keeper runs during recovery, and a standby stores no rows anyway: say so at once
     // instead of waiting out the acquire timeout.
     if (RecoveryInProgress())
@@ -307,36 +307,32 @@ void wait_for_lease(const char* ns) {
                                   "store until this transaction commits."),
                         errhint("Commit CREATE EXTENSION cosid first, then call cosid_next() (or insert rows that "
                                 "use it) in a later transaction.")));
-    // Where this database holds the store, ask it; elsewhere the keeper's store answers.
-    bool here = in_store_database();
-    if (!store_is_remote() && here) check_namespace_exists(ns);
-    uint64 checks_before = shared->keeper_checks;
-    wake_keeper();
-    if (here && shared->keeper_failed_starts > 0) {
-        // The keeper backs off because its database did not exist; this is it: connect now.
-        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        shared->keeper_retry_now = true;
-        LWLockRelease(shared->lock);
-    }
-    int64 start = mono_ms();
-    int timeout = acquire_timeout_ms();
-    char error[512] = "";
+}
+
+// What a backend learned while it waited for a lease of its namespace.
+struct LeaseWait {
+    bool leased = false;
+    bool pool_full = false;
+    char error[512] = "";      // the keeper's answer for the request, when it cannot be served
     char error_hint[256] = "";
     int error_code = 0;
-    int64 earliest_expiry = 0;
-    int tries = 0;  // transient store errors the keeper retried for this namespace
+    int64 earliest_expiry = 0;  // an exhausted namespace: when its earliest lease expires
+    int tries = 0;              // transient store errors the keeper retried for this namespace
     char last_error[256] = "";
-    bool pool_full = false;
-    bool leased = false;
+};
+
+// Waits (up to the acquire timeout) until the keeper leased a slot of `ns` for this instance,
+// or said why it cannot; `here` and `checks_before` as keeper_problem_known takes them.
+void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 start, int timeout, LeaseWait* w) {
     int request = -1;  // the request this backend counts itself a waiter of: entry and id
     uint64 request_id = 0;
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        leased = active_entry_locked(ns) >= 0;
-        if (!leased) {
+        w->leased = active_entry_locked(ns) >= 0;
+        if (!w->leased) {
             int r = request_entry_locked(ns);
-            pool_full = r < 0;
+            w->pool_full = r < 0;
             if (r >= 0) {
                 PoolEntry* e = &shared->pool[r];
                 if (r != request || e->request_id != request_id) {
@@ -345,17 +341,17 @@ void wait_for_lease(const char* ns) {
                     request_id = e->request_id;
                 }
                 e->request_seen_at = mono_ms();
-                strlcpy(error, e->error, sizeof(error));
-                strlcpy(error_hint, e->error_hint, sizeof(error_hint));
-                error_code = e->error_code;
-                if (e->earliest_expiry != 0) earliest_expiry = e->earliest_expiry;
+                strlcpy(w->error, e->error, sizeof(w->error));
+                strlcpy(w->error_hint, e->error_hint, sizeof(w->error_hint));
+                w->error_code = e->error_code;
+                if (e->earliest_expiry != 0) w->earliest_expiry = e->earliest_expiry;
                 if (e->tries > 0) {
-                    tries = e->tries;
-                    strlcpy(last_error, e->last_error, sizeof(last_error));
+                    w->tries = e->tries;
+                    strlcpy(w->last_error, e->last_error, sizeof(w->last_error));
                 }
             }
         }
-        bool done = leased || error[0] != '\0' || pool_full || elapsed_ms(start) >= timeout ||
+        bool done = w->leased || w->error[0] != '\0' || w->pool_full || elapsed_ms(start) >= timeout ||
                     keeper_problem_known(here, checks_before);
         if (done && request >= 0) {
             // The last waiter to give up takes a request nobody is being served by along
@@ -371,49 +367,53 @@ void wait_for_lease(const char* ns) {
         ConditionVariableTimedSleep(&shared->cv, 50, PG_WAIT_EXTENSION);
     }
     ConditionVariableCancelSleep();
-    if (leased) return;
+}
+
+// Why no lease came: the keeper's answer, a full pool, a keeper not serving, or the timeout.
+[[noreturn]] void report_no_lease(const char* ns, bool here, uint64 checks_before, int64 start, int timeout,
+                                  const LeaseWait& w) {
     keeper_cannot_serve(here, checks_before);
     int32 static_slot = static_slot_for(ns);
-    if (error[0] != '\0' && static_slot >= 0)
-        ereport(ERROR, (errcode(error_code), errmsg("%s", error),
+    if (w.error[0] != '\0' && static_slot >= 0)
+        ereport(ERROR, (errcode(w.error_code), errmsg("%s", w.error),
                         errdetail("Namespace \"%s\" uses static slot %d (cosid.static_slots): its windows come from "
                                   "the state file, not from a lease store.", ns, static_slot),
-                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
-    if (error[0] != '\0' && error_code == COSID_KEEPER_UNAVAILABLE && error_hint[0] != '\0')
-        report_citus_worker(error, error_hint);  // the only keeper refusal with a hint
-    if (error[0] != '\0' && error_code == ERRCODE_UNDEFINED_OBJECT)
+                        w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+    if (w.error[0] != '\0' && w.error_code == COSID_KEEPER_UNAVAILABLE && w.error_hint[0] != '\0')
+        report_citus_worker(w.error, w.error_hint);  // the only keeper refusal with a hint
+    if (w.error[0] != '\0' && w.error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
-                        errdetail("The lease store answered: %s", error),
+                        errdetail("The lease store answered: %s", w.error),
                         errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
-    if (error[0] != '\0' && error_code == COSID_SLOT_RANGE)  // regional stores: src/core/slot_range
+    if (w.error[0] != '\0' && w.error_code == COSID_SLOT_RANGE)  // regional stores: src/core/slot_range
         ereport(ERROR, (errcode(COSID_SLOT_RANGE),
                         errmsg("cosid namespace \"%s\": the lease store's slot range is not the one this instance saw",
                                ns),
-                        errdetail("%s Its slots may be another region's store's: no slot was taken.", error),
+                        errdetail("%s Its slots may be another region's store's: no slot was taken.", w.error),
                         errhint("Point cosid.store_dsn at this instance's own region's store. To move the instance to "
                                 "that store on purpose, forget the range it saw, here as a superuser: SELECT "
                                 "cosid._namespace_range_forget('%s').",
                                 ns)));
-    if (error[0] != '\0' && error_code == COSID_STATIC_STATE)  // cosid.history (src/pg/store_history.cpp)
+    if (w.error[0] != '\0' && w.error_code == COSID_STATIC_STATE)  // cosid.history (src/pg/store_history.cpp)
         ereport(ERROR, (errcode(COSID_STATIC_STATE),
-                        errmsg("cosid could not acquire a slot in namespace \"%s\": %s", ns, error),
+                        errmsg("cosid could not acquire a slot in namespace \"%s\": %s", ns, w.error),
                         errdetail("The file records what other stores granted this instance; without it a window "
                                   "could repeat ids issued under another store."),
-                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
-    if (error[0] != '\0' && error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
+                        w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+    if (w.error[0] != '\0' && w.error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
         ereport(ERROR, (errcode(COSID_FORK),
                         errmsg("cosid could not acquire a slot in namespace \"%s\": the lease store is a copy of a server "
                                "that may still issue ids", ns),
-                        errdetail("The lease store answered: %s", error),
-                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
-    if (error[0] != '\0' && error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
-        report_layout_mismatch(ns, "on this instance", error, "no slot was taken", "the keeper then copies the store's");
-    if (error[0] != '\0')
+                        errdetail("The lease store answered: %s", w.error),
+                        w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+    if (w.error[0] != '\0' && w.error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
+        report_layout_mismatch(ns, "on this instance", w.error, "no slot was taken", "the keeper then copies the store's");
+    if (w.error[0] != '\0')
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
-                        errdetail("The lease store answered: %s", error),
-                        error_hint[0] != '\0' ? errhint("%s", error_hint) : 0));
-    if (pool_full)
+                        errdetail("The lease store answered: %s", w.error),
+                        w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+    if (w.pool_full)
         ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
                         errmsg("cosid's lease pool is full"),
                         errdetail("This instance issues in %d namespaces at most at once (cosid.max_namespaces).",
@@ -440,23 +440,45 @@ void wait_for_lease(const char* ns) {
                                   setting_database, timeout),
                         errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
                                 "database \"%s\".", setting_database)));
-    if (tries > 0)
+    if (w.tries > 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\" within %d ms", ns, timeout),
-                        errdetail("Tried %d time%s in %lld ms; the last answer of the lease store: %s", tries,
-                                  tries == 1 ? "" : "s", static_cast<long long>(elapsed_ms(start)), last_error),
+                        errdetail("Tried %d time%s in %lld ms; the last answer of the lease store: %s", w.tries,
+                                  w.tries == 1 ? "" : "s", static_cast<long long>(elapsed_ms(start)), w.last_error),
                         errhint("The store's errors were transient (locks, timeouts, connections); check what holds "
                                 "the lease table or the store's connection, or raise cosid.acquire_timeout.")));
-    if (earliest_expiry != 0)
+    if (w.earliest_expiry != 0)
         ereport(ERROR, (errcode(COSID_EXHAUSTED), errmsg("cosid namespace \"%s\" is exhausted", ns),
                         errdetail("Every slot is held; the earliest lease expires at %s. Waited %d ms.",
-                                  ms_to_text(earliest_expiry), timeout),
+                                  ms_to_text(w.earliest_expiry), timeout),
                         errhint("Use a namespace with more slot bits, fewer instances, or raise "
                                 "cosid.acquire_timeout.")));
     ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                     errmsg("cosid timed out waiting for a slot in namespace \"%s\"", ns),
                     errdetail("The lease keeper did not answer within %d ms.", timeout),
                     errhint("Check the server log; the store may be locked or unreachable.")));
+}
+
+// Waits until the instance holds a lease of `ns` (returns), or fails with what the keeper
+// or the store said.  Every backend waiting for `ns` waits on the same request.
+void wait_for_lease(const char* ns) {
+    refuse_before_waiting();
+    // Where this database holds the store, ask it; elsewhere the keeper's store answers.
+    bool here = in_store_database();
+    if (!store_is_remote() && here) check_namespace_exists(ns);
+    uint64 checks_before = shared->keeper_checks;
+    wake_keeper();
+    if (here && shared->keeper_failed_starts > 0) {
+        // The keeper backs off because its database did not exist; this is it: connect now.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        shared->keeper_retry_now = true;
+        LWLockRelease(shared->lock);
+    }
+    int64 start = mono_ms();
+    int timeout = acquire_timeout_ms();
+    LeaseWait w;
+    wait_on_request(ns, here, checks_before, start, timeout, &w);
+    if (!w.leased) report_no_lease(ns, here, checks_before, start, timeout, w);
 }
 
 // Puts `g` on the instance's lease of `ns`, asking the keeper for one when it holds none.
