@@ -15,7 +15,7 @@ using namespace cosid;
 namespace {
 
 enum Kind : uint8_t {
-    K_TICK,
+    K_TICK, K_JUMP,
     // an issuer's keeper and backends
     K_ACQUIRE, K_RENEW, K_RENEW_ANSWER_LOST, K_RENEW_ROLLED_BACK, K_RELEASE, K_RELEASE_FAILS, K_ISSUE,
     K_CRASH, K_STOP, K_START, K_CLOCK_FWD, K_CLOCK_BACK, K_MOVE_STORE, K_SWITCH, K_STATIC_OPEN,
@@ -224,6 +224,7 @@ void crash(World& w, const Config& c, int i, std::string* story) {
         if (w.st[s].exists && w.st[s].host == i && w.st[s].unflushed_before) {
             w.st[s].core = *w.st[s].unflushed_before;  // its local store crashed with it
             w.st[s].unflushed_before.reset();
+            if (story) *story += " (its store " + S(s) + " loses the commits it had not flushed)";
         }
     const int64_t stopped = x.stopped_at;
     start(w, c, i, story);
@@ -246,6 +247,16 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
             return std::nullopt;
         }
     }
+    // src/pg/fork.cpp fork_static_check: a copy declared (a cosid.fork file) opens no static
+    // window until the fork is acknowledged.
+    if (on(c, R_FORK_DETECT) && x.store >= 0 && w.st[x.store].exists) {
+        bool declared = x.fork_marker;
+        for (const StoreRecord& r : w.st[x.store].core.records) declared = declared || r.fork_declared;
+        if (declared) {
+            if (story) *story += " refused: this data directory is a declared copy (ZC009)";
+            return std::nullopt;
+        }
+    }
     const int64_t model_ms = have_file ? x.file_ceiling : x.memory_ms;
     const bool model_has = have_file ? x.file_has_window : x.memory_has;
     std::optional<int64_t> others, own;
@@ -258,8 +269,8 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
         if (on(c, R_SWITCH_TO_STATIC) && core.ns && core.table)
             others = std::max(others.value_or(0), reaches_until(core.table->row(0)));
     }
-    int64_t recorded = static_recorded_ms(model_ms, model_has, others, own, have_file);
-    if (!on(c, R_STATIC_FLOOR)) recorded = std::max(others.value_or(0), own.value_or(0));  // the file ignored
+    // Without the rule the file is read but its ceiling is not used.
+    const int64_t recorded = static_recorded_ms(on(c, R_STATIC_FLOOR) ? model_ms : 0, model_has, others, own, have_file);
     const int64_t started = on(c, R_STATIC_NOFILE_START) ? x.started_ms : 0;
     const int64_t floor = static_window_floor(recorded, 0, have_file, started);
     return std::make_pair(floor, issuer_now(w, i) + kStaticAhead);
@@ -315,7 +326,9 @@ bool issue(World& w, const Config& c, int i, std::string* story, std::string* vi
     if (story)
         *story += " issues id " + std::to_string(cl.id) + " (slot " + std::to_string(slot) + ", tick " +
                   std::to_string(u.tick) + ", seq " + std::to_string(u.sequence) + ") at its clock " +
-                  std::to_string(now) + " in " + win(window.floor_ms, std::min<int64_t>(window.ceiling_ms, 99));
+                  std::to_string(now) + " in " +
+                  (window.ceiling_ms > 1000000 ? "(" + std::to_string(window.floor_ms) + ", no ceiling)"
+                                                : win(window.floor_ms, window.ceiling_ms));
     // The old record rule: a store learnt its server issues from it only at the first id.
     if (!on(c, R_RECORD_AT_START) && !x.issued_once)
         for (int s = 0; s < kStores; ++s)
@@ -451,19 +464,20 @@ World initial_world(const Config& c) {
         x.exists = x.up = true;
         x.inc = 1;
         x.sysid = static_cast<uint64_t>(1 + i);
-        x.store = static_cast<int8_t>(i == 1 && c.i1_on_s1 ? 1 : 0);
+        x.store = static_cast<int8_t>(c.central ? 1 : 0);
         x.started_ms = 0;
     }
     w.iss[0].is_static = c.static_start;
     for (int s = 0; s < 2; ++s) {
-        if (s == 1 && !c.standalone_s1) continue;
+        if (s == 1 && !c.standalone_s1 && !c.central) continue;
         Store& st = w.st[s];
         st.exists = true;
         st.host = static_cast<int8_t>(s == 0 ? 0 : -1);
         st.sysid = s == 0 ? 1 : 3;
-        st.core.ext = st.core.ns = true;
+        st.core.ext = true;
+        st.core.ns = !c.ns_absent;
         st.core.store_id = static_cast<int16_t>(10 + s);
-        st.core.table = new_table(c, 0);
+        if (st.core.ns) st.core.table = new_table(c, 0);
         st.core.records = {StoreRecord{st.sysid, 1, s == 0 && on(c, R_RECORD_AT_START), false}};
     }
     return w;
@@ -473,12 +487,14 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
     out->clear();
     auto add = [&](uint8_t k, int a, int b = -1) { out->push_back(Move{k, static_cast<int8_t>(a), static_cast<int8_t>(b)}); };
     if (w.now < kMaxTime) add(K_TICK, -1);
+    // A longer wait: as far as a raise puts floors ahead (max_ttl + 2 x max_tolerance), in one move.
+    if (w.now + limits().raise_margin_ms() <= kMaxTime) add(K_JUMP, -1);
     for (int i = 0; i < kIssuers; ++i) {
         const Issuer& x = w.iss[i];
         if (!x.exists) continue;
+        if (i == 0 && fam(c, F_FORK) && !w.iss[2].exists && !w.st[2].exists) add(K_PG_UPGRADE, i);
         if (!x.up) {
             if (fam(c, F_CRASH | F_FORK) && !x.never_again) add(K_START, i);
-            if (i == 0 && fam(c, F_FORK) && !w.iss[2].exists && !w.st[2].exists) add(K_PG_UPGRADE, i);
             continue;
         }
         const bool store_ok = x.store >= 0 && w.st[x.store].exists;
@@ -578,6 +594,10 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
     switch (m.kind) {
     case K_TICK:
         w.now += 1;
+        say("time passes to " + std::to_string(w.now));
+        break;
+    case K_JUMP:
+        w.now += limits().raise_margin_ms();
         say("time passes to " + std::to_string(w.now));
         break;
     case K_ACQUIRE:
@@ -687,6 +707,11 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
     case K_PG_UPGRADE: {
         say(I(0) + " is upgraded by pg_upgrade (copy mode): the new cluster keeps the name " + I(0) +
             ", the old data directory is " + I(2) + " (stopped)");
+        if (w.iss[0].up) {
+            say(";");
+            clean_stop(w, c, 0, st);  // pg_upgrade needs the old cluster stopped cleanly
+            say(" then");
+        }
         copy_data_directory(w, 0, 2);
         w.iss[2].fork_marker = on(c, R_FORK_MARKER);
         Issuer& x = w.iss[0];
@@ -812,6 +837,11 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             }
         } else {
             say("cosid_namespace_create on " + S(a) + ":");
+            // It follows the store's history first, as every store call does.
+            if (!begin_call(w, c, a, -1, st)) {
+                say(" refused: the store grants nothing now");
+                return false;
+            }
         }
         // cosid._namespace_insert
         const int64_t first = on(c, R_FIRST_FLOOR) ? namespace_first_floor(now, s.core.raised_at, limits()) : now;

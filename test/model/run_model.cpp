@@ -5,7 +5,7 @@
 // first violation found has a shortest trace; it is printed as a story, move by move.
 //
 //   run_model [--depth N] [--issuers N] [--only FAMILY,...] [--without RULE]... [--expect-violation]
-//             [--static-start] [--static-no-file] [--i1-on-s1] [--max-seconds N]
+//             [--static-start] [--static-no-file] [--central] [--ns-absent] [--max-seconds N]
 //   run_model --list         the rules and the move families
 // Exit 0: no violation (or, with --expect-violation, a violation found); 1 otherwise; 2: bad
 // arguments or the bound was not explored in time.
@@ -91,8 +91,10 @@ int main(int argc, char** argv) {
             c.static_start = true;
         } else if (a == "--static-no-file") {
             c.static_no_file = true;
-        } else if (a == "--i1-on-s1") {
-            c.i1_on_s1 = true;
+        } else if (a == "--central") {
+            c.central = true;
+        } else if (a == "--ns-absent") {
+            c.ns_absent = true;
         } else if (a == "--without") {
             const std::string r = value();
             int found = -1;
@@ -120,10 +122,12 @@ int main(int argc, char** argv) {
     std::string without;
     for (int r = 0; r < R_COUNT; ++r)
         if (c.without[r]) without += std::string(without.empty() ? "" : ",") + rule_name(r);
-    std::printf("bound: %d issuers%s, stores S0 (I0's own server)%s, one namespace of 2 slots, times 1..%d, "
-                "depth %d; moves: %s; rules switched off: %s\n",
-                c.issuers, (c.families & F_FORK) ? " (+1 a fork may make)" : "", c.standalone_s1 ? " and S1" : "",
-                kMaxTime, depth, families_text(c.families).c_str(), without.empty() ? "none" : without.c_str());
+    std::printf("bound: %d issuers%s leasing from %s, one namespace of 2 slots%s%s, times 1..%d, depth %d; moves: %s; "
+                "rules switched off: %s\n",
+                c.issuers, (c.families & F_FORK) ? " (+1 a fork may make)" : "",
+                c.central ? "S1 (a store server of its own)" : "S0 (I0's own server; S1 a second store)",
+                c.ns_absent ? " made by a move" : "", c.static_start ? ", I0 on static slot 0" : "", kMaxTime, depth,
+                families_text(c.families).c_str(), without.empty() ? "none" : without.c_str());
     std::fflush(stdout);
 
     // Breadth first, level by level.  A state is kept only as its node (its parent and the

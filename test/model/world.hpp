@@ -74,7 +74,8 @@ const char* rule_story(int r);  // one line: what the rule closes
 struct Config {
     int issuers = 2;             // I0, I1 (a fork adds I2 if forks are on)
     bool standalone_s1 = true;   // S1 exists from the start, a standalone store
-    bool i1_on_s1 = false;       // I1 leases from S1 instead of S0
+    bool central = false;        // I0 and I1 both lease from S1, a store of its own server (S0 unused)
+    bool ns_absent = false;      // the stores start without the namespace (cosid_namespace_create is a move)
     bool static_no_file = false; // static slots without a state file (cosid.state_file = '')
     bool static_start = false;   // I0 starts on static slot 0 instead of leasing
     unsigned families = ~0u;     // which moves are enabled (Family bits)
