@@ -19,12 +19,12 @@ started=$SECONDS
 # within seconds; smaller sets of moves go deeper.
 BOUNDS=(
   "every move, two issuers and a fork|--depth 6"
-  "one store server of its own: loss, crashes, clocks, failover, restore, keeper logins|--central --only core,loss,crash,clock,store-clock,failover,restore,keeper-login --depth 8"
-  "drops, namespaces made again, layout edits|--only core,crash,clock,drop,namespace --depth 8"
-  "forks and pg_upgrade of one issuing server|--issuers 1 --only core,crash,clock,fork --depth 10"
-  "an issuer moving between stores|--issuers 1 --only core,loss,crash,clock,move-store --depth 10"
-  "static slots with a state file: switches, crashes, forks|--issuers 1 --static-start --only core,crash,static,fork --depth 9"
-  "static slots without a state file|--issuers 1 --static-start --static-no-file --only core,crash,clock,static --depth 10"
+  "one store server of its own: loss, crashes, restarts, clocks, failover, restore, keeper logins|--central --only core,loss,crash,restart,clock,store-clock,failover,restore,keeper-login --depth 6"
+  "drops, namespaces made again, layout edits|--only core,crash,restart,clock,drop,namespace --depth 6"
+  "forks and pg_upgrade of one issuing server|--issuers 1 --only core,crash,restart,clock,fork --depth 8"
+  "an issuer moving between stores|--issuers 1 --only core,loss,crash,restart,clock,move-store --depth 8"
+  "static slots with a state file: switches, crashes, forks|--issuers 1 --static-start --only core,crash,restart,static,fork --depth 8"
+  "static slots without a state file|--issuers 1 --static-start --static-no-file --only core,crash,restart,clock,static --depth 9"
 )
 
 # The teeth.  Each line: the rule(s) switched off (a comma between two), the path of the fault
@@ -44,11 +44,11 @@ TEETH=(
   "drop-guard|DROP EXTENSION (or DROP OWNED BY, a cascade, DROP DATABASE) with a window ahead|--only core,drop,clock --depth 8"
   "forget-guard|DELETE / TRUNCATE of cosid.lease, a namespace made again|--only core,namespace,clock --depth 8"
   "first-floor|a namespace lost in a failover's tail, made again|--central --ns-absent --only core,failover,namespace --depth 10"
-  "layout-guard|a superuser's UPDATE of a live namespace's layout|--only core,namespace,clock --depth 9"
+  "layout-guard|a superuser's UPDATE of a live namespace's layout|--only core,namespace --depth 9"
   "role-guard|a second keeper role releasing another server's lease|--only core,keeper-login --depth 6"
   "fork-detect|a promoted standby (or recovered backup) of an issuing server|--issuers 1 --only core,fork --depth 9"
   "record-at-start|a copy made before the original's first id|--issuers 1 --only core,fork --depth 9"
-  "record-kept|a copy of a server after a clean restart|--issuers 1 --only core,crash,fork --depth 10"
+  "record-kept|a copy of a server after a clean restart|--issuers 1 --only core,restart,fork --depth 10"
   "fork-marker|pg_upgrade's old cluster started again|--issuers 1 --only core,fork --depth 10"
   "store-history|an instance that changes its store|--issuers 1 --only core,clock,move-store --depth 6"
   "static-durable|a static ceiling used before it is durable, then kill -9|--issuers 1 --static-start --only core,crash,static --depth 6"
@@ -56,7 +56,7 @@ TEETH=(
   "static-nofile-borrow|static slots without a state file borrowing ahead, then a restart|--issuers 1 --static-start --static-no-file --only core,crash,static --depth 9"
   "static-nofile-start|static slots without a state file restarted in the same tick|--issuers 1 --static-start --static-no-file --only core,crash,static --depth 6"
   "static-timeline|a promoted standby with its origin's static state file|--issuers 1 --static-start --only core,fork,static --depth 6"
-  "static-rows,raise-cluster|static slots across pg_upgrade (raise_floors_on_new_timeline off)|--issuers 1 --static-start --only core,crash,fork,static --depth 8"
+  "static-rows,raise-cluster|static slots across pg_upgrade (raise_floors_on_new_timeline off)|--issuers 1 --static-start --only core,restart,fork,static --depth 8"
   "switch-to-static|a namespace moved from leased to static issuing|--issuers 1 --only core,static --depth 6"
   "switch-to-leased|a namespace moved from static to leased issuing|--issuers 1 --static-start --only core,static --depth 6"
 )

@@ -494,7 +494,7 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
         if (!x.exists) continue;
         if (i == 0 && fam(c, F_FORK) && !w.iss[2].exists && !w.st[2].exists) add(K_PG_UPGRADE, i);
         if (!x.up) {
-            if (fam(c, F_CRASH | F_FORK) && !x.never_again) add(K_START, i);
+            if (fam(c, F_RESTART | F_FORK) && !x.never_again) add(K_START, i);
             continue;
         }
         const bool store_ok = x.store >= 0 && w.st[x.store].exists;
@@ -509,15 +509,13 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
             if (!on(c, R_COMMIT)) add(K_RENEW_ROLLED_BACK, i);  // with the rule it changes nothing
             add(K_RELEASE_FAILS, i);
         }
-        if (fam(c, F_CRASH)) {
-            add(K_CRASH, i);
-            add(K_STOP, i);
-        }
+        if (fam(c, F_CRASH)) add(K_CRASH, i);
+        if (fam(c, F_RESTART)) add(K_STOP, i);
         if (fam(c, F_CLOCK)) {
             if (x.clock < kMaxIssuerClock) add(K_CLOCK_FWD, i);
             // Without a state file a static slot is safe only while the clock does not move
             // back across a restart: the operator's part (docs/safety.md), so no step back.
-            if (x.clock > kMinIssuerClock && !(x.is_static && c.static_no_file)) add(K_CLOCK_BACK, i);
+            if (x.clock > kMinIssuerClock && !c.static_no_file) add(K_CLOCK_BACK, i);
         }
         if (fam(c, F_MOVE) && !x.is_static) {
             // Ids issued under two stores collide unless the stores grant disjoint slots to

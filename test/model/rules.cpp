@@ -75,6 +75,7 @@ const char* family_name(unsigned f) {
     case F_FORK: return "fork";
     case F_MOVE: return "move-store";
     case F_STATIC: return "static";
+    case F_RESTART: return "restart";
     default: return "?";
     }
 }

@@ -45,7 +45,7 @@ struct Node {
 };
 
 const unsigned kFamilies[] = {F_CORE, F_LOSS, F_CRASH, F_CLOCK, F_STORE_CLOCK, F_FAILOVER, F_RESTORE,
-                              F_DROP, F_NAMESPACE, F_ROGUE, F_FORK, F_MOVE, F_STATIC};
+                              F_DROP, F_NAMESPACE, F_ROGUE, F_FORK, F_MOVE, F_STATIC, F_RESTART};
 
 int usage(const char* why) {
     std::fprintf(stderr, "run_model: %s (run_model --list for rules and families)\n", why);
@@ -156,11 +156,17 @@ int main(int argc, char** argv) {
         std::vector<Successor> out;
         uint64_t transitions = 0;
         std::optional<std::pair<uint32_t, Move>> bad;
+        bool timed_out = false;
     };
     auto expand = [&](size_t from, size_t to, Part* part) {
         std::vector<Move> moves, chain;
         std::string buf;
         for (size_t f = from; f < to && !part->bad; ++f) {
+            if ((f & 4095) == 0 &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > max_seconds) {
+                part->timed_out = true;
+                return;
+            }
             const uint32_t idx = frontier[f];
             chain.clear();
             for (uint32_t i = idx; i != 0; i = nodes[i].parent) chain.push_back(nodes[i].move);
@@ -188,6 +194,11 @@ int main(int argc, char** argv) {
         std::thread t([&] { expand(half, frontier.size(), &parts[1]); });
         expand(0, half, &parts[0]);
         t.join();
+        if (parts[0].timed_out || parts[1].timed_out) {
+            std::printf("not finished: depth %d not explored within %.0f s (%zu states)\n", level + 1, max_seconds,
+                        nodes.size());
+            return 2;
+        }
         next.clear();
         for (Part& p : parts) {
             transitions += p.transitions;

@@ -85,7 +85,7 @@ struct Config {
 enum Family : unsigned {
     F_CORE = 1u << 0,        // acquire, renew, release, issue, time, expiry
     F_LOSS = 1u << 1,        // lost / late / rolled-back renewals, failed releases
-    F_CRASH = 1u << 2,       // crash, clean stop, start
+    F_CRASH = 1u << 2,       // crash (kill -9, immediate shutdown) and the restart after it
     F_CLOCK = 1u << 3,       // issuer clock steps
     F_STORE_CLOCK = 1u << 4, // store clock steps
     F_FAILOVER = 1u << 5,    // standby behind, failover (sync / async), store crash
@@ -96,6 +96,7 @@ enum Family : unsigned {
     F_FORK = 1u << 10,       // promoted standby / copy beside it, pg_upgrade, acknowledge
     F_MOVE = 1u << 11,       // an issuer moving to another store
     F_STATIC = 1u << 12,     // static windows, switch between leased and static
+    F_RESTART = 1u << 13,    // clean stop (fast shutdown), start
 };
 const char* family_name(unsigned f);
 
