@@ -18,7 +18,8 @@ started=$SECONDS
 # The bounds.  Each line: a name, then run_model's arguments.  All moves at once reach depth 6
 # within seconds; smaller sets of moves go deeper.
 BOUNDS=(
-  "every move, two issuers and a fork|--depth 6"
+  "every move, two issuers on I0's own store (S0) and a fork|--depth 6"
+  "every move, two issuers on a store server of its own (S1, which fails over and is restored)|--central --depth 5"
   "one store server of its own: loss, crashes, restarts, clocks, failover, restore, keeper logins|--central --only core,loss,crash,restart,clock,store-clock,failover,restore,keeper-login --depth 6"
   "drops, namespaces made again, layout edits|--only core,crash,restart,clock,drop,namespace --depth 6"
   "forks and pg_upgrade of one issuing server|--issuers 1 --only core,crash,restart,clock,fork --depth 8"
