@@ -2,6 +2,13 @@
 // any point, each applying the rules of src/core (or, where the rule is SQL, a mirror of it
 // named beside it).  A rule switched off (Config::without) is replaced by what cosid did
 // before the rule, or by what PostgreSQL would let happen without the guard.
+//
+// A pause is no move of its own: a paused server takes no move while the others do, then
+// goes on with what it holds in memory (its window, its word), which the breadth-first
+// search tries at every point.  Moves the operator must not make (docs/safety.md, "Out of
+// scope") are not offered: two stores for one namespace's slots, a static slot shared, a
+// fork acknowledged while its origin runs, a clock moved back across a restart of static
+// slots without a state file, a store clock outside max_tolerance.
 #include <algorithm>
 #include <climits>
 
