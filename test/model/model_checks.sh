@@ -4,7 +4,8 @@
 # duplicate id found so far, the rule that closes it is switched off and the checker must reach
 # a violation, print its shortest trace, and find none to that depth with the rule on.
 # Prints "ok - ..." / "not ok - ..." lines (scripts/test.sh counts them) and the traces under
-# "#".  Usage: model_checks.sh [ROOT] [--teeth-only | --bounds-only]
+# "#".  ~45 s on 2 idle cores; the time limits (150 s a bound, 90 s a tooth) only stop a
+# runaway.  Usage: model_checks.sh [ROOT] [--teeth-only | --bounds-only]
 set -u
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 what="${2:-all}"
@@ -69,7 +70,7 @@ if [ "$what" != --teeth-only ]; then
     for b in "${BOUNDS[@]}"; do
         name="${b%%|*}"; args="${b#*|}"
         # shellcheck disable=SC2086
-        "$run" $args --max-seconds 40 > "$out/run.log" 2>&1; rc=$?
+        "$run" $args --max-seconds 150 > "$out/run.log" 2>&1; rc=$?
         explored=$(grep -E '^explored' "$out/run.log" || true)
         grep -E '^bound' "$out/run.log" | sed 's/^/# /'
         if [ "$rc" = 0 ] && grep -q '^result: no violation' "$out/run.log"; then
@@ -88,7 +89,7 @@ if [ "$what" != --bounds-only ]; then
         for r in ${rules//,/ }; do without="$without --without $r"; done
         # Without the rule: a violation, with a trace that ends in the broken promise.
         # shellcheck disable=SC2086
-        "$run" $args $without --expect-violation --max-seconds 40 > "$out/teeth.log" 2>&1; rc=$?
+        "$run" $args $without --expect-violation --max-seconds 90 > "$out/teeth.log" 2>&1; rc=$?
         if [ "$rc" = 0 ] && grep -q '^result: VIOLATION' "$out/teeth.log" && grep -q '^broken promise: ' "$out/teeth.log"; then
             moves=$(grep -oE 'VIOLATION after [0-9]+ moves' "$out/teeth.log" | grep -oE '[0-9]+')
             echo "# without $rules ($path):"
@@ -98,7 +99,7 @@ if [ "$what" != --bounds-only ]; then
             extra=""
             [ "${rules#*,}" != "$rules" ] && extra="--without ${rules#*,}"  # a second rule stays off
             # shellcheck disable=SC2086
-            "$run" $depth_args $extra --max-seconds 40 > "$out/with.log" 2>&1; rc2=$?
+            "$run" $depth_args $extra --max-seconds 90 > "$out/with.log" 2>&1; rc2=$?
             if [ "$rc2" = 0 ]; then
                 ok "without $rules: the checker reaches a duplicate in $moves moves ($path); with it none to that depth"
             else
