@@ -44,10 +44,15 @@ test/unit/run_unit: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
 unit: test/unit/run_unit
 	test/unit/run_unit
 
-EXTRA_CLEAN = test/unit/run_unit test/out test/out_isolation test/tmp_check test/tmp_check_iso
+EXTRA_CLEAN = test/unit/run_unit test/model/run_model test/out test/out_isolation test/tmp_check test/tmp_check_iso
 
 test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	g++ -std=c++17 -O1 -g -Wall -Wextra -Isrc/core -o $@ test/model/model_compare.cpp $(CORE_SRCS)
+
+# The exhaustive model checker over the core's rules (test/model/*.cpp but model_compare).
+MODEL_SRCS = $(filter-out test/model/model_compare.cpp,$(wildcard test/model/*.cpp))
+test/model/run_model: $(MODEL_SRCS) $(wildcard test/model/*.hpp) $(CORE_SRCS) $(wildcard src/core/*.hpp)
+	g++ -std=c++17 -O2 -g -Wall -Wextra $(if $(COSID_WERROR),-Werror) -Isrc/core -o $@ $(MODEL_SRCS) $(CORE_SRCS) -pthread
 
 # make dist: the release archive PGXN takes, a zip of the committed tree named after
 # META.json's version (test/meta/check_meta.py checks that file).

@@ -64,7 +64,7 @@ for v in "${majors[@]}"; do
     cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
           "$COSID_ROOT/test" "$COSID_ROOT/src" "$COSID_ROOT/scripts" "$b/"
     find "$b/src" "$b/test" -name '*.o' -delete
-    rm -f "$b/test/unit/run_unit" "$b/test/model/model_compare"
+    rm -f "$b/test/unit/run_unit" "$b/test/model/model_compare" "$b/test/model/run_model"
     p=0; f=0; what=""
     # (niced: the 15 suite runs beside, with its timings)
     if ! nice -n 10 make -C "$b" -s -j2 COSID_WERROR=1 PG_CONFIG="$prefix/bin/pg_config" > "$b/build.log" 2>&1 ||

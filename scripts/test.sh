@@ -28,6 +28,19 @@ grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' 
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
+# The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
+# on, then each rule switched off and the violation it closes reached (~45 s on 2 cores, before
+# anything else runs).
+log "the model checker: every interleaving of the operations to a bound, and its teeth"
+bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
+    || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
+grep -E '^(ok|not ok)|^# the model' "$work/model.log" || true
+grep -q '^not ok' "$work/model.log" && sed -n '/^not ok/,+3p;/^#   /p' "$work/model.log" | head -80
+model_ok=$(grep -c '^ok' "$work/model.log" || true); model_bad=$(grep -c '^not ok' "$work/model.log" || true)
+echo "model checker: $model_ok passed, $model_bad failed"
+total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_bad))
+[ "$model_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
+
 log "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
 for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too

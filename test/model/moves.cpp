@@ -1,0 +1,974 @@
+// The moves of the explored world: what keepers, backends, stores and administrators may do at
+// any point, each applying the rules of src/core (or, where the rule is SQL, a mirror of it
+// named beside it).  A rule switched off (Config::without) is replaced by what cosid did
+// before the rule, or by what PostgreSQL would let happen without the guard.
+//
+// A pause is no move of its own: a paused server takes no move while the others do, then
+// goes on with what it holds in memory (its window, its word), which the breadth-first
+// search tries at every point.  Moves the operator must not make (docs/safety.md, "Out of
+// scope") are not offered: two stores for one namespace's slots, a static slot shared, a
+// fork acknowledged while its origin runs, a clock moved back across a restart of static
+// slots without a state file, a store clock outside max_tolerance.
+#include <algorithm>
+#include <climits>
+
+#include "issue_word.hpp"
+#include "static_state.hpp"
+#include "world.hpp"
+
+namespace model {
+using namespace cosid;
+
+namespace {
+
+enum Kind : uint8_t {
+    K_TICK, K_JUMP,
+    // an issuer's keeper and backends
+    K_ACQUIRE, K_RENEW, K_RENEW_ANSWER_LOST, K_RENEW_ROLLED_BACK, K_RELEASE, K_RELEASE_FAILS, K_ISSUE,
+    K_CRASH, K_STOP, K_START, K_CLOCK_FWD, K_CLOCK_BACK, K_MOVE_STORE, K_SWITCH, K_STATIC_OPEN,
+    K_STATIC_EXTEND, K_ACQUIRE_LONG, K_ROGUE_RELEASE, K_FORK_PROMOTE, K_PG_UPGRADE,
+    // a store and its administrator
+    K_SCLOCK_FWD, K_SCLOCK_BACK, K_STANDBY_BEHIND, K_FAILOVER, K_STORE_CRASH, K_DUMP, K_RESTORE_WHOLE,
+    K_RESTORE_PIECES, K_RESTORE_RECORDS, K_RESTORE_ROWS, K_DROP_CREATE, K_NS_CREATE,
+    K_NS_REMAKE, K_LAYOUT_EDIT, K_FORK_ACK,
+};
+
+bool on(const Config& c, int rule) { return !c.without[rule]; }
+bool fam(const Config& c, unsigned f) { return (c.families & f) != 0; }
+std::string I(int i) { return "I" + std::to_string(i); }
+std::string S(int s) { return "S" + std::to_string(s); }
+std::string win(int64_t f, int64_t c) { return "(" + std::to_string(f) + ", " + std::to_string(c) + "]"; }
+std::string key_of(int i) { return "k" + std::to_string(i); }
+std::string inc_of(const Issuer& x, int i) { return "i" + std::to_string(i) + "." + std::to_string(x.inc); }
+std::string store_id_text(const StoreCore& c) { return "store" + std::to_string(c.store_id); }
+
+int64_t issuer_now(const World& w, int i) { return w.now + w.iss[i].clock; }
+int64_t store_now(const World& w, int s) { return w.now + w.st[s].clock; }
+
+uint64_t here_sysid(const World& w, int s) {
+    const Store& st = w.st[s];
+    return st.host >= 0 ? w.iss[st.host].sysid : st.sysid;
+}
+uint32_t here_timeline(const World& w, int s) {
+    const Store& st = w.st[s];
+    return st.host >= 0 ? w.iss[st.host].timeline : st.timeline;
+}
+
+LeaseTable new_table(const Config& c, int64_t first_floor) {
+    // Without the max_ttl rule the store grants any ttl (a table without limits).
+    if (on(c, R_MAX_TTL)) return LeaseTable(1, kTolerance, limits(), first_floor);
+    return LeaseTable(1, kTolerance, first_floor);
+}
+
+// Marks the store's record of its own server as an issuer's (the keeper records its server).
+void record_issuer(World& w, int s, bool issuer) {
+    for (StoreRecord& r : w.st[s].core.records)
+        if (r.system_identifier == here_sysid(w, s)) r.issuer = issuer;
+}
+
+// A lease change committed on store s: with the flush rule the keeper waits for it to be
+// durable; without, a crash of the store may take it back (synchronous_commit = off).
+void committed(World& w, const Config& c, int s, const StoreCore& before) {
+    if (!on(c, R_FLUSH) && !w.st[s].unflushed_before) w.st[s].unflushed_before = before;
+}
+
+// What every store call does first (the SQL: cosid._follow_timeline and cosid._fork_reason,
+// called by cosid.acquire, renew and release): classify the store's history with
+// fork_rule's classify_store, raise after a lost history, refuse while restoring or forked.
+// Returns whether the store grants; *story gets what it did.
+bool begin_call(World& w, const Config& c, int s, int caller, std::string* story) {
+    Store& st = w.st[s];
+    if (!st.exists || !st.core.ext) return false;
+    // pg_restore's session is known by its application_name: a data-only restore that has not
+    // brought the origin's record yet grants nothing either (store_restore_race.sh).
+    if (st.restoring && st.records_pending && on(c, R_RESTORE_MARK)) return false;
+    const int64_t now = store_now(w, s);
+    const StoreHistory h = classify_store(st.core.records, here_sysid(w, s), here_timeline(w, s));
+    bool raise = false, follow = true;
+    switch (h) {
+    case StoreHistory::Whole: follow = false; break;
+    case StoreHistory::BeingRestored:
+        if (on(c, R_RESTORE_MARK)) return false;
+        follow = false;  // without the rule: granted from whatever is there
+        break;
+    case StoreHistory::Forked:
+        if (on(c, R_FORK_DETECT)) return false;
+        raise = on(c, R_RAISE_FAILOVER);  // without the rule: a new timeline like any other
+        break;
+    case StoreHistory::NewTimeline: raise = on(c, R_RAISE_FAILOVER); break;
+    case StoreHistory::NewCluster: raise = on(c, R_RAISE_CLUSTER); break;
+    case StoreHistory::Restored: raise = on(c, R_RAISE_RESTORE); break;
+    }
+    if (raise) {
+        if (st.core.table) st.core.table->raise_after_lost_history(now, limits());
+        st.core.raised_at = now;
+        if (story) *story += " [" + S(s) + " raises every floor to " + std::to_string(now + limits().raise_margin_ms()) + "]";
+    }
+    if (follow) st.core.records = {StoreRecord{here_sysid(w, s), here_timeline(w, s), false, false}};
+    if (st.host == caller && on(c, R_RECORD_AT_START)) record_issuer(w, s, true);
+    return true;
+}
+
+// A fresh id: checks the promise against every id issued before.
+void check_issue(World& w, int i, const Layout& l, int64_t id, std::string* violation) {
+    const Unpacked u = l.unpack(id);
+    for (const Issued& p : w.ids) {
+        if (p.id == id) {
+            if (violation)
+                *violation = "id " + std::to_string(id) + " issued twice: by " + I(p.issuer) + " and now by " + I(i) +
+                             " (slot " + std::to_string(u.slot) + ", tick " + std::to_string(u.tick) + ")";
+            return;
+        }
+        if (p.issuer != i && p.slot == u.slot && p.tick == u.tick) {
+            if (violation)
+                *violation = "(slot " + std::to_string(u.slot) + ", tick " + std::to_string(u.tick) + ") issued by " +
+                             I(p.issuer) + " and by " + I(i);
+            return;
+        }
+    }
+    w.ids.push_back(Issued{id, static_cast<int8_t>(i), u.slot, u.tick});
+}
+
+// The largest static ceiling recorded on store s for slot 0 (cosid.acquire's v_static).
+std::optional<int64_t> static_rows_max(const StoreCore& core, std::optional<uint64_t> except_cluster) {
+    std::optional<int64_t> v;
+    for (const StaticRow& r : core.static_rows)
+        if (!except_cluster || r.cluster != *except_cluster) v = std::max(v.value_or(r.ceiling), r.ceiling);
+    return v;
+}
+void record_static_row(StoreCore& core, uint64_t cluster, int64_t ceiling) {
+    for (StaticRow& r : core.static_rows)
+        if (r.cluster == cluster) {
+            r.ceiling = std::max(r.ceiling, ceiling);
+            return;
+        }
+    core.static_rows.push_back(StaticRow{cluster, ceiling});
+}
+
+// The keeper's release of its lease in order (its word closed, the exact last timestamp).
+bool release_lease(World& w, const Config& c, int i, std::string* story) {
+    Issuer& x = w.iss[i];
+    Lease& l = x.lease;
+    const Layout lay = layout_of(l.layout);
+    const int64_t last = issue_word::last_issued_ms(lay, l.word).value_or(l.floor);
+    l.word |= issue_word::kClosed;
+    Store& st = w.st[l.store];
+    const StoreCore before = st.core;
+    if (!begin_call(w, c, l.store, i, story) || !st.core.table) {
+        l.pending_release = true;
+        if (story) *story += " release refused: the entry stays, last " + std::to_string(last);
+        return true;
+    }
+    const auto r = st.core.table->release(l.slot, inc_of(x, i), l.fence, last);
+    if (r) {
+        committed(w, c, l.store, before);
+        record_release(&x.history, store_id_text(st.core), l.slot, last);
+        if (story) *story += " released slot " + std::to_string(l.slot) + " with last " + std::to_string(last) +
+                             " (next_floor " + std::to_string(r->next_floor) + ")";
+    } else if (story) {
+        *story += " slot " + std::to_string(l.slot) + " was no longer its lease";
+    }
+    l = Lease{};
+    return true;
+}
+
+void release_static(World& w, const Config& c, int i, std::string* story) {
+    Issuer& x = w.iss[i];
+    if (!x.sw.open) return;
+    const int64_t last = issue_word::last_issued_ms(layout_of(0), x.sw.word).value_or(x.sw.floor);
+    // A release lowers the file (or the keeper's memory) to the last id issued.
+    if (!c.static_no_file) x.file_ceiling = last;
+    x.memory_ms = last;
+    x.memory_has = true;
+    x.sw = StaticWindow{};
+    if (story) *story += " static window released at " + std::to_string(last);
+}
+
+// A fast shutdown: every lease released in order, then down.
+void clean_stop(World& w, const Config& c, int i, std::string* story) {
+    Issuer& x = w.iss[i];
+    if (x.lease.held) release_lease(w, c, i, story);
+    x.lease = Lease{};
+    release_static(w, c, i, story);
+    x.up = false;
+    x.stopped_at = w.now;
+    if (!on(c, R_RECORD_KEPT))
+        for (int s = 0; s < kStores; ++s)
+            if (w.st[s].exists && w.st[s].host == i) record_issuer(w, s, false);
+}
+
+void start(World& w, const Config& c, int i, std::string* story) {
+    Issuer& x = w.iss[i];
+    x.up = true;
+    x.inc += 1;
+    x.issued_once = false;
+    x.started_ms = issuer_now(w, i);
+    x.memory_has = false;
+    x.memory_ms = 0;
+    x.lease = Lease{};
+    x.sw = StaticWindow{};
+    for (int s = 0; s < kStores; ++s) {
+        Store& st = w.st[s];
+        if (!st.exists || st.host != i || !st.core.ext) continue;
+        // The keeper finds a cosid.fork file and declares its store a copy (cosid._fork_mark).
+        if (x.fork_marker)
+            for (StoreRecord& r : st.core.records) r.fork_declared = true;
+        // The keeper records its server as soon as it finds its store ready.
+        if (on(c, R_RECORD_AT_START)) begin_call(w, c, s, i, story);
+    }
+}
+
+void crash(World& w, const Config& c, int i, std::string* story) {
+    Issuer& x = w.iss[i];
+    // A crash restart: a new incarnation; shared memory (the pool, the static windows and the
+    // keeper's memory) is gone; the files stay, except a write that was never made durable.
+    if (!on(c, R_STATIC_DURABLE) && x.file_write_undurable) {
+        x.file_ceiling = x.file_prev_ceiling;
+        if (story) *story += " (the state file's last ceiling was not durable: back to " + std::to_string(x.file_ceiling) + ")";
+    }
+    x.file_write_undurable = false;
+    for (int s = 0; s < kStores; ++s)
+        if (w.st[s].exists && w.st[s].host == i && w.st[s].unflushed_before) {
+            w.st[s].core = *w.st[s].unflushed_before;  // its local store crashed with it
+            w.st[s].unflushed_before.reset();
+            if (story) *story += " (its store " + S(s) + " loses the commits it had not flushed)";
+        }
+    const int64_t stopped = x.stopped_at;
+    start(w, c, i, story);
+    x.stopped_at = stopped;
+}
+
+// The floor and ceiling of a new static window of slot 0 (static_state.hpp's rules, and the
+// SQL's cosid._static_recorded for the rows).  Nothing: refused (ZC007).
+std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const Config& c, int i, std::string* story) {
+    const Issuer& x = w.iss[i];
+    const bool have_file = !c.static_no_file;
+    const bool file_window = have_file && x.file_has_window;
+    if (on(c, R_STATIC_TIMELINE)) {
+        if (file_window && x.file_timeline != x.timeline) {
+            if (story) *story += " refused: the state file is of timeline " + std::to_string(x.file_timeline);
+            return std::nullopt;
+        }
+        if (!file_window && x.timeline > 1) {
+            if (story) *story += " refused: no state file on timeline " + std::to_string(x.timeline);
+            return std::nullopt;
+        }
+    }
+    // src/pg/fork.cpp fork_static_check: a copy declared (a cosid.fork file) opens no static
+    // window until the fork is acknowledged.
+    if (on(c, R_FORK_DETECT) && x.store >= 0 && w.st[x.store].exists) {
+        bool declared = x.fork_marker;
+        for (const StoreRecord& r : w.st[x.store].core.records) declared = declared || r.fork_declared;
+        if (declared) {
+            if (story) *story += " refused: this data directory is a declared copy (ZC009)";
+            return std::nullopt;
+        }
+    }
+    const int64_t model_ms = have_file ? x.file_ceiling : x.memory_ms;
+    const bool model_has = have_file ? x.file_has_window : x.memory_has;
+    std::optional<int64_t> others, own;
+    if (x.store >= 0 && w.st[x.store].exists && w.st[x.store].core.ext) {
+        const StoreCore& core = w.st[x.store].core;
+        if (on(c, R_STATIC_ROWS)) others = static_rows_max(core, x.sysid);
+        for (const StaticRow& r : core.static_rows)
+            if (r.cluster == x.sysid) own = r.ceiling;
+        // cosid._static_recorded: the lease row's reach on the slot counts among the others.
+        if (on(c, R_SWITCH_TO_STATIC) && core.ns && core.table)
+            others = std::max(others.value_or(0), reaches_until(core.table->row(0)));
+    }
+    // Without the rule the file is read but its ceiling is not used.
+    const int64_t recorded = static_recorded_ms(on(c, R_STATIC_FLOOR) ? model_ms : 0, model_has, others, own, have_file);
+    const int64_t started = on(c, R_STATIC_NOFILE_START) ? x.started_ms : 0;
+    const int64_t floor = static_window_floor(recorded, 0, have_file, started);
+    return std::make_pair(floor, issuer_now(w, i) + kStaticAhead);
+}
+
+// The keeper writes a static ceiling: cosid.static_ceiling first, then the state file
+// (durably, before the window uses it).
+void write_static_ceiling(World& w, const Config& c, int i, int64_t ceiling) {
+    Issuer& x = w.iss[i];
+    if (x.store >= 0 && w.st[x.store].exists && w.st[x.store].core.ext)
+        record_static_row(w.st[x.store].core, x.sysid, ceiling);
+    if (!c.static_no_file) {
+        x.file_prev_ceiling = x.file_ceiling;
+        x.file_ceiling = ceiling;
+        x.file_has_window = true;
+        x.file_timeline = x.timeline;
+        x.file_write_undurable = !on(c, R_STATIC_DURABLE);
+    }
+    x.memory_ms = ceiling;
+    x.memory_has = true;
+}
+
+bool issue(World& w, const Config& c, int i, std::string* story, std::string* violation) {
+    Issuer& x = w.iss[i];
+    const int64_t now = issuer_now(w, i);
+    uint64_t* word;
+    Layout lay;
+    int32_t slot;
+    ClaimWindow window;
+    int64_t borrow;
+    if (x.lease.held && !x.lease.pending_release) {
+        word = &x.lease.word;
+        lay = layout_of(x.lease.layout);
+        slot = x.lease.slot;
+        window = ClaimWindow{x.lease.floor, x.lease.ceiling};
+        borrow = issue_word::kBorrowToCeiling;
+    } else if (x.sw.open) {
+        word = &x.sw.word;
+        lay = layout_of(0);
+        slot = x.sw.slot;
+        window = ClaimWindow{x.sw.floor, x.sw.ceiling};
+        borrow = on(c, R_STATIC_NOFILE_BORROW) ? static_borrow_ms(!c.static_no_file, kMaxBorrow)
+                                               : static_borrow_ms(true, kMaxBorrow);
+    } else {
+        return false;
+    }
+    // Without the window rule the generator does not stop at its ceiling.
+    if (!on(c, R_WINDOW)) window.ceiling_ms = INT64_MAX / 4;
+    const Claim cl = claim(*word, lay, slot, window, now, borrow);
+    if (cl.status != NextStatus::Issued) return false;
+    *word = cl.word;
+    const Unpacked u = lay.unpack(cl.id);
+    if (story)
+        *story += " issues id " + std::to_string(cl.id) + " (slot " + std::to_string(slot) + ", tick " +
+                  std::to_string(u.tick) + ", seq " + std::to_string(u.sequence) + ") at its clock " +
+                  std::to_string(now) + " in " +
+                  (window.ceiling_ms > 1000000 ? "(" + std::to_string(window.floor_ms) + ", no ceiling)"
+                                                : win(window.floor_ms, window.ceiling_ms));
+    // The old record rule: a store learnt its server issues from it only at the first id.
+    if (!on(c, R_RECORD_AT_START) && !x.issued_once)
+        for (int s = 0; s < kStores; ++s)
+            if (w.st[s].exists && w.st[s].host == i && x.store == s) record_issuer(w, s, true);
+    x.issued_once = true;
+    check_issue(w, i, lay, cl.id, violation);
+    return true;
+}
+
+bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story) {
+    Issuer& x = w.iss[i];
+    const int s = x.store;
+    Store& st = w.st[s];
+    if (!begin_call(w, c, s, i, story)) {
+        if (story) *story += " refused: the store grants nothing now";
+        return true;
+    }
+    if (!st.core.ns || !st.core.table) {
+        if (story) *story += " refused: no namespace";
+        return true;
+    }
+    const int64_t now = store_now(w, s);
+    const StoreCore before = st.core;
+    const AcquireRequest req{key_of(i), inc_of(x, i), ttl, 0};
+    std::optional<LeaseRow> row;
+    // The rule before: a live lease of the asking incarnation was handed back with its floor.
+    if (!on(c, R_LIVE_REGRANT))
+        for (const LeaseRow& r : st.core.table->rows())
+            if (r.incarnation == req.incarnation && r.expires_at > now) row = r;
+    if (!row) {
+        // (a ttl above max_ttl is granted at max_ttl: LeaseTable::granted_ttl)
+        row = st.core.table->acquire(req, now).lease;
+    }
+    if (!row) {
+        if (story) *story += " refused: no slot free";
+        return true;
+    }
+    committed(w, c, s, before);
+    int64_t floor = row->floor;
+    if (!on(c, R_NEXT_FLOOR)) floor = std::min(floor, now);  // the rule before: from the store's now
+    const Layout lay = layout_of(st.core.layout);
+    const std::string sid = store_id_text(st.core);
+    // cosid.history: above what other stores granted on the slot (the keeper: store_history.cpp).
+    if (on(c, R_STORE_HISTORY)) floor = std::max(floor, floor_after_store_change(&x.history, sid, lay, row->slot));
+    // cosid.acquire's v_static: above the static ceilings recorded for the slot.
+    if (on(c, R_SWITCH_TO_LEASED) && row->slot == 0)
+        floor = std::max(floor, static_rows_max(st.core, std::nullopt).value_or(floor));
+    record_grant(&x.history, sid, lay, row->slot, row->ceiling);
+    x.lease = Lease{true, false, static_cast<int8_t>(s), st.core.layout, row->slot, row->fence, floor, row->ceiling,
+                    issue_word::kFresh};
+    if (story)
+        *story += " got slot " + std::to_string(row->slot) + " window " + win(floor, row->ceiling) + " fence " +
+                  std::to_string(row->fence) + " at store time " + std::to_string(now);
+    return true;
+}
+
+bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
+    Issuer& x = w.iss[i];
+    Lease& l = x.lease;
+    Store& st = w.st[l.store];
+    const int64_t now = store_now(w, l.store);
+    if (kind == K_RENEW_ROLLED_BACK) {
+        // The store rolled the renewal back at commit; the rule before took the answer sent
+        // before the commit as the new ceiling.
+        const int64_t would = now + kTtl + kTolerance;
+        if (would <= l.ceiling) return false;
+        l.ceiling = would;
+        if (story) *story += " renewal rolled back at commit, but the window was extended to " + win(l.floor, l.ceiling);
+        return true;
+    }
+    if (!begin_call(w, c, l.store, i, story) || !st.core.table) {
+        if (story) *story += " renewal refused";
+        return true;
+    }
+    const StoreCore before = st.core;
+    const auto r = st.core.table->renew(l.slot, inc_of(x, i), l.fence, kTtl, now);
+    if (r) committed(w, c, l.store, before);
+    if (kind == K_RENEW_ANSWER_LOST) {
+        if (story) *story += r ? " renewal applied, its answer lost" : " renewal found the lease lost, answer lost";
+        return true;
+    }
+    if (r) {
+        l.ceiling = std::max(l.ceiling, r->ceiling);
+        record_grant(&x.history, store_id_text(st.core), layout_of(l.layout), l.slot, l.ceiling);
+        if (story) *story += " renewed: window " + win(l.floor, l.ceiling);
+    } else if (!on(c, R_FENCE)) {
+        l.ceiling = std::max(l.ceiling, now + kTtl + kTolerance);
+        if (story) *story += " renewal found the lease lost, but the window goes on to " + win(l.floor, l.ceiling);
+    } else {
+        if (story) *story += " renewal found the lease lost: the window ends";
+        l = Lease{};
+    }
+    return true;
+}
+
+void copy_data_directory(World& w, int from, int to) {
+    Issuer& x = w.iss[to];
+    const Issuer& o = w.iss[from];
+    x = Issuer{};
+    x.exists = true;
+    x.origin = static_cast<int8_t>(from);
+    x.clock = o.clock;
+    x.inc = 0;
+    x.is_static = o.is_static;
+    x.sysid = o.sysid;
+    x.timeline = o.timeline;
+    x.history = o.history;
+    x.file_has_window = o.file_has_window;
+    x.file_ceiling = o.file_ceiling;
+    x.file_prev_ceiling = o.file_prev_ceiling;
+    x.file_timeline = o.file_timeline;
+    // Its cosid.store_dsn is copied too: a local store's copy is its own (S2), a remote one is shared.
+    x.store = o.store == 0 ? 2 : o.store;
+    if (o.store == 0) {
+        w.st[2] = w.st[0];
+        w.st[2].host = static_cast<int8_t>(to);
+        w.st[2].standby.reset();
+        w.st[2].dump.reset();
+        w.st[2].unflushed_before.reset();
+    }
+}
+
+}  // namespace
+
+World initial_world(const Config& c) {
+    World w;
+    for (int i = 0; i < c.issuers && i < 2; ++i) {
+        Issuer& x = w.iss[i];
+        x.exists = x.up = true;
+        x.inc = 1;
+        x.sysid = static_cast<uint64_t>(1 + i);
+        x.store = static_cast<int8_t>(c.central ? 1 : 0);
+        x.started_ms = 0;
+    }
+    w.iss[0].is_static = c.static_start;
+    for (int s = 0; s < 2; ++s) {
+        if (s == 1 && !c.standalone_s1 && !c.central) continue;
+        Store& st = w.st[s];
+        st.exists = true;
+        st.host = static_cast<int8_t>(s == 0 ? 0 : -1);
+        st.sysid = s == 0 ? 1 : 3;
+        st.core.ext = true;
+        st.core.ns = !c.ns_absent;
+        st.core.store_id = static_cast<int16_t>(10 + s);
+        if (st.core.ns) st.core.table = new_table(c, 0);
+        st.core.records = {StoreRecord{st.sysid, 1, s == 0 && on(c, R_RECORD_AT_START), false}};
+    }
+    return w;
+}
+
+void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
+    out->clear();
+    auto add = [&](uint8_t k, int a, int b = -1) { out->push_back(Move{k, static_cast<int8_t>(a), static_cast<int8_t>(b)}); };
+    if (w.now < kMaxTime) add(K_TICK, -1);
+    // A longer wait: as far as a raise puts floors ahead (max_ttl + 2 x max_tolerance), in one move.
+    if (w.now + limits().raise_margin_ms() <= kMaxTime) add(K_JUMP, -1);
+    for (int i = 0; i < kIssuers; ++i) {
+        const Issuer& x = w.iss[i];
+        if (!x.exists) continue;
+        if (i == 0 && fam(c, F_FORK) && !w.iss[2].exists && !w.st[2].exists) add(K_PG_UPGRADE, i);
+        if (!x.up) {
+            if (fam(c, F_RESTART | F_FORK) && !x.never_again) add(K_START, i);
+            continue;
+        }
+        const bool store_ok = x.store >= 0 && w.st[x.store].exists;
+        if (fam(c, F_CORE)) {
+            if (!x.is_static && store_ok && (!x.lease.held || x.lease.pending_release)) add(K_ACQUIRE, i);
+            if (x.lease.held && !x.lease.pending_release) add(K_RENEW, i);
+            if (x.lease.held) add(K_RELEASE, i);
+            if ((x.lease.held && !x.lease.pending_release) || x.sw.open) add(K_ISSUE, i);
+        }
+        if (fam(c, F_LOSS) && x.lease.held && !x.lease.pending_release) {
+            add(K_RENEW_ANSWER_LOST, i);
+            if (!on(c, R_COMMIT)) add(K_RENEW_ROLLED_BACK, i);  // with the rule it changes nothing
+            add(K_RELEASE_FAILS, i);
+        }
+        if (fam(c, F_CRASH)) add(K_CRASH, i);
+        if (fam(c, F_RESTART)) add(K_STOP, i);
+        if (fam(c, F_CLOCK)) {
+            if (x.clock < kMaxIssuerClock) add(K_CLOCK_FWD, i);
+            // Without a state file a static slot is safe only while the clock does not move
+            // back across a restart: the operator's part (docs/safety.md), so no step back.
+            if (x.clock > kMinIssuerClock && !c.static_no_file) add(K_CLOCK_BACK, i);
+        }
+        if (fam(c, F_MOVE) && !x.is_static) {
+            // Ids issued under two stores collide unless the stores grant disjoint slots to
+            // every instance that issued under both (docs/stores.md): the operator moves a
+            // whole fleet by moving its store, so an instance moves alone.
+            bool alone = true;
+            for (int j = 0; j < kIssuers; ++j)
+                if (j != i && w.iss[j].exists && w.iss[j].origin < 0) alone = false;
+            const int other = x.store == 0 ? 1 : 0;
+            if (alone && w.st[other].exists && (w.st[other].host < 0 || w.st[other].host == i)) add(K_MOVE_STORE, i);
+        }
+        if (fam(c, F_STATIC)) {
+            if (x.is_static) {
+                if (!x.sw.open) add(K_STATIC_OPEN, i);
+                else add(K_STATIC_EXTEND, i);
+            }
+            // A static slot is the operator's promise that nobody else uses it: only a server
+            // whose store no other server uses switches (forks are not the operator's choice).
+            bool alone = true;
+            for (int j = 0; j < kIssuers; ++j)
+                if (j != i && w.iss[j].exists && w.iss[j].store == x.store && w.iss[j].origin < 0 && x.origin < 0)
+                    alone = false;
+            if (alone && i == 0) add(K_SWITCH, i);
+        }
+        if (fam(c, F_ROGUE) && store_ok && !x.is_static) {
+            if (!x.lease.held || x.lease.pending_release) add(K_ACQUIRE_LONG, i);
+            for (int j = 0; j < kIssuers; ++j)
+                if (j != i && w.iss[j].exists && w.iss[j].lease.held && w.iss[j].lease.store == x.store)
+                    add(K_ROGUE_RELEASE, i, j);
+        }
+        if (fam(c, F_FORK) && i == 0 && !w.iss[2].exists && !w.st[2].exists) add(K_FORK_PROMOTE, i);
+    }
+    for (int s = 0; s < kStores; ++s) {
+        const Store& st = w.st[s];
+        if (!st.exists) continue;
+        if (fam(c, F_STORE_CLOCK)) {
+            if (st.clock < kMaxStoreClock) add(K_SCLOCK_FWD, s);
+            if (st.clock > kMinStoreClock) add(K_SCLOCK_BACK, s);
+        }
+        if (st.unflushed_before && st.host < 0) add(K_STORE_CRASH, s);
+        if (fam(c, F_FAILOVER) && st.host < 0) {
+            if (!st.standby) add(K_STANDBY_BEHIND, s);
+            add(K_FAILOVER, s);
+        }
+        if (fam(c, F_RESTORE) && st.host < 0) {
+            if (!st.dump && st.core.ext && !st.restoring) add(K_DUMP, s);
+            if (st.dump && !st.restoring) {
+                add(K_RESTORE_WHOLE, s);
+                add(K_RESTORE_PIECES, s);
+            }
+            if (st.restoring && st.records_pending) add(K_RESTORE_RECORDS, s);
+            if (st.restoring && st.rows_pending) add(K_RESTORE_ROWS, s);
+        }
+        if (fam(c, F_DROP) && st.core.ext && !st.restoring) add(K_DROP_CREATE, s);
+        if (fam(c, F_DROP | F_NAMESPACE) && st.core.ext && !st.core.ns && !st.restoring) add(K_NS_CREATE, s);
+        if (fam(c, F_NAMESPACE) && st.core.ns) {
+            add(K_NS_REMAKE, s);
+            if (st.core.layout == 0) add(K_LAYOUT_EDIT, s);
+        }
+        if (fam(c, F_FORK) && st.core.ext &&
+            classify_store(st.core.records, here_sysid(w, s), here_timeline(w, s)) == StoreHistory::Forked)
+            add(K_FORK_ACK, s);
+    }
+}
+
+bool apply(World& w, const Config& c, const Move& m, std::string* story, std::string* violation) {
+    std::string line;
+    std::string* st = story ? &line : nullptr;
+    const int a = m.a;
+    auto say = [&](const std::string& s) {
+        if (st) *st += s;
+    };
+    bool changed = true;
+    switch (m.kind) {
+    case K_TICK:
+        w.now += 1;
+        say("time passes to " + std::to_string(w.now));
+        break;
+    case K_JUMP:
+        w.now += limits().raise_margin_ms();
+        say("time passes to " + std::to_string(w.now));
+        break;
+    case K_ACQUIRE:
+        say(I(a) + "'s keeper asks " + S(w.iss[a].store) + " for a lease:");
+        changed = acquire(w, c, a, kTtl, st);
+        break;
+    case K_ACQUIRE_LONG:
+        say(I(a) + "'s keeper login asks " + S(w.iss[a].store) + " for a lease of ttl " + std::to_string(kRogueTtl) + ":");
+        changed = acquire(w, c, a, kRogueTtl, st);
+        break;
+    case K_RENEW:
+    case K_RENEW_ANSWER_LOST:
+    case K_RENEW_ROLLED_BACK:
+        say(I(a) + "'s keeper renews slot " + std::to_string(w.iss[a].lease.slot) + " on " + S(w.iss[a].lease.store) + ":");
+        changed = renew(w, c, a, m.kind, st);
+        break;
+    case K_RELEASE:
+        say(I(a) + "'s keeper releases:");
+        changed = release_lease(w, c, a, st);
+        break;
+    case K_RELEASE_FAILS: {
+        Lease& l = w.iss[a].lease;
+        l.word |= issue_word::kClosed;
+        l.pending_release = true;
+        say(I(a) + "'s release fails (rows locked): the entry stays, closed");
+        break;
+    }
+    case K_ISSUE:
+        say(I(a));
+        changed = issue(w, c, a, st, violation);
+        break;
+    case K_CRASH:
+        say(I(a) + " crashes (kill -9) and restarts: new incarnation");
+        crash(w, c, a, st);
+        break;
+    case K_STOP:
+        say(I(a) + " stops (fast shutdown):");
+        clean_stop(w, c, a, st);
+        break;
+    case K_START:
+        say(I(a) + " starts");
+        start(w, c, a, st);
+        break;
+    case K_CLOCK_FWD:
+        w.iss[a].clock += 1;
+        say(I(a) + "'s clock steps forward (offset " + std::to_string(w.iss[a].clock) + ")");
+        break;
+    case K_CLOCK_BACK:
+        w.iss[a].clock -= 1;
+        say(I(a) + "'s clock steps back (offset " + std::to_string(w.iss[a].clock) + ")");
+        break;
+    case K_MOVE_STORE: {
+        const int other = w.iss[a].store == 0 ? 1 : 0;
+        say(I(a) + " moves from " + S(w.iss[a].store) + " to " + S(other) + " (a restart):");
+        clean_stop(w, c, a, st);
+        w.iss[a].store = static_cast<int8_t>(other);
+        start(w, c, a, st);
+        break;
+    }
+    case K_SWITCH:
+        say(I(a) + std::string(" restarts with its namespace ") + (w.iss[a].is_static ? "leased" : "on static slot 0") + ":");
+        clean_stop(w, c, a, st);
+        w.iss[a].is_static = !w.iss[a].is_static;
+        start(w, c, a, st);
+        break;
+    case K_STATIC_OPEN: {
+        say(I(a) + "'s keeper opens a static window on slot 0:");
+        const auto win_ = static_window(w, c, a, st);
+        if (!win_) return false;
+        write_static_ceiling(w, c, a, win_->second);
+        w.iss[a].sw = StaticWindow{true, 0, win_->first, win_->second, issue_word::kFresh};
+        say(" " + win(win_->first, win_->second));
+        break;
+    }
+    case K_STATIC_EXTEND: {
+        Issuer& x = w.iss[a];
+        const int64_t ceiling = issuer_now(w, a) + kStaticAhead;
+        if (ceiling <= x.sw.ceiling) return false;
+        write_static_ceiling(w, c, a, ceiling);
+        x.sw.ceiling = ceiling;
+        say(I(a) + "'s keeper extends its static window to " + win(x.sw.floor, x.sw.ceiling));
+        break;
+    }
+    case K_ROGUE_RELEASE: {
+        const int j = m.b;
+        Lease& l = w.iss[j].lease;
+        say(I(a) + "'s keeper login calls cosid.release on " + I(j) + "'s slot " + std::to_string(l.slot) +
+            " with last = its floor " + std::to_string(l.floor) + ":");
+        if (on(c, R_ROLE_GUARD)) {
+            say(" refused (42501: another role's lease)");
+            return false;
+        }
+        Store& s = w.st[l.store];
+        if (!begin_call(w, c, l.store, a, st) || !s.core.table) return false;
+        const auto r = s.core.table->release(l.slot, inc_of(w.iss[j], j), l.fence, l.floor);
+        if (!r) return false;
+        say(" released, next_floor " + std::to_string(r->next_floor));
+        break;
+    }
+    case K_FORK_PROMOTE:
+        say(I(0) + "'s standby is promoted (or a backup of it recovered) beside it: " + I(2) + " on timeline " +
+            std::to_string(w.iss[0].timeline + 1) + (w.iss[0].store == 0 ? ", with its copy S2 of S0" : ""));
+        copy_data_directory(w, 0, 2);
+        w.iss[2].timeline = w.iss[0].timeline + 1;
+        start(w, c, 2, st);
+        break;
+    case K_PG_UPGRADE: {
+        say(I(0) + " is upgraded by pg_upgrade (copy mode): the new cluster keeps the name " + I(0) +
+            ", the old data directory is " + I(2) + " (stopped)");
+        if (w.iss[0].up) {
+            say(";");
+            clean_stop(w, c, 0, st);  // pg_upgrade needs the old cluster stopped cleanly
+            say(" then");
+        }
+        copy_data_directory(w, 0, 2);
+        w.iss[2].fork_marker = on(c, R_FORK_MARKER);
+        Issuer& x = w.iss[0];
+        x.sysid = w.next_sysid++;
+        x.timeline = 1;
+        x.file_has_window = false;  // the state file and cosid.history stay in the old directory
+        x.file_ceiling = x.file_prev_ceiling = 0;
+        x.history = GrantedNamespace{};
+        break;
+    }
+    case K_SCLOCK_FWD:
+        w.st[a].clock += 1;
+        say(S(a) + "'s clock steps forward (offset " + std::to_string(w.st[a].clock) + ")");
+        break;
+    case K_SCLOCK_BACK:
+        w.st[a].clock -= 1;
+        say(S(a) + "'s clock steps back (offset " + std::to_string(w.st[a].clock) + ")");
+        break;
+    case K_STANDBY_BEHIND:
+        w.st[a].standby = w.st[a].core;
+        say(S(a) + "'s asynchronous standby stops receiving WAL here");
+        break;
+    case K_FAILOVER: {
+        Store& s = w.st[a];
+        say(S(a) + " fails over to its standby" + std::string(s.standby ? " (missing every commit since it fell behind)" : " (synchronous: nothing lost)"));
+        if (s.standby) s.core = *s.standby;
+        s.standby.reset();
+        s.unflushed_before.reset();
+        s.timeline += 1;
+        break;
+    }
+    case K_STORE_CRASH:
+        w.st[a].core = *w.st[a].unflushed_before;
+        w.st[a].unflushed_before.reset();
+        say(S(a) + " crashes: its commits since the last flush are gone");
+        break;
+    case K_DUMP:
+        w.st[a].dump = w.st[a].core;
+        say(S(a) + " is dumped (pg_dump)");
+        break;
+    case K_RESTORE_WHOLE: {
+        Store& s = w.st[a];
+        say(S(a) + " is lost and restored from its dump on a new server at the same address");
+        s.sysid = w.next_sysid++;
+        s.timeline = 1;
+        s.core = *s.dump;
+        s.core.records.push_back(StoreRecord{s.sysid, 1, false, false});  // CREATE EXTENSION's record
+        s.dump.reset();
+        s.standby.reset();
+        s.unflushed_before.reset();
+        break;
+    }
+    case K_RESTORE_PIECES: {
+        Store& s = w.st[a];
+        s.sysid = w.next_sysid++;
+        s.timeline = 1;
+        s.standby.reset();
+        s.unflushed_before.reset();
+        StoreCore fresh;
+        fresh.ext = true;
+        fresh.store_id = s.dump->store_id;
+        // A data-only restore into a schema made by hand is the same once the operator runs
+        // CREATE EXTENSION as a restore does (docs/failover.md): the mark, then the data.
+        say(S(a) + " is lost; pg_restore -j (or a data-only restore) on a new server begins: CREATE EXTENSION "
+                   "leaves the restore's mark");
+        fresh.records = {StoreRecord{0, 1, false, false}};
+        s.core = fresh;
+        s.restoring = s.records_pending = s.rows_pending = true;
+        break;
+    }
+    case K_RESTORE_RECORDS: {
+        Store& s = w.st[a];
+        for (const StoreRecord& r : s.dump->records) s.core.records.push_back(r);
+        s.records_pending = false;
+        say(S(a) + ": the restore loads cosid.store_state (the origin's record)");
+        if (!s.rows_pending) s.restoring = false, s.dump.reset();
+        break;
+    }
+    case K_RESTORE_ROWS: {
+        Store& s = w.st[a];
+        s.core.ns = s.dump->ns;
+        s.core.layout = s.dump->layout;
+        s.core.table = s.dump->table;
+        for (const StaticRow& r : s.dump->static_rows) record_static_row(s.core, r.cluster, r.ceiling);
+        s.rows_pending = false;
+        say(S(a) + ": the restore loads the namespace and lease rows");
+        // cosid._lease_arrives_raised: rows that arrive after the store's raise are raised as it
+        // would have raised them.
+        if (s.core.raised_at && s.core.table && on(c, R_ARRIVE_RAISED)) {
+            s.core.table->raise_after_lost_history(*s.core.raised_at, limits());
+            say(" (raised on arrival)");
+        }
+        if (!s.records_pending) s.restoring = false, s.dump.reset();
+        break;
+    }
+    case K_DROP_CREATE: {
+        Store& s = w.st[a];
+        const int64_t now = store_now(w, a);
+        say("DROP EXTENSION cosid on " + S(a) + ":");
+        if (on(c, R_DROP_GUARD) && s.core.table && !store_may_be_dropped(s.core.table->rows(), now)) {
+            say(" refused (55006: a window reaches past now)");
+            return false;
+        }
+        StoreCore fresh;
+        fresh.ext = true;
+        fresh.store_id = w.next_store_id++;
+        fresh.records = {StoreRecord{here_sysid(w, a), here_timeline(w, a), false, false}};
+        s.core = fresh;
+        s.unflushed_before.reset();
+        say(" dropped, and CREATE EXTENSION makes it again");
+        break;
+    }
+    case K_NS_CREATE:
+    case K_NS_REMAKE: {
+        Store& s = w.st[a];
+        const int64_t now = store_now(w, a);
+        if (m.kind == K_NS_REMAKE) {
+            say("On " + S(a) + " the namespace's rows are deleted and it is made again:");
+            // cosid._lease_forget_guard and cosid._namespace_delete_guard
+            if (on(c, R_FORGET_GUARD) && !store_may_be_dropped(s.core.table->rows(), now)) {
+                say(" refused (55006: a window reaches past now)");
+                return false;
+            }
+        } else {
+            say("cosid_namespace_create on " + S(a) + ":");
+            // It follows the store's history first, as every store call does.
+            if (!begin_call(w, c, a, -1, st)) {
+                say(" refused: the store grants nothing now");
+                return false;
+            }
+        }
+        // cosid._namespace_insert
+        const int64_t first = on(c, R_FIRST_FLOOR) ? namespace_first_floor(now, s.core.raised_at, limits()) : now;
+        s.core.ns = true;
+        s.core.table = new_table(c, first);
+        say(" its slots start at " + std::to_string(first));
+        break;
+    }
+    case K_LAYOUT_EDIT: {
+        Store& s = w.st[a];
+        say("A superuser's UPDATE of the namespace's layout on " + S(a) + " (epoch 2 ticks later):");
+        NamespaceDefinition before{layout_of(0), kTolerance, 0}, after{layout_of(1), kTolerance, 0};
+        if (on(c, R_LAYOUT_GUARD) && namespace_change_refused(before, after)) {
+            say(" refused (42P17)");
+            return false;
+        }
+        s.core.layout = 1;
+        say(" accepted");
+        break;
+    }
+    case K_FORK_ACK: {
+        Store& s = w.st[a];
+        const int origin = s.host >= 0 ? w.iss[s.host].origin : -1;
+        say("cosid_fork_acknowledge() on " + S(a));
+        // The operator's part: acknowledge only once the origin has stopped for good.
+        if (origin < 0 || w.iss[origin].up || w.iss[origin].stopped_at < 0) return false;
+        const int64_t now = store_now(w, a);
+        const int64_t stopped = w.iss[origin].stopped_at + s.clock;
+        const int64_t floor = fork_acknowledged_floor(stopped, now, kMaxTtl, kMaxTolerance);
+        if (s.core.table) s.core.table->raise_after_lost_history(floor - limits().raise_margin_ms(), limits());
+        s.core.raised_at = floor - limits().raise_margin_ms();
+        s.core.records = {StoreRecord{here_sysid(w, a), here_timeline(w, a), true, false}};
+        w.iss[s.host].fork_marker = false;
+        w.iss[origin].never_again = true;
+        say(": " + I(origin) + " stopped at " + std::to_string(w.iss[origin].stopped_at) + ", every floor raised to " +
+            std::to_string(floor));
+        break;
+    }
+    default:
+        return false;
+    }
+    if (story) *story = "t=" + std::to_string(w.now) + "  " + line;
+    return changed;
+}
+
+namespace {
+template <typename T>
+void put(std::string* o, T v) {
+    o->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_str(std::string* o, const std::string& s) {
+    put<uint8_t>(o, static_cast<uint8_t>(s.size()));
+    o->append(s);
+}
+void put_core(std::string* o, const StoreCore& c) {
+    put(o, c.ext), put(o, c.ns), put(o, c.layout), put(o, c.store_id);
+    put(o, c.raised_at.value_or(-1));
+    put<uint8_t>(o, static_cast<uint8_t>(c.records.size()));
+    for (const StoreRecord& r : c.records) put(o, r.system_identifier), put(o, r.timeline), put(o, r.issuer), put(o, r.fork_declared);
+    put<uint8_t>(o, static_cast<uint8_t>(c.static_rows.size()));
+    for (const StaticRow& r : c.static_rows) put(o, r.cluster), put(o, r.ceiling);
+    put(o, c.table.has_value());
+    if (c.table) {
+        put(o, c.table->raised_at().value_or(-1));
+        for (const LeaseRow& r : c.table->rows()) {
+            put_str(o, r.owner_key), put_str(o, r.incarnation), put_str(o, r.previous_owner_key);
+            put(o, r.fence), put(o, r.expires_at), put(o, r.floor), put(o, r.ceiling), put(o, r.next_floor);
+        }
+    }
+}
+}  // namespace
+
+void serialize(const World& w, std::string* o) {
+    o->clear();
+    put(o, w.now), put(o, w.next_sysid), put(o, w.next_store_id);
+    for (const Issuer& x : w.iss) {
+        put(o, x.exists);
+        if (!x.exists) continue;
+        put(o, x.up), put(o, x.never_again), put(o, x.clock), put(o, x.inc), put(o, x.store), put(o, x.origin);
+        put(o, x.is_static), put(o, x.issued_once), put(o, x.stopped_at), put(o, x.sysid), put(o, x.timeline);
+        put(o, x.fork_marker);
+        const Lease& l = x.lease;
+        put(o, l.held), put(o, l.pending_release), put(o, l.store), put(o, l.layout), put(o, l.slot);
+        put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word);
+        put(o, x.history.all_slots_ms), put(o, x.history.layout.epoch_ms);
+        put<uint8_t>(o, static_cast<uint8_t>(x.history.slots.size()));
+        for (const GrantedSlot& g : x.history.slots) put_str(o, g.store_id), put(o, g.slot), put(o, g.ceiling_ms);
+        put(o, x.file_has_window), put(o, x.file_ceiling), put(o, x.file_prev_ceiling), put(o, x.file_timeline);
+        put(o, x.file_write_undurable), put(o, x.memory_has), put(o, x.memory_ms), put(o, x.started_ms);
+        put(o, x.sw.open), put(o, x.sw.floor), put(o, x.sw.ceiling), put(o, x.sw.word);
+    }
+    for (const Store& s : w.st) {
+        put(o, s.exists);
+        if (!s.exists) continue;
+        put(o, s.host), put(o, s.clock), put(o, s.sysid), put(o, s.timeline);
+        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending);
+        put_core(o, s.core);
+        for (const auto* opt : {&s.unflushed_before, &s.standby, &s.dump}) {
+            put(o, opt->has_value());
+            if (*opt) put_core(o, **opt);
+        }
+    }
+    // The ids as a set: the order they were issued in does not matter to the future.
+    std::vector<Issued> ids = w.ids;
+    std::sort(ids.begin(), ids.end(), [](const Issued& x, const Issued& y) {
+        return x.id != y.id ? x.id < y.id : x.issuer < y.issuer;
+    });
+    for (const Issued& d : ids) put(o, d.id), put(o, d.issuer);
+}
+
+std::string describe(const World& w) {
+    std::string o;
+    for (int i = 0; i < kIssuers; ++i) {
+        const Issuer& x = w.iss[i];
+        if (!x.exists) continue;
+        o += I(i) + (x.up ? "" : "(down)") + ": ";
+        if (x.lease.held)
+            o += S(x.lease.store) + " slot " + std::to_string(x.lease.slot) + " " + win(x.lease.floor, x.lease.ceiling) +
+                 (x.lease.pending_release ? " release pending" : "");
+        else if (x.sw.open)
+            o += "static slot 0 " + win(x.sw.floor, x.sw.ceiling);
+        else
+            o += "no window";
+        o += "; ";
+    }
+    return o;
+}
+
+}  // namespace model

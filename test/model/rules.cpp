@@ -1,0 +1,83 @@
+// Names and one-line stories of the rules a run may switch off, the move families, the
+// layouts and limits of the explored world (world.hpp).
+#include "world.hpp"
+
+namespace model {
+
+cosid::Layout layout_of(int version) {
+    cosid::Layout l;
+    l.timestamp_bits = 41;
+    l.slot_bits = 1;
+    l.sequence_bits = 1;
+    // The layout edit moves the epoch 2 ticks later: an id of tick t under it is the id of
+    // tick t - 2 under the layout ids were issued with before.
+    l.epoch_ms = version == 0 ? 0 : 2;
+    l.unit = cosid::Unit::Millisecond;
+    return l;
+}
+
+cosid::StoreLimits limits() { return cosid::StoreLimits{kMaxTtl, kMaxTolerance}; }
+
+namespace {
+struct RuleText {
+    const char* name;
+    const char* story;
+};
+const RuleText kRules[R_COUNT] = {
+    {"window", "a generator issues only floor < t <= ceiling: a process paused past its ceiling refuses to issue"},
+    {"next-floor", "a new window starts at the slot's next_floor, the ceiling the last holder could use"},
+    {"fence", "a renewal that finds its lease taken (another fence) ends the window"},
+    {"commit", "a renewal rolled back at commit is a failure: the window keeps its committed ceiling"},
+    {"live-regrant", "the store never hands a live lease back, not even to its own incarnation"},
+    {"flush", "the keeper flushes a lease change before it uses it (synchronous_commit = off, then a crash)"},
+    {"raise-failover", "a store on a new timeline (failover to a standby behind) frees every lease and raises every floor (raise_floors_on_new_timeline)"},
+    {"raise-restore", "a store restored from a dump frees every lease and raises every floor"},
+    {"raise-cluster", "a store on a new cluster (pg_upgrade) frees every lease and raises every floor (raise_floors_on_new_timeline)"},
+    {"restore-mark", "a store being restored grants nothing before the origin's record arrives"},
+    {"arrive-raised", "lease rows a restore loads after the raise are raised as the raise would have raised them"},
+    {"max-ttl", "no lease longer than the store's max_ttl, whoever asks"},
+    {"drop-guard", "DROP EXTENSION (or a drop that takes the store) is refused while a window reaches past now"},
+    {"forget-guard", "DELETE of lease rows, or a namespace made again, is refused while a window reaches past now"},
+    {"first-floor", "a namespace made after a raise starts at raised_at + max_ttl + 2 x max_tolerance"},
+    {"layout-guard", "a namespace's layout never changes under live ids"},
+    {"role-guard", "a lease is released (and its incarnation read) only by the store role that acquired it"},
+    {"fork-detect", "a copy of an issuing server (promoted standby, recovered backup) grants nothing until acknowledged"},
+    {"record-at-start", "the keeper records its server on its store as soon as it finds the store ready"},
+    {"record-kept", "a clean stop does not clear that record"},
+    {"fork-marker", "pg_upgrade leaves a cosid.fork file in the old data directory"},
+    {"store-history", "after a change of store, windows start above what other stores granted (cosid.history)"},
+    {"static-durable", "a static ceiling is durable in the state file before it is used"},
+    {"static-floor", "a static window starts above the ceiling in the state file"},
+    {"static-nofile-borrow", "without a state file, a static slot never borrows ahead of the clock"},
+    {"static-nofile-start", "without a state file, the first static window starts above the clock at the keeper's start"},
+    {"static-timeline", "a static slot whose state file is of another timeline (or missing past timeline 1) is refused"},
+    {"static-rows", "a static window starts above the ceilings other clusters recorded (cosid.static_ceiling)"},
+    {"switch-to-static", "a slot made static starts above the store's windows on it"},
+    {"switch-to-leased", "a leased window starts above the static ceilings recorded for its slot"},
+};
+}  // namespace
+
+const char* rule_name(int r) { return kRules[r].name; }
+const char* rule_story(int r) { return kRules[r].story; }
+
+const char* family_name(unsigned f) {
+    switch (f) {
+    case F_CORE: return "core";
+    case F_LOSS: return "loss";
+    case F_CRASH: return "crash";
+    case F_CLOCK: return "clock";
+    case F_STORE_CLOCK: return "store-clock";
+    case F_FAILOVER: return "failover";
+    case F_RESTORE: return "restore";
+    case F_DROP: return "drop";
+    case F_NAMESPACE: return "namespace";
+    case F_ROGUE: return "keeper-login";
+    case F_FORK: return "fork";
+    case F_MOVE: return "move-store";
+    case F_STATIC: return "static";
+    case F_RESTART: return "restart";
+    default: return "?";
+    }
+}
+
+}  // namespace model

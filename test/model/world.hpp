@@ -1,0 +1,207 @@
+// The world the exhaustive checker explores: issuers (servers that issue ids), lease stores,
+// their clocks and files, and every id issued so far.  The rules come from src/core (the
+// code the extension runs); where a rule lives only in SQL (sql/cosid--1.6.sql) the explorer
+// mirrors it in moves.cpp and names the SQL function beside it.
+//
+// Everything is small on purpose, so that every interleaving up to the bound can be tried:
+// one namespace of 2 slots and 2 sequence values per tick (the sequence runs out at once, so
+// borrowing past the clock happens), ttl 2, tolerance 1, max_ttl 2, max_tolerance 1, a static
+// window 2 ahead, times 0..kMaxTime.  Units are abstract ticks of 1 ms.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fork_rule.hpp"
+#include "lease_model.hpp"
+#include "layout.hpp"
+
+namespace model {
+
+constexpr int kIssuers = 3;  // I0, I1, and I2: the slot a fork of I0 (a copy of its data directory) starts in
+constexpr int kStores = 3;   // S0 (I0's own server: a local store), S1 (a standalone store), S2 (a fork's copy of S0)
+constexpr int64_t kTtl = 2, kTolerance = 1, kMaxTtl = 2, kMaxTolerance = 1;
+constexpr int64_t kRogueTtl = 4;      // a keeper login asking for a longer lease than max_ttl
+constexpr int64_t kStaticAhead = 2;   // cosid.static_ahead
+constexpr int64_t kMaxBorrow = 2;     // cosid.max_borrow for static windows with a state file
+constexpr int kMaxTime = 12;
+constexpr int kMinIssuerClock = -2, kMaxIssuerClock = 2;
+// The store's clock moves within max_tolerance (0..1): the raise after a lost history covers a
+// store clock that moves back by at most max_tolerance (docs/failover.md), and no more.
+constexpr int kMinStoreClock = 0, kMaxStoreClock = 1;
+
+cosid::Layout layout_of(int version);  // 0: as made; 1: after the layout edit (epoch moved)
+cosid::StoreLimits limits();
+
+// The rules a run may switch off (--without NAME): each closes one path to a duplicate.
+enum Rule : int {
+    R_WINDOW,          // a generator issues only floor < t <= ceiling (issue_word claim)
+    R_NEXT_FLOOR,      // a new window starts at the slot's next_floor (LeaseTable::acquire)
+    R_FENCE,           // a renewal matches incarnation and fence (LeaseTable::renew)
+    R_COMMIT,          // a renewal whose commit failed is a failure, not a new ceiling
+    R_LIVE_REGRANT,    // a live lease is never handed back, not to its own incarnation (slot_preference)
+    R_FLUSH,           // the keeper flushes the store's commit before using it (synchronous_commit = off)
+    R_RAISE_FAILOVER,  // a store on a new timeline raises every floor (classify_store, raise_after_lost_history)
+    R_RAISE_RESTORE,   // a store restored from a dump raises every floor
+    R_RAISE_CLUSTER,   // a store on a new cluster (pg_upgrade) raises every floor
+    R_RESTORE_MARK,    // a store being restored grants nothing before the origin's record (BeingRestored)
+    R_ARRIVE_RAISED,   // lease rows arriving after the raise are raised (cosid._lease_arrives_raised)
+    R_MAX_TTL,         // no grant longer than max_ttl (StoreLimits, granted_ttl)
+    R_DROP_GUARD,      // DROP EXTENSION refused while a row reaches past now (store_may_be_dropped)
+    R_FORGET_GUARD,    // DELETE / namespace made again refused while a row reaches past now
+    R_FIRST_FLOOR,     // a namespace made after a raise starts at raised_at + margin (namespace_first_floor)
+    R_LAYOUT_GUARD,    // a namespace's layout never changes (namespace_change_refused)
+    R_ROLE_GUARD,      // a lease is released only by the store role that acquired it (cosid._refuse_other_role)
+    R_FORK_DETECT,     // a copy of an issuing server's store grants nothing until acknowledged (Forked)
+    R_RECORD_AT_START, // the keeper records its server when it finds its store ready, not at its first id
+    R_RECORD_KEPT,     // a clean stop does not clear the record
+    R_FORK_MARKER,     // pg_upgrade leaves cosid.fork in the old data directory
+    R_STORE_HISTORY,   // after a change of store, windows start above what other stores granted (cosid.history)
+    R_STATIC_DURABLE,  // a static ceiling is durable in the state file before it is used
+    R_STATIC_FLOOR,    // a static window starts above the file's ceiling (static_window_floor)
+    R_STATIC_NOFILE_BORROW,  // without a state file, no borrowing ahead of the clock (static_borrow_ms)
+    R_STATIC_NOFILE_START,   // without a state file, the first window starts above the start's tick
+    R_STATIC_TIMELINE, // a static slot on another timeline than its file's is refused
+    R_STATIC_ROWS,     // a static window starts above other clusters' cosid.static_ceiling rows
+    R_SWITCH_TO_STATIC,// a slot made static starts above the store's windows on it
+    R_SWITCH_TO_LEASED,// a leased window starts above the static ceilings recorded for its slot
+    R_COUNT
+};
+const char* rule_name(int r);
+const char* rule_story(int r);  // one line: what the rule closes
+
+struct Config {
+    int issuers = 2;             // I0, I1 (a fork adds I2 if forks are on)
+    bool standalone_s1 = true;   // S1 exists from the start, a standalone store
+    bool central = false;        // I0 and I1 both lease from S1, a store of its own server (S0 unused)
+    bool ns_absent = false;      // the stores start without the namespace (cosid_namespace_create is a move)
+    bool static_no_file = false; // static slots without a state file (cosid.state_file = '')
+    bool static_start = false;   // I0 starts on static slot 0 instead of leasing
+    unsigned families = ~0u;     // which moves are enabled (Family bits)
+    bool without[R_COUNT] = {};
+};
+
+enum Family : unsigned {
+    F_CORE = 1u << 0,        // acquire, renew, release, issue, time, expiry
+    F_LOSS = 1u << 1,        // lost / late / rolled-back renewals, failed releases
+    F_CRASH = 1u << 2,       // crash (kill -9, immediate shutdown) and the restart after it
+    F_CLOCK = 1u << 3,       // issuer clock steps
+    F_STORE_CLOCK = 1u << 4, // store clock steps
+    F_FAILOVER = 1u << 5,    // standby behind, failover (sync / async), store crash
+    F_RESTORE = 1u << 6,     // dump, restore whole / in pieces / data-only
+    F_DROP = 1u << 7,        // DROP / CREATE EXTENSION
+    F_NAMESPACE = 1u << 8,   // namespace made again, layout edit
+    F_ROGUE = 1u << 9,       // a keeper login calling granted functions with any arguments
+    F_FORK = 1u << 10,       // promoted standby / copy beside it, pg_upgrade, acknowledge
+    F_MOVE = 1u << 11,       // an issuer moving to another store
+    F_STATIC = 1u << 12,     // static windows, switch between leased and static
+    F_RESTART = 1u << 13,    // clean stop (fast shutdown), start
+};
+const char* family_name(unsigned f);
+
+struct Lease {  // the keeper's pool entry (shared memory)
+    bool held = false;
+    bool pending_release = false;  // a release failed: the entry stays until the store confirms it
+    int8_t store = -1;
+    int8_t layout = 0;
+    int32_t slot = 0;
+    int64_t fence = 0, floor = 0, ceiling = 0;
+    uint64_t word = 0;
+};
+
+struct StaticWindow {  // the keeper's static window (shared memory)
+    bool open = false;
+    int32_t slot = 0;
+    int64_t floor = 0, ceiling = 0;
+    uint64_t word = 0;
+};
+
+struct Issuer {
+    bool exists = false, up = false;
+    bool never_again = false;  // a fork was acknowledged on the word that this origin stopped
+    int8_t clock = 0;          // offset from true time
+    int16_t inc = 0;           // incarnation (a start or a crash makes a new one)
+    int8_t store = -1;         // which store its keeper uses
+    int8_t origin = -1;        // for a fork: the issuer it was copied from
+    bool is_static = false;
+    bool issued_once = false;  // since the start of its server (the old record rule)
+    int64_t stopped_at = -1;   // true time of its last clean stop
+    uint64_t sysid = 0;
+    uint32_t timeline = 1;
+    bool fork_marker = false;  // a cosid.fork file in its data directory
+    Lease lease;
+    // cosid.history: what each store granted it
+    cosid::GrantedNamespace history;
+    // the static state file (slot 0 only)
+    bool file_has_window = false;
+    int64_t file_ceiling = 0, file_prev_ceiling = 0;
+    uint32_t file_timeline = 0;
+    bool file_write_undurable = false;  // only with R_STATIC_DURABLE off: the last write may be lost
+    // the keeper's memory of static slots, and when it began (static_state.hpp, no file)
+    bool memory_has = false;
+    int64_t memory_ms = 0, started_ms = 0;
+    StaticWindow sw;
+};
+
+struct StaticRow {  // cosid.static_ceiling: one row per cluster (slot 0)
+    uint64_t cluster;
+    int64_t ceiling;
+};
+
+struct StoreCore {  // what a store's database holds (and a dump or a standby copies)
+    bool ext = false, ns = false;
+    int8_t layout = 0;
+    int16_t store_id = 0;
+    std::optional<cosid::LeaseTable> table;
+    std::vector<cosid::StoreRecord> records;
+    std::optional<int64_t> raised_at;
+    std::vector<StaticRow> static_rows;
+};
+
+struct Store {
+    bool exists = false;
+    int8_t host = -1;  // the issuer whose server this store is in (a local store), -1: its own server
+    int8_t clock = 0;
+    uint64_t sysid = 0;  // of a standalone store's server (a local store uses its host's)
+    uint32_t timeline = 1;
+    StoreCore core;
+    std::optional<StoreCore> unflushed_before;  // only with R_FLUSH off: the state before the last commit
+    std::optional<StoreCore> standby;           // an asynchronous standby that stopped receiving here
+    std::optional<StoreCore> dump;
+    bool restoring = false, records_pending = false, rows_pending = false;
+};
+
+struct Issued {
+    int64_t id;
+    int8_t issuer;
+    int32_t slot;
+    int64_t tick;
+};
+
+struct World {
+    int64_t now = 1;  // true time
+    uint64_t next_sysid = 100;
+    int16_t next_store_id = 10;
+    Issuer iss[kIssuers];
+    Store st[kStores];
+    std::vector<Issued> ids;
+};
+
+struct Move {
+    uint8_t kind = 0;
+    int8_t a = -1;  // the issuer or store
+    int8_t b = -1;  // a second issuer (whose lease a keeper login releases)
+};
+
+World initial_world(const Config& c);
+// Every move enabled in w (in a fixed order).
+void moves_of(const World& w, const Config& c, std::vector<Move>* out);
+// Applies m to w.  story (if not null) gets one line saying what happened; violation gets the
+// broken promise, if the move broke it.  Returns false when the move turned out to change nothing.
+bool apply(World& w, const Config& c, const Move& m, std::string* story, std::string* violation);
+// The state as bytes, for hashing (every field that matters to the future).
+void serialize(const World& w, std::string* out);
+std::string describe(const World& w);  // a one-line summary of leases and windows, for traces
+
+}  // namespace model
