@@ -226,8 +226,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
             outage.failures = 0;
         }
     } else if (ok && to_raise) {
-        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise after a "
-                             "failover",
+        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
+                             "a restore)",
                              d.slot, d.ns),
                       errdetail("Every next window on its slot starts above what it issued; its backends move to a "
                                 "new lease and wait for it, without an error.")));

@@ -32,7 +32,7 @@ namespace cosid::pg {
 
 namespace {
 
-constexpr int kMaxCols = 17;
+constexpr int kMaxCols = 18;
 
 struct TextRow {
     bool present;  // the statement returned a row
@@ -502,7 +502,7 @@ void read_acquire(const TextRow& r, StoreResult* out) {
     read_layout_columns(r, 10, out);
     strlcpy(out->slot_range, r.null[15] ? "" : r.value[15], sizeof(out->slot_range));
     strlcpy(out->store_id, r.null[16] ? "" : r.value[16], sizeof(out->store_id));
-    out->failovers = get_int64(r, 17, 0);
+    out->failovers = get_int64(r, 18, 0);
 }
 
 void read_release(const TextRow& r, StoreResult* out) {
