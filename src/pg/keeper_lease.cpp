@@ -90,18 +90,15 @@ bool release_prepare(int i, DueLease* d) {
     return true;
 }
 
-// Whether the store counted a failover since `at_grant` (an acquire's answer): read once per
-// second at most, when a renewal finds its lease gone.  A store that cannot be read says no.
-bool store_failed_over_since(int64 at_grant) {
-    static int64 read_at = 0, failovers = -1;
-    if (failovers < 0 || mono_ms() - read_at > 1000) {
-        StoreResult s;
-        StoreError err;
-        memset(&s, 0, sizeof(s));
-        failovers = store_read_state(&s, &err) && s.row ? s.fence : -1;
-        read_at = mono_ms();
-    }
-    return failovers > at_grant;
+// Whether the store's raise after a failover or a restore freed this lease: it adds 2^32 to
+// every fence (kLostHistoryFenceStep), an acquire, release or revoke adds 1.  Then every next
+// window on the slot starts above what the lease issued: its backends move on without an
+// error.  Asked only when a renewal or release finds the lease gone; a store that cannot
+// be read says no (ZC001, as before).
+bool freed_by_raise(const DueLease& d) {
+    int64 fence = -1;
+    StoreError err;
+    return store_lease_fence(d.ns, d.slot, &fence, &err) && fence >= d.fence + cosid::kLostHistoryFenceStep;
 }
 
 bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {
@@ -113,9 +110,11 @@ bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const Store
 
     // The lease was gone already (expired and taken, or revoked) unless an earlier attempt
     // may have done the release itself: then it was lost while backends issued on it.  Freed
-    // by a failover's raise, it was not (renew_apply).  (release_uncertain and the count at
-    // grant are the keeper's own: read without the lock.)
-    bool lost = ok && !r.found && !e->release_uncertain && !store_failed_over_since(e->store_failovers_at_grant);
+    // by the store's raise, it is counted but its backends get no error (renew_apply).
+    // (release_uncertain is the keeper's own: read without the lock.)
+    bool gone = ok && !r.found && !e->release_uncertain;
+    bool raised = gone && freed_by_raise(d);
+    bool lost = gone && !raised;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok) {
         // Done, or the lease was gone already: either way nothing of ours is left in the store.
@@ -127,6 +126,12 @@ bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const Store
     }
     int64 retry_in = e->backoff_ms;
     LWLockRelease(shared->lock);
+    if (raised) {
+        health_lease_lost();
+        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
+                             "a restore) before its release",
+                             d.slot, d.ns)));
+    }
     if (lost) {
         health_lease_lost();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost before its release", d.slot, d.ns),
@@ -196,7 +201,7 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
     // Lost to a raise: the store failed over since the grant and freed every lease, each
     // slot's next window starting above anything this lease issued.  Nothing is wrong with
     // its ids: its generators move on to a new lease and wait for it, without an error.
-    bool to_raise = ok && !r.found && store_failed_over_since(e->store_failovers_at_grant);
+    bool to_raise = ok && !r.found && freed_by_raise(d);
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
@@ -226,6 +231,7 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
             outage.failures = 0;
         }
     } else if (ok && to_raise) {
+        health_lease_lost();  // (counted as lost, without the error: cosid_stats, cosid_health)
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
                              "a restore)",
                              d.slot, d.ns),

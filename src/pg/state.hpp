@@ -42,7 +42,6 @@ struct PoolEntry {
     uint32 state;
     char ns[NAMEDATALEN];
     char store_id[40];  // the store that granted the lease (cosid.history); "" for static windows
-    int64 store_failovers_at_grant;  // the store's failover count in the acquire's answer
     // the lease, or a static slot's window (is_static: no store; fence 0, expires_at = ceiling)
     bool is_static;
     int32 slot;

@@ -32,7 +32,7 @@ namespace cosid::pg {
 
 namespace {
 
-constexpr int kMaxCols = 18;
+constexpr int kMaxCols = 17;
 
 struct TextRow {
     bool present;  // the statement returned a row
@@ -502,7 +502,6 @@ void read_acquire(const TextRow& r, StoreResult* out) {
     read_layout_columns(r, 10, out);
     strlcpy(out->slot_range, r.null[15] ? "" : r.value[15], sizeof(out->slot_range));
     strlcpy(out->store_id, r.null[16] ? "" : r.value[16], sizeof(out->store_id));
-    out->failovers = get_int64(r, 18, 0);
 }
 
 void read_release(const TextRow& r, StoreResult* out) {
@@ -607,10 +606,7 @@ bool store_acquire(const char* ns, const char* owner_key, const char* incarnatio
                // the store that granted it (cosid.history): its record's id, newest first (a
                // store before 1.4 has none: NULL)
                "(SELECT pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'store_id' FROM cosid.store_state s "
-               "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1), "
-               // the failovers the store had counted (a lease lost later, when the count has
-               // grown, was freed by the raise of a failover: renew_apply)
-               "(SELECT pg_catalog.max(s.failovers) FROM cosid.store_state s) "
+               "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1) "
                "FROM cosid._durable() durable, "
                "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
                "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
@@ -643,6 +639,27 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
     return run("SELECT slot, fence, expires_at, floor, ceiling, next_floor, store_now "
                "FROM cosid._durable() durable, cosid.renew($1::text, $2::int, $3::uuid, $4::bigint, $5::bigint)",
                5, a.v, read_lease, out, err);
+}
+
+namespace {
+void read_fence(const TextRow& r, StoreResult* out) {
+    out->fence = get_int64(r, 1, -1);
+    out->found = true;
+}
+}  // namespace
+
+bool store_lease_fence(const char* ns, int32 slot, int64* fence, StoreError* err) {
+    char slot_text[16];
+    snprintf(slot_text, sizeof(slot_text), "%d", slot);
+    const char* args[2] = {ns, slot_text};
+    StoreResult r;
+    memset(&r, 0, sizeof(r));
+    // (the fence column is readable by every role: cosid--1.0.sql on)
+    if (!run("SELECT fence FROM cosid.lease WHERE namespace = $1::text AND slot = $2::int", 2, args, read_fence, &r,
+             err))
+        return false;
+    *fence = r.row ? r.fence : -1;
+    return true;
 }
 
 bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fence, int64 last_issued,

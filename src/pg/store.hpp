@@ -19,7 +19,7 @@ struct StoreResult {
     int64 epoch_ms, tolerance_ms;
     char slot_range[32];  // acquire only: the store's range of the namespace's slots, "" for all
     char namespace_name[NAMEDATALEN];  // store_next_own_lease only
-    int64 failovers;                   // store_read_health and acquire: the store's failover count
+    int64 failovers;                   // store_read_health: the store's failover count
     int32 timeline;                    // and the timeline it writes on
     char store_id[40];                 // acquire only: cosid.store_state.store_id, "" before 1.4
 };
@@ -34,6 +34,9 @@ struct StoreError {
     char hint[256];  // '' unless the error says what to do (the Citus guard)
 };
 
+// A lease row's fence now (-1: no row): a renewal that found its lease gone asks whether a
+// raise freed it (the raise adds 2^32, every other change 1).
+bool store_lease_fence(const char* ns, int32 slot, int64* fence, StoreError* err);
 // True when cosid.store_dsn names a store on another server (shared by several instances).
 bool store_is_remote();
 // How long one store call may take: ttl/6 (at least 100 ms), the keeper's lock and statement

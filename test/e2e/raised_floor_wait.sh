@@ -42,4 +42,28 @@ check_true "a clock behind the store's still fails with ZC004" "$(grep -q 'ZC004
 rest=$(( floor - t0 ))  # the raise's wait left when the call began (the store's clock is this host's)
 check_true "after the raise's wait left ($rest ms) and the timeout (1 s), not before, nor much later" \
     "$([ "$took" -ge $(( rest + 800 )) ] && [ "$took" -lt $(( rest + 5000 )) ] && echo t || echo f)"
+
+# The lease a raise freed: its backends moved on without an error (the first call above got
+# an id).  A lease lost otherwise (revoked) after that raise still fails its next call once
+# (ZC001): the keeper tells them apart by the lease row's fence (a raise adds 2^32).
+q -c "SELECT cosid_next('w')" >/dev/null 2>&1 || true   # a lease granted after the raises
+check "the keeper logged the leases the raises freed, without an error" 2 \
+    "$(grep -c "was freed by the store's raise" "$DIR/server.log")"
+out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('w')" \
+        -c "SELECT count(*) FROM cosid_pool() p, cosid.revoke(p.namespace, p.slot) WHERE p.namespace = 'w'" \
+        -c "DO \$\$
+            DECLARE st text;
+            BEGIN
+                FOR i IN 1..100 LOOP  -- until the keeper's renewal found it (10 s at most)
+                    BEGIN
+                        PERFORM cosid_next('w');
+                    EXCEPTION WHEN OTHERS THEN
+                        st := SQLSTATE; EXIT;
+                    END;
+                    PERFORM pg_sleep(0.1);
+                END LOOP;
+                RAISE NOTICE 'sqlstate %', coalesce(st, 'none');
+            END \$\$" 2>&1 || true)
+check "a lease revoked after a raise still fails its backend's next call once (ZC001)" ZC001 \
+    "$(sed -n 's/.*sqlstate \([0-9A-Z]*\).*/\1/p' <<<"$out" | head -1)"
 exit $FAIL
