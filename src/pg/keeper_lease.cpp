@@ -90,15 +90,17 @@ bool release_prepare(int i, DueLease* d) {
     return true;
 }
 
-// Whether the store's raise after a failover or a restore freed this lease: it adds 2^32 to
-// every fence (kLostHistoryFenceStep), an acquire, release or revoke adds 1.  Then every next
-// window on the slot starts above what the lease issued: its backends move on without an
-// error.  Asked only when a renewal or release finds the lease gone; a store that cannot
-// be read says no (ZC001, as before).
-bool freed_by_raise(const DueLease& d) {
-    int64 fence = -1;
+// Whether the store's raise after a failover or a restore freed this lease: a raise came
+// after the store's last answer that held it (cosid.store_state.raised_at_ms, the raise's
+// store time).  The raise put every next floor above now + max_ttl + 2 x max_tolerance, so
+// above anything this lease can issue (its ceiling is at most its last renewal's store time
+// + ttl + tolerance), whatever happened to the slot since.  Its backends move on without an
+// error.  A lease revoked or taken over without a raise since is lost (ZC001); so is one
+// whose store cannot be read.  Asked only when a renewal or release finds the lease gone.
+bool freed_by_raise(int64 seen_at) {
+    int64 raised_at = 0;
     StoreError err;
-    return store_lease_fence(d.ns, d.slot, &fence, &err) && fence >= d.fence + cosid::kLostHistoryFenceStep;
+    return seen_at > 0 && store_raised_at(&raised_at, &err) && raised_at > seen_at;
 }
 
 bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {
@@ -113,7 +115,7 @@ bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const Store
     // by the store's raise, it is counted but its backends get no error (renew_apply).
     // (release_uncertain is the keeper's own: read without the lock.)
     bool gone = ok && !r.found && !e->release_uncertain;
-    bool raised = gone && freed_by_raise(d);
+    bool raised = gone && freed_by_raise(e->store_seen_at);
     bool lost = gone && !raised;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok) {
@@ -201,11 +203,12 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
     // Lost to a raise: the store failed over since the grant and freed every lease, each
     // slot's next window starting above anything this lease issued.  Nothing is wrong with
     // its ids: its generators move on to a new lease and wait for it, without an error.
-    bool to_raise = ok && !r.found && freed_by_raise(d);
+    bool to_raise = ok && !r.found && freed_by_raise(e->store_seen_at);
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
         e->expires_at = r.expires_at;
+        if (r.store_now > e->store_seen_at) e->store_seen_at = r.store_now;
         if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
         e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now);

@@ -135,6 +135,7 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     // makes the lease visible (write barrier; backends read it under the lock anyway).
     e->is_static = is_static;
     strlcpy(e->store_id, is_static ? "" : r.store_id, sizeof(e->store_id));
+    e->store_seen_at = is_static ? 0 : r.store_now;
     e->slot = r.slot;
     e->fence = r.fence;
     e->floor = r.floor;

@@ -42,6 +42,7 @@ struct PoolEntry {
     uint32 state;
     char ns[NAMEDATALEN];
     char store_id[40];  // the store that granted the lease (cosid.history); "" for static windows
+    int64 store_seen_at;  // the store's time in its last answer that held the lease (grant, renewal)
     // the lease, or a static slot's window (is_static: no store; fence 0, expires_at = ceiling)
     bool is_static;
     int32 slot;

@@ -642,23 +642,19 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
 }
 
 namespace {
-void read_fence(const TextRow& r, StoreResult* out) {
-    out->fence = get_int64(r, 1, -1);
+void read_raised_at(const TextRow& r, StoreResult* out) {
+    out->ceiling = get_int64(r, 1, 0);
     out->found = true;
 }
 }  // namespace
 
-bool store_lease_fence(const char* ns, int32 slot, int64* fence, StoreError* err) {
-    char slot_text[16];
-    snprintf(slot_text, sizeof(slot_text), "%d", slot);
-    const char* args[2] = {ns, slot_text};
+bool store_raised_at(int64* raised_at_ms, StoreError* err) {
     StoreResult r;
     memset(&r, 0, sizeof(r));
-    // (the fence column is readable by every role: cosid--1.0.sql on)
-    if (!run("SELECT fence FROM cosid.lease WHERE namespace = $1::text AND slot = $2::int", 2, args, read_fence, &r,
-             err))
+    // (raised_at_ms: a store of cosid 1.3 or later)
+    if (!run("SELECT pg_catalog.max(raised_at_ms) FROM cosid.store_state", 0, nullptr, read_raised_at, &r, err))
         return false;
-    *fence = r.row ? r.fence : -1;
+    *raised_at_ms = r.row ? r.ceiling : 0;
     return true;
 }
 
