@@ -52,6 +52,18 @@ void remove_marker() {
 constexpr const char* kUpgradedName = "cosid.upgraded";
 void upgraded_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kUpgradedName); }
 
+// The markers below: `text` written durably to `path` unless the file is there already
+// (false then).  `failed` says why a write failed, "" when it did not.
+bool write_new_file(const char* path, const char* text, char* failed, size_t len) {
+    failed[0] = '\0';
+    struct stat st;
+    if (stat(path, &st) == 0) return false;
+    cpp_call([&] {
+        if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), len);
+    });
+    return true;
+}
+
 ClientAuthentication_hook_type previous_auth_hook = nullptr;
 
 void upgrade_source_hook(Port* port, int status) {
@@ -65,18 +77,13 @@ void upgrade_source_hook(Port* port, int status) {
     // pg_upgrade reads the old cluster with pg_dump --binary-upgrade (and pg_dumpall for its
     // roles); pg_upgrade --check does not, nor does anything in the new cluster.
     if (strcmp(port->application_name, "pg_dump") != 0 && strcmp(port->application_name, "pg_dumpall") != 0) return;
-    char path[MAXPGPATH], text[400];
+    char path[MAXPGPATH], text[400], failed[256];
     marker_path(path, sizeof(path));
-    struct stat st;
-    if (stat(path, &st) == 0) return;
     snprintf(text, sizeof(text),
              "pg_upgrade copied this data directory into a new cluster (%s read it in binary-upgrade mode at %s), "
              "which issues ids from the same store history.\n",
              port->application_name, timestamptz_to_str(GetCurrentTimestamp()));
-    char failed[256] = "";
-    cpp_call([&] {
-        if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), sizeof(failed));
-    });
+    if (!write_new_file(path, text, failed, sizeof(failed))) return;
     if (failed[0] != '\0')
         ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's source: %s", failed),
                           errdetail("Started again after the upgrade, this server would not know that the new cluster "
@@ -89,23 +96,19 @@ void upgrade_source_hook(Port* port, int status) {
 }  // namespace
 
 void mark_upgrade_target(const char* seen) {
-    char path[MAXPGPATH], text[400];
+    char path[MAXPGPATH], text[400], failed[256];
     upgraded_path(path, sizeof(path));
-    struct stat st;
-    if (stat(path, &st) == 0) return;
     snprintf(text, sizeof(text),
              "system_identifier " UINT64_FORMAT "\n"
-             "pg_upgrade made this cluster (%s at %s): its lease store came over whole from a cleanly stopped "
-             "cluster, and the first store call here keeps its floors.\n",
+             "pg_upgrade made this cluster (%s at %s): its lease store's record of the old cluster is not a "
+             "copy of a server that may still issue ids.\n",
              GetSystemIdentifier(), seen, timestamptz_to_str(GetCurrentTimestamp()));
-    char failed[256] = "";
-    cpp_call([&] {
-        if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), sizeof(failed));
-    });
+    if (!write_new_file(path, text, failed, sizeof(failed))) return;
     if (failed[0] != '\0')
         ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's new cluster: %s", failed),
-                          errdetail("Its lease store will be taken for one restored elsewhere: the first store call "
-                                    "raises every floor, and the first ids wait for that.")));
+                          errdetail("Where the old cluster's server issued ids from its own store, the new "
+                                    "cluster's store will be taken for a copy of it (ZC009) until "
+                                    "cosid_fork_acknowledge().")));
 }
 
 void install_upgrade_source_hook() {
@@ -248,7 +251,7 @@ PG_FUNCTION_INFO_V1(cosid_upgraded_here);
 
 extern "C" Datum cosid_upgraded_here(PG_FUNCTION_ARGS) {
     char path[MAXPGPATH];
-    snprintf(path, sizeof(path), "%s/%s", DataDir, "cosid.upgraded");
+    cosid::pg::upgraded_path(path, sizeof(path));
     FILE* f = AllocateFile(path, "r");
     if (f == nullptr) {
         if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));

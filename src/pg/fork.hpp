@@ -31,8 +31,8 @@ void fork_record_issuer();
 void install_upgrade_source_hook();
 // pg_upgrade's NEW cluster (its binary-upgrade server: pg_restore connects, or a backend loads
 // the library): a cosid.upgraded file naming this cluster's system identifier.  Its store's
-// one record then comes from the old cluster, which pg_upgrade stopped cleanly: the store's
-// history is whole, and its first store call keeps the floors (cosid._follow_timeline).
+// one record then comes from the old cluster, which pg_upgrade stopped cleanly: not a copy of
+// a server that may still issue (cosid._fork_reason).  The first store call still raises.
 void mark_upgrade_target(const char* seen);
 
 }  // namespace cosid::pg
