@@ -10,6 +10,9 @@ ALTER TABLE cosid.store_state ADD COLUMN issuer_incarnation uuid, ADD COLUMN for
 -- binary-upgrade mode, after its last store call): pg_upgrade's new cluster keeps the
 -- floors only when the store last wrote on that very timeline.
 ALTER TABLE cosid.store_state ADD COLUMN upgrade_origin_system bigint, ADD COLUMN upgrade_origin_timeline int;
+-- A new store grants at most cosid.ttl's default (30 s) unless set: the wait after a raise is
+-- then 30 s + 2 x max_tolerance.  An existing store keeps the limit it has (60 s unless set).
+ALTER TABLE cosid.store_state ALTER COLUMN max_ttl_ms SET DEFAULT 30000;
 -- A server that issues from this store now (its keeper runs here, on this database) is
 -- recorded at once, not only when its keeper next looks (within ttl/3): a copy of the store
 -- made in between must be a fork too.  The keeper writes its own incarnation over this one.

@@ -359,10 +359,12 @@ CREATE TABLE cosid.store_state (
     -- store replicates synchronously (no committed change is ever lost).  A store restored
     -- from a dump always raises: a dump is always behind.
     raise_floors_on_new_timeline boolean NOT NULL DEFAULT true,
-    -- The longest lease the store grants (acquire and renew refuse a longer ttl): the raise
-    -- covers it.  A recorded "longest ttl asked for" would be lost in the same tail as the
-    -- grant that needed it, so it is a limit set beforehand, on the store.
-    max_ttl_ms      bigint NOT NULL DEFAULT 60000 CHECK (max_ttl_ms BETWEEN 300 AND 86400000),
+    -- The longest lease the store grants (a longer ttl is granted this long): the raise
+    -- covers it.  By default cosid.ttl's default, so that the wait after a raise is the
+    -- shortest the default leases allow (30 s + 2 x max_tolerance).  A recorded "longest
+    -- ttl asked for" would be lost in the same tail as the grant that needed it, so it is a
+    -- limit set beforehand, on the store.
+    max_ttl_ms      bigint NOT NULL DEFAULT 30000 CHECK (max_ttl_ms BETWEEN 300 AND 86400000),
     failovers       int NOT NULL DEFAULT 0,      -- new timelines seen
     last_failover_at timestamptz,
     raised_at_ms    bigint NOT NULL DEFAULT 0,   -- store now of the last raise: new slots start above it too
