@@ -47,6 +47,13 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                THEN format('The store''s server was issuing ids on timeline %s when this copy of it went on, '
                            'on timeline %s (a promoted standby, a recovered backup).', min(s.timeline), cosid._timeline())
              WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL
+                                           AND s.system_identifier NOT IN (0, c.system_identifier)
+                                           AND s.upgrade_origin_system = s.system_identifier
+                                           AND s.upgrade_origin_timeline <> s.timeline)
+               THEN format('The store''s server was issuing ids on timeline %s when a copy of it went on, on timeline %s '
+                           '(a promoted standby, a recovered backup), and pg_upgrade made this cluster from that copy.',
+                           min(s.timeline), min(s.upgrade_origin_timeline))
+             WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL
                                            AND s.system_identifier NOT IN (0, c.system_identifier))
                   AND NOT cosid._upgraded_here()
                THEN format('The store''s record comes from another cluster (system identifier %s) whose server was '

@@ -87,8 +87,17 @@ void stamp_upgrade_origin() {
                          "AND attname = 'upgrade_origin_system' AND NOT attisdropped",
                          true, 1);
     if (rc == SPI_OK_SELECT && SPI_processed == 1) {
-        rc = SPI_execute("UPDATE cosid.store_state SET upgrade_origin_system = c.system_identifier, "
-                         "upgrade_origin_timeline = cosid._timeline() FROM pg_catalog.pg_control_system() c",
+        // A copy of a server that issued from this store (a promoted standby, a recovered
+        // backup, before any store call of its own) is declared a fork here, so that its new
+        // cluster opens no window, leased or static, until cosid_fork_acknowledge().
+        rc = SPI_execute("UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, "
+                         "upgrade_origin_timeline = cosid._timeline(), "
+                         "fork_pending = coalesce(s.fork_pending, CASE WHEN s.issuer_incarnation IS NOT NULL "
+                         "AND s.system_identifier = c.system_identifier AND s.timeline <> cosid._timeline() "
+                         "THEN pg_catalog.format('pg_upgrade read a copy of a server that was issuing ids from this "
+                         "store on timeline %s; the copy ran on timeline %s (a promoted standby, a recovered backup).', "
+                         "s.timeline, cosid._timeline()) END) "
+                         "FROM pg_catalog.pg_control_system() c",
                          false, 0);
         if (rc != SPI_OK_UPDATE) elog(ERROR, "cosid: could not note pg_upgrade's read in the lease store (%d)", rc);
         ereport(LOG, (errmsg("cosid: pg_upgrade read this cluster: its lease store notes the timeline it is on (%lu "

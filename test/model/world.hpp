@@ -66,6 +66,7 @@ enum Rule : int {
     R_STATIC_ROWS,     // a static window starts above other clusters' cosid.static_ceiling rows
     R_SWITCH_TO_STATIC,// a slot made static starts above the store's windows on it
     R_SWITCH_TO_LEASED,// a leased window starts above the static ceilings recorded for its slot
+    R_UPGRADE_NOTE,    // pg_upgrade's new cluster keeps the floors only when read on its store's timeline
     R_COUNT
 };
 const char* rule_name(int r);
@@ -130,6 +131,7 @@ struct Issuer {
     uint64_t sysid = 0;
     uint32_t timeline = 1;
     bool fork_marker = false;  // a cosid.fork file in its data directory
+    bool upgraded = false;     // a cosid.upgraded file: pg_upgrade made this cluster
     Lease lease;
     // cosid.history: what each store granted it
     cosid::GrantedNamespace history;
@@ -170,6 +172,7 @@ struct Store {
     std::optional<StoreCore> standby;           // an asynchronous standby that stopped receiving here
     std::optional<StoreCore> dump;
     bool restoring = false, records_pending = false, rows_pending = false;
+    bool upgraded = false;  // a standalone store's server made by pg_upgrade (its cosid.upgraded file)
 };
 
 struct Issued {
