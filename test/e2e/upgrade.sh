@@ -65,11 +65,15 @@ catalog() {  # every object of the extension and what makes it up
 echo "# a fresh store, made in the keeper's database"
 DIR="$ROOT/fresh"
 start_server "$DIR" "$PORT" "cosid.ttl = '3s'"
-check "CREATE EXTENSION: the default namespace's 1024 slots start at the store's now, and the store names no issuer" "1024|true" \
+check "CREATE EXTENSION: the default namespace's 1024 slots start at the store's now, the store names no issuer, its max_ttl is the column's default" \
+    "1024|true|true" \
     "$(q -c "SET client_min_messages = error" -c "BEGIN" -c "CREATE EXTENSION cosid" \
          -c "SELECT (SELECT count(*) FROM cosid.lease WHERE namespace = 'default' AND fence = 0
                        AND floor = ceiling AND next_floor = floor AND floor BETWEEN cosid.store_now() - 60000 AND cosid.store_now())
-                    || '|' || (SELECT issuer_incarnation IS NULL AND system_identifier <> 0 FROM cosid.store_state)" -c "ROLLBACK")"
+                    || '|' || (SELECT issuer_incarnation IS NULL AND system_identifier <> 0 FROM cosid.store_state)
+                    || '|' || (SELECT s.max_ttl_ms = pg_get_expr(d.adbin, d.adrelid)::bigint
+                               FROM cosid.store_state s, pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+                               WHERE d.adrelid = 'cosid.store_state'::regclass AND a.attname = 'max_ttl_ms')" -c "ROLLBACK")"
 check "CREATE EXTENSION in a restore's session (row_security off): the store's record is the restore's mark" "0|0" \
     "$(q -c "SET client_min_messages = error" -c "SET row_security = off" -c "BEGIN" -c "CREATE EXTENSION cosid" \
          -c "SELECT system_identifier || '|' || timeline FROM cosid.store_state" -c "ROLLBACK")"
