@@ -1,7 +1,7 @@
 -- cosid 1.5 -> 1.6: forks of an issuing server, a change of store, bounded floor raises by
 -- keepers, column defaults bound to their namespace.
 \echo Use "ALTER EXTENSION cosid UPDATE TO '1.6'" to load this file. \quit
--- >>> forks (kept identical to cosid--1.6.sql)
+-- >>> forks
 
 -- Forks of an issuing server: the store records the server that issues from it, and a copy
 -- of it that runs elsewhere grants nothing until cosid_fork_acknowledge().
@@ -16,10 +16,17 @@ ALTER TABLE cosid.store_state ALTER COLUMN max_ttl_ms SET DEFAULT 30000;
 -- A server that issues from this store now (its keeper runs here, on this database) is
 -- recorded at once, not only when its keeper next looks (within ttl/3): a copy of the store
 -- made in between must be a fork too.  The keeper writes its own incarnation over this one.
+-- Not in CREATE EXTENSION (it runs this script too, see the end of this file): a store made
+-- now has no issuer yet.
 UPDATE cosid.store_state SET issuer_incarnation = '00000000-0000-0000-0000-000000000000'
  WHERE pg_catalog.current_setting('cosid.database', true) = pg_catalog.current_database()
    AND coalesce(pg_catalog.current_setting('cosid.store_dsn', true), '') = ''
-   AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'off';
+   AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'off'
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_depend d
+                     ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+                    WHERE e.extname = 'cosid' AND d.deptype = 'e'
+                      AND d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                      AND d.objid = 'cosid'::pg_catalog.regnamespace AND d.xmin = e.xmin);
 
 -- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
 -- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
@@ -1304,3 +1311,51 @@ BEGIN
         coalesce(v_max::text, 'none (empty)'), $3, coalesce(to_timestamp(v_floor / 1000.0)::text, 'any id already');
     RETURN QUERY SELECT tbl, col, $3, v_max, to_timestamp(v_floor / 1000.0), v_old, v_new, v_seq, v_action;
 END $$;
+
+-- >>> CREATE EXTENSION only
+-- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one
+-- included; what only a new store needs is here, and runs when the extension was created by
+-- the (sub)transaction that runs this script: the schema cosid became a member of the
+-- extension in the same (sub)transaction that last wrote the extension's row (CREATE
+-- EXTENSION inserts that row and rewrites it before each update script; ALTER EXTENSION
+-- UPDATE rewrites it long after the schema was made).  A CREATE runs this block on the way to
+-- any later version; what a later version needs only in a CREATE goes into a block of the
+-- same kind at the end of its own update script.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_depend d
+                     ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+                    WHERE e.extname = 'cosid' AND d.deptype = 'e'
+                      AND d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                      AND d.objid = 'cosid'::pg_catalog.regnamespace AND d.xmin = e.xmin) THEN
+        RETURN;
+    END IF;
+    -- The store's limits as a new store's columns default to now (cosid--1.0.sql wrote its
+    -- record with the defaults of 1.0: max_ttl 60 s).
+    UPDATE cosid.store_state SET max_ttl_ms = DEFAULT;
+    -- The default namespace as cosid_namespace_create makes one now: its slots start at the
+    -- store's now (cosid._namespace_insert), not at 0 as cosid--1.0.sql made them.  A store
+    -- made again after DROP EXTENSION then never starts a window below one of the store it
+    -- replaces.  Only slots that no one ever held (all of them in a new store).
+    IF NOT EXISTS (SELECT FROM cosid.lease WHERE namespace = 'default' AND (fence <> 0 OR ceiling <> 0 OR next_floor <> 0)) THEN
+        DELETE FROM cosid.lease WHERE namespace = 'default';
+        DELETE FROM cosid.namespace WHERE name = 'default';
+        PERFORM cosid_namespace_create('default');
+    END IF;
+    -- A store made by a restore is not new: pg_restore (and a plain dump run through psql)
+    -- runs CREATE EXTENSION first, each item committed by itself, and restores the origin's
+    -- record of the store state only with the data, after the user tables and theirs.
+    -- Meanwhile the store would grant windows from its now, below the ceilings its origin's
+    -- holders still issue up to.  Both SET row_security off in their session (few other
+    -- sessions do), and pg_restore names itself in application_name (also with
+    -- --enable-row-security): then the record written here is a mark (cluster 0, timeline 0),
+    -- and the store grants nothing until the origin's record has come (two records: the
+    -- raise) or cosid_store_follow_timeline(restored => true) ran.  Only the session's own
+    -- SET counts: a site that turns row_security off in postgresql.conf, or for a database or
+    -- a role, is making a store, not restoring one.
+    IF (SELECT setting = 'off' AND source = 'session' FROM pg_catalog.pg_settings WHERE name = 'row_security')
+       OR pg_catalog.current_setting('application_name') = 'pg_restore' THEN
+        UPDATE cosid.store_state SET system_identifier = 0, timeline = 0;
+    END IF;
+END $$;
+-- <<< CREATE EXTENSION only

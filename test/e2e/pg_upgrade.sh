@@ -30,7 +30,7 @@ bin_of() {  # bin_of MAJOR
 }
 has_cosid() {  # has_cosid BIN: a server and this tree's cosid installed into it
     [ -x "$1/postgres" ] && [ -f "$("$1/pg_config" --pkglibdir)/cosid.so" ] &&
-        [ -f "$("$1/pg_config" --sharedir)/extension/cosid--$CURRENT.sql" ]
+        grep -q "^default_version = '$CURRENT'" "$("$1/pg_config" --sharedir)/extension/cosid.control"
 }
 now_ms() { date +%s%3N; }
 

@@ -1,7 +1,7 @@
 // The world the exhaustive checker explores: issuers (servers that issue ids), lease stores,
 // their clocks and files, and every id issued so far.  The rules come from src/core (the
-// code the extension runs); where a rule lives only in SQL (sql/cosid--1.6.sql) the explorer
-// mirrors it in moves.cpp and names the SQL function beside it.
+// code the extension runs); where a rule lives only in SQL (sql/cosid--1.0.sql and its update
+// scripts) the explorer mirrors it in moves.cpp and names the SQL function beside it.
 //
 // Everything is small on purpose, so that every interleaving up to the bound can be tried:
 // one namespace of 2 slots and 2 sequence values per tick (the sequence runs out at once, so
