@@ -43,10 +43,13 @@ check_true "docs/applications.md has marked sql, env, file and sh blocks" \
 url=""
 # The reader's shell: Debian's python3 (whatever python3 comes first in PATH), the page's
 # DATABASE_URL, npm without its audit, fund and update messages, from its cache when it has
-# the packages (the registry is asked otherwise).
+# the packages (the registry is asked otherwise), giving up on a registry it cannot reach in
+# seconds rather than minutes (npm retries with backoff: 212 s here with its defaults).
 run_sh() {
     (cd "$APP" && env PATH="/usr/bin:/bin:$PATH" DATABASE_URL="$url" npm_config_audit=false \
         npm_config_fund=false npm_config_update_notifier=false npm_config_prefer_offline=true \
+        npm_config_fetch_retries=1 npm_config_fetch_retry_mintimeout=1000 \
+        npm_config_fetch_retry_maxtimeout=2000 npm_config_fetch_timeout=20000 \
         bash -e "$1")
 }
 while read -r file kind arg line; do
