@@ -22,7 +22,7 @@
 # the clock reached the ceiling a day later.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
-DIR="${1:-/tmp/cosid-e2e}/clock_jump"; PORT=${COSID_CLOCK_JUMP_PORT:-55481}
+DIR="${1:-/tmp/cosid-e2e}/clock_jump"; PORT=${COSID_CLOCK_JUMP_PORT:-55487}
 DAY=86400000
 stop_server "$DIR" immediate
 start_server "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cosid.static_ahead = '500ms'" \
