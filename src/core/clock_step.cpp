@@ -28,8 +28,17 @@ int64_t patience_ms(const Layout& layout, int64_t move_cost_ms) noexcept {
 }
 
 bool leave_lease(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t reach_ms, int64_t now_ms,
-                 int64_t patience) noexcept {
-    return lead_past_reach_ms(layout, word, ceiling_ms, reach_ms, now_ms) > patience;
+                 int64_t borrow_ms, int64_t patience) noexcept {
+    const std::optional<int64_t> next = next_claim_ms(layout, word, now_ms);
+    if (!next) return false;
+    const int64_t last_tick = issue_word::tick(layout, word);
+    if (layout.tick_of(now_ms) > last_tick) return false;  // the clock leads: no wait for it
+    int64_t wait = lead_past_reach_ms(layout, word, ceiling_ms, reach_ms, now_ms);
+    // as issue_word::claim: the tick after a used-up one only within borrow_ms of the clock
+    const bool borrows = *next > last_tick * layout.unit_ms();
+    if (borrows && borrow_ms != issue_word::kBorrowToCeiling && *next - now_ms > borrow_ms)
+        wait = std::max(wait, *next - borrow_ms - now_ms);
+    return wait > patience;
 }
 
 int64_t static_next_ceiling(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t now_ms,

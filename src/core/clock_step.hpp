@@ -44,11 +44,14 @@ int64_t lead_past_reach_ms(const Layout& layout, uint64_t word, int64_t ceiling_
 // `move_cost_ms`: what going on costs (one store call, bounded by the keeper's store bound).
 int64_t patience_ms(const Layout& layout, int64_t move_cost_ms) noexcept;
 
-// Leased: true when the window is used up ahead of what a renewal can reach
-// (`reach_ms`: the store's now + the ttl it grants + the namespace's tolerance) by more than
-// `patience_ms`: release it in order and take a slot whose window can start now.
+// Leased: true when the next claim waits longer than `patience_ms` for the clock: the window
+// is used up ahead of what a renewal can reach (`reach_ms`: the store's now + the ttl it
+// grants + the namespace's tolerance), or the last tick's sequence is used up and the next
+// tick lies further ahead of the clock than `borrow_ms` allows (cosid.max_borrow;
+// issue_word::kBorrowToCeiling: no limit but the ceiling).  Then release it in order and take
+// a slot whose window can start now, where ids are issued at the clock.
 bool leave_lease(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t reach_ms, int64_t now_ms,
-                 int64_t patience_ms) noexcept;
+                 int64_t borrow_ms, int64_t patience_ms) noexcept;
 
 // Static: the next ceiling of a window (ceiling_ms) with the clock at now_ms: the clock's
 // (now + ahead, never below the ceiling), or, when the window is used up ahead of that by

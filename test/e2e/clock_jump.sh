@@ -8,7 +8,9 @@
 # jump both take windows a day ahead; after the correction their last ids are a day ahead of
 # the clock.  The clients go on until each namespace used up the window it held at the
 # correction and went on past it (the leased one on a slot that can start now, the static one
-# above its ceiling), then:
+# above its ceiling); then once more with cosid.max_borrow = 0 (no id ahead of the clock) for
+# the leased namespace, which then goes on at the clock on a slot whose window starts now.
+# Over both:
 #   - no INSERT failed, in any phase;
 #   - no id twice;
 #   - every leased id inside a window the store recorded for its slot (a trigger on
@@ -19,7 +21,8 @@
 # Before the fix (main at b927290) the leased namespace failed with ZC002 once its window ran
 # out ("the store may be unreachable or ... clock runs ahead") until the idle timeout let the
 # lease go, and the static one with ZC002 ("the keeper did not write a new one in time") until
-# the clock reached the ceiling a day later.
+# the clock reached the ceiling a day later; with cosid.max_borrow = 0 the leased one failed
+# with ZC004 ("clock is behind the last id issued").
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/clock_jump"; PORT=${COSID_CLOCK_JUMP_PORT:-55487}
@@ -134,6 +137,28 @@ t_past=$(now_ms)
 [ "$went_on" = t ] && sleep 2
 q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
 wait "${CLIENTS[@]}" 2>/dev/null || true
+
+echo "# again with cosid.max_borrow = 0 (no id ahead of the clock), the leased namespace alone"
+q -c "DELETE FROM stop" -c "ALTER SYSTEM SET cosid.max_borrow = 0" -c "SELECT pg_reload_conf()" >/dev/null
+wait_for 30 "cosid.max_borrow 0 in new sessions" q -c "SELECT current_setting('cosid.max_borrow') = '0'" >/dev/null
+CLIENTS=()
+for c in 4 5 6; do
+    ( trap - EXIT; q -c "CALL client($c, 'tj')" >/dev/null 2>&1 ) &
+    CLIENTS+=($!)
+done
+t_phase2=$(now_ms)
+wait_for 30 "the new clients inserting" q -c "SELECT count(*) > 0 FROM tj WHERE client > 3" >/dev/null
+jump $DAY
+wait_for 30 "ids a day ahead" q -c "SELECT max($(ts_of tj j)) > $(now_ms) + $DAY / 2 FROM tj WHERE client > 3" >/dev/null
+sleep 3
+jump 0
+t_fix2=$(now_ms)
+moved2=$(wait_for 20 "leased ids at the clock again" q -c "
+    SELECT EXISTS (SELECT FROM tj WHERE at > to_timestamp($t_fix2 / 1000.0) + interval '0.5 s' AND $(ts_of tj j) < $(now_ms) + 60000)")
+echo "# max_borrow 0: ids at the clock again $(( $(now_ms) - t_fix2 )) ms after the correction"
+[ "$moved2" = t ] && sleep 2
+q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
+wait "${CLIENTS[@]}" 2>/dev/null || true
 echo "# inserts after the correction: tj $(q -c "SELECT count(*) FROM tj WHERE at > to_timestamp($t_fix / 1000.0)"), ts $(q -c "SELECT count(*) FROM ts WHERE at > to_timestamp($t_fix / 1000.0)") rows; went past both windows $(( t_past - t_fix )) ms after it"
 echo "# statements: $(q -c "SELECT string_agg(tbl || ' ' || coalesce(code, 'ok') || ' ' || n, ', ') FROM (SELECT tbl, code, count(*) n FROM runlog GROUP BY 1, 2 ORDER BY 1, 2) x")"
 echo "# failures by second after the correction: $(q -c "SELECT string_agg(tbl || '@' || s || 's ' || code || ' x' || n, ', ') FROM (SELECT tbl, code, floor((extract(epoch FROM at) * 1000 - $t_fix) / 1000)::int s, count(*) n FROM runlog WHERE code IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 1, 3) x")"
@@ -141,6 +166,8 @@ echo "# failures by second after the correction: $(q -c "SELECT string_agg(tbl |
 check_true "ids were issued a day ahead during the jump, in both namespaces" "$(q -c "
     SELECT (SELECT max($(ts_of tj j)) FROM tj) > $t_start + $DAY / 2 AND (SELECT max($(ts_of ts s)) FROM ts) > $t_start + $DAY / 2")"
 check_true "after the correction both namespaces went past the windows they held (leased: a slot that starts now; static: above its ceiling)" "$went_on"
+check "with cosid.max_borrow = 0: ids a day ahead during the jump, then at the clock again after the correction" "t|t" \
+    "$(q -c "SELECT (SELECT max($(ts_of tj j)) FROM tj WHERE client > 3) > $t_phase2 + $DAY / 2")|$moved2"
 check "no INSERT failed" "0" "$(q -c "SELECT count(*) FROM runlog WHERE code IS NOT NULL")"
 check "no id twice" "0" "$(q -c "SELECT (SELECT count(*) - count(DISTINCT id) FROM tj) + (SELECT count(*) - count(DISTINCT id) FROM ts)")"
 check "every leased id inside a window the store granted its slot" "0" "$(q -c "

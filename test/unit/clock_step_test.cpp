@@ -60,13 +60,13 @@ TEST(ClockStep, ALeaseUsedUpADayAheadIsLeft) {
     const uint64_t w = used_up(l, ceiling);
     const int64_t reach = T0 + ttl + tol;  // what a renewal at the corrected clock reaches
     EXPECT_EQ(lead_past_reach_ms(l, w, ceiling, reach, T0), kDay + 1);
-    EXPECT_TRUE(leave_lease(l, w, ceiling, reach, T0, patience_ms(l, ttl / 6)));
+    EXPECT_TRUE(leave_lease(l, w, ceiling, reach, T0, issue_word::kBorrowToCeiling, patience_ms(l, ttl / 6)));
     // with room left in the window it goes on from its last id: no move yet
     const uint64_t room = issue_word::encode(l, ceiling - 100, l.max_sequence());
     EXPECT_EQ(lead_past_reach_ms(l, room, ceiling, reach, T0), 0);
-    EXPECT_FALSE(leave_lease(l, room, ceiling, reach, T0, patience_ms(l, ttl / 6)));
+    EXPECT_FALSE(leave_lease(l, room, ceiling, reach, T0, issue_word::kBorrowToCeiling, patience_ms(l, ttl / 6)));
     const uint64_t last_sequence_left = issue_word::encode(l, ceiling, l.max_sequence() - 1);
-    EXPECT_FALSE(leave_lease(l, last_sequence_left, ceiling, reach, T0, patience_ms(l, ttl / 6)));
+    EXPECT_FALSE(leave_lease(l, last_sequence_left, ceiling, reach, T0, issue_word::kBorrowToCeiling, patience_ms(l, ttl / 6)));
 }
 
 TEST(ClockStep, ABorrowingWindowWaitsForItsRenewal) {
@@ -77,18 +77,19 @@ TEST(ClockStep, ABorrowingWindowWaitsForItsRenewal) {
     const uint64_t w = used_up(l, ceiling);
     for (int64_t later : {1, 5, 700}) {
         EXPECT_EQ(lead_past_reach_ms(l, w, ceiling, renewed_at + later + ttl + tol, T0 + later), 0) << later;
-        EXPECT_FALSE(leave_lease(l, w, ceiling, renewed_at + later + ttl + tol, T0 + later, patience_ms(l, 0)));
+        EXPECT_FALSE(leave_lease(l, w, ceiling, renewed_at + later + ttl + tol, T0 + later, issue_word::kBorrowToCeiling,
+                                 patience_ms(l, 0)));
     }
     // a renewal in the same millisecond reaches one tick short: that is no reason to move
     EXPECT_EQ(lead_past_reach_ms(l, w, ceiling, ceiling, T0), 1);
-    EXPECT_FALSE(leave_lease(l, w, ceiling, ceiling, T0, patience_ms(l, 0)));
+    EXPECT_FALSE(leave_lease(l, w, ceiling, ceiling, T0, issue_word::kBorrowToCeiling, patience_ms(l, 0)));
     // seconds: the next tick is up to a second past the reach; the patience is a tick at least
     Layout s = seconds();
     const int64_t sc = T0 + ttl + tol, last_tick = sc / 1000;
     const uint64_t sw = used_up(s, last_tick);
     EXPECT_GT(lead_past_reach_ms(s, sw, sc, sc, T0), 0);
     EXPECT_LE(lead_past_reach_ms(s, sw, sc, sc, T0), 1000);
-    EXPECT_FALSE(leave_lease(s, sw, sc, sc, T0, patience_ms(s, 0)));
+    EXPECT_FALSE(leave_lease(s, sw, sc, sc, T0, issue_word::kBorrowToCeiling, patience_ms(s, 0)));
     EXPECT_EQ(patience_ms(s, 0), 1000);
     EXPECT_EQ(patience_ms(s, 5000), 5000);
 }
@@ -100,8 +101,35 @@ TEST(ClockStep, AHostClockAheadOfTheStoreIsNotHelpedByAMove) {
     const int64_t ceiling = T0 + 2300;
     const uint64_t w = used_up(l, ceiling);
     EXPECT_EQ(lead_past_reach_ms(l, w, ceiling, ceiling, T0 + 10000), 0);
-    EXPECT_FALSE(leave_lease(l, w, ceiling, ceiling, T0 + 10000, 0));
+    EXPECT_FALSE(leave_lease(l, w, ceiling, ceiling, T0 + 10000, issue_word::kBorrowToCeiling, 0));
+    EXPECT_FALSE(leave_lease(l, w, ceiling, ceiling, T0 + 10000, 0, 0));
     EXPECT_EQ(lead_past_reach_ms(l, issue_word::kFresh, ceiling, ceiling, T0 + 10000), 0);
+}
+
+TEST(ClockStep, ABorrowLimitLeavesWhenTheClockIsFarBehind) {
+    // cosid.max_borrow 0: no id ahead of the clock.  After a day's jump, corrected, the last
+    // tick is a day ahead with room left in the window; its sequence used up, the next tick
+    // would wait a day for the clock.  A slot whose window starts now issues at the clock.
+    Layout l = seq4();
+    const int64_t ttl = 30000, tol = 1000, ceiling = T0 + kDay + ttl + tol, reach = T0 + ttl + tol;
+    const int64_t patience = patience_ms(l, ttl / 6);
+    EXPECT_TRUE(leave_lease(l, used_up(l, T0 + kDay), ceiling, reach, T0, 0, patience));
+    EXPECT_TRUE(leave_lease(l, used_up(l, T0 + kDay), ceiling, reach, T0, 60000, patience));
+    EXPECT_FALSE(leave_lease(l, used_up(l, T0 + kDay), ceiling, reach, T0, issue_word::kBorrowToCeiling, patience));
+    // its last tick's sequence not used up: that tick is still issued, no wait
+    EXPECT_FALSE(leave_lease(l, issue_word::encode(l, T0 + kDay, 2), ceiling, reach, T0, 0, patience));
+    // a borrow limit that waits a tick (ids asked for faster than the layout issues) stays
+    EXPECT_FALSE(leave_lease(l, used_up(l, T0), T0 + ttl + tol, reach, T0, 0, patience));
+    EXPECT_FALSE(leave_lease(l, used_up(l, T0 + 4000), T0 + ttl + tol, reach, T0, 0, patience));
+    EXPECT_TRUE(leave_lease(l, used_up(l, T0 + 6000), T0 + ttl + tol, reach, T0, 0, patience));
+    // and agrees with claim(): it waits exactly when claim() says SequenceExhausted for long
+    for (int64_t last : {T0 - 3, T0, T0 + 1, T0 + 4999, T0 + 5001, T0 + kDay})
+        for (int64_t borrow : {int64_t{0}, int64_t{100}, int64_t{6000}}) {
+            Claim c = claim(used_up(l, last), l, 0, ClaimWindow{0, T0 + 2 * kDay}, T0, borrow);
+            const bool long_wait = c.status == NextStatus::SequenceExhausted && c.wait_until_ms - T0 > patience;
+            EXPECT_EQ(leave_lease(l, used_up(l, last), T0 + 2 * kDay, T0 + 2 * kDay, T0, borrow, patience), long_wait)
+                << last - T0 << " " << borrow;
+        }
 }
 
 TEST(ClockStep, StaticCeilingFollowsTheClockOrTheIds) {
