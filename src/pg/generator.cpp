@@ -10,6 +10,7 @@
 #include "boundary.hpp"
 #include "calendar.hpp"
 #include "citus.hpp"
+#include "clock_step.hpp"
 #include "errors.hpp"
 #include "issue_word.hpp"
 #include "settings.hpp"
@@ -635,6 +636,7 @@ int64 issue(Gen* g) {
     int64 want = g->block_statement == statement_number ? Min(g->want * 2, kMaxBlock) : 1;
     int64 wait_start = 0;
     bool counted_wait = false;
+    bool asked_keeper = false;  // a wait for the clock longer than a move: the keeper was asked to look
     for (;;) {
         if (g->entry < 0) attach(g);
         PoolEntry* e = &shared->pool[g->entry];
@@ -678,6 +680,17 @@ int64 issue(Gen* g) {
             // The tick's sequence is used up and cosid.max_borrow says wait for the clock (a
             // clock that stepped back far makes that long: bounded by cosid.acquire_timeout).
             if (wait_start == 0) wait_start = mono_ms();
+            // Longer than a move to a slot whose window starts now (a clock that stepped back
+            // far behind the last id): the keeper renews at once, and leaves the lease
+            // (src/core/clock_step.hpp).  Static slots have no other slot.
+            if (!asked_keeper && !g->is_static &&
+                c.wait_until_ms - clock_ms() > cosid::clock_step::patience_ms(g->layout, store_bound_ms())) {
+                asked_keeper = true;
+                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+                if (pg_atomic_read_u64(&e->generation) == g->generation && e->next_renew_at > 0) e->next_renew_at = 0;
+                LWLockRelease(shared->lock);
+                wake_keeper();
+            }
             if (elapsed_ms(wait_start) >= acquire_timeout_ms()) {
                 // A static slot without a state file borrows nothing, whatever max_borrow says.
                 bool no_file = g->is_static && !static_state_file_configured();

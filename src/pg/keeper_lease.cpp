@@ -6,6 +6,7 @@
 #include "fork.hpp"
 #include "store_history.hpp"
 
+#include "clock_step.hpp"
 #include "errors.hpp"
 #include "health.hpp"
 #include "issue_word.hpp"
@@ -204,6 +205,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
     // slot's next window starting above anything this lease issued.  Nothing is wrong with
     // its ids: its generators move on to a new lease and wait for it, without an error.
     bool to_raise = ok && !r.found && freed_by_raise(e->store_seen_at);
+    bool leave = false;
+    int64 reach = 0;
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (ok && r.found) {
@@ -213,6 +216,22 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
         e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now);
         e->backoff_ms = 0;
+        // A window its ids used up further ahead than this renewal could reach, or whose next
+        // tick lies further ahead of the clock than cosid.max_borrow allows (the clock stepped
+        // back since it was granted): released in order, and its backends go on with a slot
+        // whose window starts now instead of waiting for the clock to catch up
+        // (src/core/clock_step.hpp).
+        cosid::Layout layout = entry_layout(*e);
+        reach = Min(r.expires_at, r.store_now + static_cast<int64>(setting_ttl_ms)) + d.tol;
+        leave = !e->release_requested && !e->releasing &&
+                cosid::clock_step::leave_lease(layout, pg_atomic_read_u64(&e->word),
+                                               static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), reach,
+                                               clock_ms(), setting_max_borrow_ms,
+                                               cosid::clock_step::patience_ms(layout, store_bound_ms()));
+        if (leave) {
+            e->release_requested = true;
+            e->next_renew_at = 0;
+        }
     } else if (ok) {
         // Fence or incarnation changed: someone took the slot or it was revoked, or a raise.
         end_lease(e, !to_raise);
@@ -222,6 +241,16 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
     }
     LWLockRelease(shared->lock);
 
+    if (leave) {
+        int64 ahead = static_cast<int64>(pg_atomic_read_u64(&e->ceiling)) - reach;
+        ereport(LOG, (errmsg("cosid: the window on slot %d of namespace \"%s\" is used up " INT64_FORMAT
+                             " ms ahead of what the lease store grants now, or its ids stand further ahead of the "
+                             "clock than cosid.max_borrow allows; it is released at its last id",
+                             d.slot, d.ns, ahead),
+                      errdetail("The clock stepped back after the window was granted. Its backends go on with a "
+                                "slot whose window starts now instead of waiting for the clock.")));
+        wake_keeper();
+    }
     if (ok && r.found) {
         count(shared->stats.renewals);
         health_renewal(true);

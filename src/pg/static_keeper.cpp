@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "boundary.hpp"
+#include "clock_step.hpp"
 #include "errors.hpp"
 #include "issue_word.hpp"
 #include "settings.hpp"
@@ -623,10 +624,16 @@ void renew_static(int i) {
     k.slot = e->slot;
     int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
     int64 backoff = e->backoff_ms;
+    cosid::Layout layout = entry_layout(*e);
     LWLockRelease(shared->lock);
 
+    // By the clock (now + ahead); a window its ids used up further ahead than that (the clock
+    // stepped back) is extended from its ids instead: the slot is fixed, and waiting would
+    // last until the clock catches up with them (src/core/clock_step.hpp).
     int64 now = clock_ms();
-    int64 target = std::max<int64>(ceiling, now + setting_static_ahead_ms);
+    int64 target = cosid::clock_step::static_next_ceiling(
+        layout, pg_atomic_read_u64(&e->word), ceiling, now, setting_static_ahead_ms,
+        cosid::clock_step::patience_ms(layout, store_bound_ms()));
     char error[400] = "";
     bool ok = true;
     if (target > ceiling && !ensure_model()) {

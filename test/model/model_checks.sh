@@ -26,6 +26,7 @@ BOUNDS=(
   "forks and pg_upgrade of one issuing server|--issuers 1 --only core,crash,restart,clock,fork --depth 8"
   "an issuer moving between stores|--issuers 1 --only core,loss,crash,restart,clock,move-store --depth 8"
   "static slots with a state file: switches, crashes, forks|--issuers 1 --static-start --only core,crash,restart,static,fork --depth 8"
+  "static slots with a state file and clock steps (a window used up ahead of a clock that stepped back goes on from its ids)|--issuers 1 --static-start --only core,crash,restart,clock,static --depth 9"
   "static slots without a state file|--issuers 1 --static-start --static-no-file --only core,crash,restart,clock,static --depth 9"
 )
 

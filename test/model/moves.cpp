@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "clock_step.hpp"
 #include "issue_word.hpp"
 #include "static_state.hpp"
 #include "world.hpp"
@@ -711,7 +712,11 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
     }
     case K_STATIC_EXTEND: {
         Issuer& x = w.iss[a];
-        const int64_t ceiling = issuer_now(w, a) + kStaticAhead;
+        // By the clock, or from its ids when they used it up further ahead than the clock
+        // reaches (a clock that stepped back: src/core/clock_step).
+        const Layout lay = layout_of(0);
+        const int64_t ceiling = clock_step::static_next_ceiling(lay, x.sw.word, x.sw.ceiling, issuer_now(w, a),
+                                                                kStaticAhead, clock_step::patience_ms(lay, 0));
         if (ceiling <= x.sw.ceiling) return false;
         write_static_ceiling(w, c, a, ceiling);
         x.sw.ceiling = ceiling;
