@@ -74,8 +74,11 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._fork_reason() FROM PUBLIC;
 
+-- Called only by the store's SECURITY DEFINER functions (as their owner, with their
+-- search_path), first in every acquire and renewal: no user or settings of its own, which
+-- would cost each of them a second switch.
 CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_stopped_ms bigint) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_tli     int := cosid._timeline();
     v_sys     bigint := (SELECT system_identifier FROM pg_catalog.pg_control_system());
@@ -273,9 +276,11 @@ REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 -- (a raise after a lost history covers no longer lease).  A longer cosid.ttl (reloaded on an
 -- instance, or a store whose limit was lowered) gets shorter windows instead of an error: its
 -- keeper renews them in time and logs a warning (src/core/lease_model.hpp, granted_ttl).
+-- Called only by the store's own SECURITY DEFINER functions (their owner, their search_path):
+-- neither of its own, which would cost every renewal a second switch of user and settings.
 CREATE FUNCTION cosid._granted_ttl(p_ttl_ms bigint) RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT least(p_ttl_ms, min(s.max_ttl_ms)) FROM cosid.store_state s
+LANGUAGE sql STABLE AS $$
+    SELECT LEAST(p_ttl_ms, pg_catalog.min(s.max_ttl_ms)) FROM cosid.store_state s
 $$;
 REVOKE ALL ON FUNCTION cosid._granted_ttl(bigint) FROM PUBLIC;
 
@@ -947,9 +952,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
-    PERFORM cosid._follow_timeline(p_ttl_ms);
+    PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
-    PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
     v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
@@ -962,6 +966,10 @@ BEGIN
     RETURNING l.* INTO r;
     IF FOUND THEN
         RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now;
+    ELSE
+        -- Nothing renewed: the lease is gone, or another store role holds it (refused here
+        -- with 42501, as before the UPDATE; asked only now, so a renewal reads its row once).
+        PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
     END IF;
 END $$;
 
