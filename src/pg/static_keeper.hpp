@@ -1,4 +1,4 @@
-// Static slots (DESIGN.md section 5): namespaces whose slot comes from cosid.static_slots
+// Static slots: namespaces whose slot comes from cosid.static_slots
 // instead of the store.  The keeper gives them windows from the state file: a ceiling is
 // written and fsync'd before any id below it is issued, and a restart starts above it.
 #pragma once

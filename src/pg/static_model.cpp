@@ -1,0 +1,425 @@
+// The keeper's copy of the static slots' state file and its mirror in cosid.static_ceiling:
+// read, checked, written durably (a temporary file, fsync'd, renamed over the file, the
+// directory fsync'd: src/core static_state.cpp) before anything relies on it, and every
+// window and not-before copied into the table that pg_upgrade and restores carry.
+#include "static_model.hpp"
+
+#include <algorithm>
+
+#include "errors.hpp"
+#include "state.hpp"
+#include "static_keeper.hpp"
+
+namespace cosid::pg {
+
+namespace static_model {
+
+cosid::StateFile model;     // the file as the keeper last wrote or read it
+cosid::StateFile saved;     // `model` before the change being written (no C++ object lives on
+                            // a stack that an ereport(ERROR) could unwind)
+bool model_loaded = false;  // false: read it (again) before the next window
+char problem[1400];         // why the file cannot be used ('' = none known)
+char problem_hint[512];
+char path_buffer[MAXPGPATH];
+
+// Without a state file: the clock when `model` was last reset (the keeper's start).  The
+// model knows nothing issued before it, and static_window_floor() starts no window at or
+// below it (src/core static_state.hpp, "static slots without a state file").
+int64 model_started_ms = 0;
+
+
+
+// Reads the file into `model`.  A missing file is an empty one (floors from cosid.not_before);
+// an unreadable, corrupt or foreign one is never replaced: every static request fails with
+// `problem` until an administrator fixes or removes it (it is read again at each request).
+// `model_loaded` is set only by a load that passed every check: nothing is ever written
+// from a model that did not come from this server's own file (renewals and releases ask
+// here first).
+bool load_model(bool* empty);
+bool save_model(char* error, size_t len);
+
+// Refused once, refused until the server restarts, unless the file comes back whole: an
+// administrator who removes a refused file must also set cosid.not_before (a restart
+// setting), and the removal alone must not let windows start at the old one in between.
+// A file of this system and timeline with windows (its permissions fixed, a passing read
+// error over) is taken again.
+bool ensure_model() {
+    if (model_loaded) return true;
+    bool empty = false;
+    bool ok = load_model(&empty);
+    if (ok && shared->static_file_refused && empty) {
+        snprintf(problem, sizeof(problem), "cosid state file \"%s\" was refused since the server started, and now "
+                 "holds no window (refused until the server restarts)", state_file_path());
+        strlcpy(problem_hint, "Fix or remove the state file, set cosid.not_before past the last id issued on these "
+                "static slots, and restart the server.", sizeof(problem_hint));
+        ok = false;
+    }
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->static_file_refused = !ok;
+    LWLockRelease(shared->lock);
+    model_loaded = ok;
+    return ok;
+}
+
+// Reads the file into `model` and checks it; `empty`: it was missing or held no window.
+bool load_model(bool* empty) {
+    uint64 system_id = GetSystemIdentifier();
+    uint32 timeline = GetWALInsertionTimeLine();
+    *empty = false;
+    if (!have_file() && timeline > 1 && not_before_timeline() != timeline) {
+        // Without a file the clock bounds what this server issued before, not what the server
+        // it was promoted or recovered from issued since (on the same slots): the same rule
+        // as for a missing file below.
+        snprintf(problem, sizeof(problem),
+                 "cosid static slots run without a state file (cosid.state_file = ''), and this server is on timeline "
+                 "%u: it was promoted or recovered to a point in time, and the server it came from may have issued on "
+                 "these static slots", timeline);
+        snprintf(problem_hint, sizeof(problem_hint),
+                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
+                 "id> on timeline %u' and restart it.", timeline);
+        return false;
+    }
+    if (!have_file()) {
+        // Every id issued before now is at or below the clock now (without a file no id is
+        // borrowed ahead of it): whatever the last keeper or server knew is covered by it.
+        model_started_ms = clock_ms();
+        cpp_call([&] {
+            model = cosid::StateFile{};
+            model.system_identifier = system_id;
+        });
+        return true;
+    }
+    cosid::LoadStatus status;
+    char message[300];
+    uint64 file_system_id = 0;
+    uint32 other_timeline = 0;  // a window written on another timeline, 0: none
+    int windows = 0;
+    char other_ns[NAMEDATALEN] = "";
+    int32 other_slot = -1;
+    cpp_call([&] {
+        cosid::LoadResult r = cosid::load_state(state_file_path());
+        status = r.status;
+        strlcpy(message, r.message.c_str(), sizeof(message));
+        if (r.status == cosid::LoadStatus::Ok) {
+            file_system_id = r.file.system_identifier;
+            windows = static_cast<int>(r.file.windows.size());
+            for (const cosid::StateWindow& w : r.file.windows)
+                if (w.timeline != timeline) {
+                    other_timeline = w.timeline;
+                    strlcpy(other_ns, w.ns.c_str(), sizeof(other_ns));
+                    other_slot = w.slot;
+                    break;
+                }
+            if (file_system_id == system_id && other_timeline == 0) model = r.file;
+        } else if (r.status == cosid::LoadStatus::Missing) {
+            model = cosid::StateFile{};
+            model.system_identifier = system_id;
+        }
+    });
+    if ((status == cosid::LoadStatus::Missing || (status == cosid::LoadStatus::Ok && windows == 0)) &&
+        timeline > 1 && not_before_timeline() != timeline) {
+        // The file is not replicated: a standby built before the first static window has
+        // none, and a promoted one must not start at 0 on slots its primary may have used.
+        // Only a cosid.not_before naming this timeline vouches for it: a value without one,
+        // or naming another, may be a copy (pg_basebackup copies the configuration in the
+        // data directory) or be left from an earlier promotion, below what was issued since.
+        char said[160] = "";
+        if (not_before_ms() != 0)
+            snprintf(said, sizeof(said), "; cosid.not_before (\"%s\") %s", setting_not_before,
+                     not_before_timeline() == 0 ? "names no timeline" : "names another timeline");
+        snprintf(problem, sizeof(problem),
+                 "cosid state file \"%s\" %s, and this server is on timeline %u: it was promoted or recovered to a "
+                 "point in time, and the server it came from may have issued on these static slots%s",
+                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window", timeline,
+                 said);
+        snprintf(problem_hint, sizeof(problem_hint),
+                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
+                 "id> on timeline %u' and restart it.", timeline);
+        return false;
+    }
+    switch (status) {
+        case cosid::LoadStatus::Ok:
+            if (file_system_id != system_id) {
+                snprintf(problem, sizeof(problem),
+                         "cosid state file \"%s\" belongs to another PostgreSQL system (system identifier " UINT64_FORMAT
+                         "; this server's is " UINT64_FORMAT ")",
+                         state_file_path(), file_system_id, system_id);
+                strlcpy(problem_hint,
+                        "It was copied from another server, whose static slots it describes. Give this server its "
+                        "own static slots, remove the file and set cosid.not_before past the last id this server "
+                        "issued in them (if any).",
+                        sizeof(problem_hint));
+                return false;
+            }
+            if (other_timeline != 0) {
+                // A promoted standby or a recovery to a point in time: the file is a copy,
+                // older than what the server it came from issued since (on any of its slots).
+                snprintf(problem, sizeof(problem),
+                         "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
+                         "is on timeline %u: it was promoted or recovered to a point in time, and its copy of the file "
+                         "may be older than what the server it came from issued since",
+                         state_file_path(), other_slot, other_ns, other_timeline, timeline);
+                // (a hint reaches cosid_next() through 256-byte buffers: kept short)
+                snprintf(problem_hint, sizeof(problem_hint),
+                         "Give this server its own static slots, remove the file, set cosid.not_before = '<a time past "
+                         "the other server's last id> on timeline %u' and restart it.",
+                         timeline);
+                return false;
+            }
+            break;
+        case cosid::LoadStatus::Missing:
+            break;
+        case cosid::LoadStatus::FutureVersion:
+            snprintf(problem, sizeof(problem), "cosid state file \"%s\" cannot be read: %s", state_file_path(), message);
+            strlcpy(problem_hint, "Install the cosid version that wrote it, or a newer one.", sizeof(problem_hint));
+            return false;
+        default:
+            snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), message);
+            strlcpy(problem_hint,
+                    "cosid never replaces it silently: its ceilings guard against the clock moving back. Remove it "
+                    "and set cosid.not_before past the last id this server issued in its static namespaces (an "
+                    "older copy of the file is not enough: ids were issued since).",
+                    sizeof(problem_hint));
+            return false;
+    }
+    *empty = status == cosid::LoadStatus::Missing || windows == 0;
+    // A keeper started again while static windows are live (this one's predecessor exited):
+    // the model, and the file, hold at least their published ceilings, even if the file was
+    // changed meanwhile.
+    bool merged = false;
+    cpp_call([&] { saved = model; });
+    for (int i = 0; i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool live = e->state == kLeased && e->is_static;
+        char ns[NAMEDATALEN];
+        strlcpy(ns, e->ns, sizeof(ns));
+        int32 slot = e->slot;
+        int64 ceiling = static_cast<int64>(pg_atomic_read_u64(&e->ceiling));
+        LWLockRelease(shared->lock);
+        if (!live) continue;
+        cpp_call([&] {
+            const cosid::StateWindow* w = model.find_window(ns, slot);
+            if (w == nullptr || w->ceiling_ms < ceiling) {
+                model.set_window(ns, slot, ceiling, timeline);
+                merged = true;
+            }
+        });
+    }
+    char write_error[300];
+    if (merged && !save_model(write_error, sizeof(write_error))) {
+        snprintf(problem, sizeof(problem), "cosid could not write the ceilings of live static windows to \"%s\": %s",
+                 state_file_path(), write_error);
+        strlcpy(problem_hint, "Free space or fix the permissions of the state file's directory.", sizeof(problem_hint));
+        return false;
+    }
+    if (merged) *empty = false;
+    problem[0] = '\0';
+    return true;
+}
+
+
+// Writes `model`; on failure puts the copy from before the change back (nothing was issued
+// under the new values) and says why.
+bool save_model(char* error, size_t len) {
+    if (!have_file()) return true;  // none configured: nothing is durable (the WARNING at start)
+    bool ok = cpp_call([&] {
+        auto failed = cosid::save_state(state_file_path(), model);
+        if (failed) {
+            strlcpy(error, failed->c_str(), len);
+            model = saved;
+        }
+        return !failed;
+    });
+    count(ok ? shared->stats.static_writes : shared->stats.static_write_failures);
+    return ok;
+}
+
+
+// Whether every window and not-before of `model` is in cosid.static_ceiling as the table is
+// now (`synced_file`, its relation file node): windows opened before it was there (a 1.4
+// catalog updated under a running server), before this keeper started, or before the table
+// was made again or emptied (DROP and CREATE EXTENSION, TRUNCATE) are recorded before the
+// next window is given or renewed.
+bool rows_synced = false;
+int64 synced_file = 0;
+
+
+
+// The rows `model` owes the table: a window's ceiling per (namespace, slot), a not-before per
+// namespace (slot kEverySlot).  Palloc'd, so that nothing of C++ outlives the call.
+int model_rows(RowToWrite** out) {
+    int windows = cpp_call([&] { return static_cast<int>(model.windows.size()); });
+    int n = cpp_call([&] { return windows + static_cast<int>(model.not_before.size()); });
+    RowToWrite* rows = static_cast<RowToWrite*>(palloc0(sizeof(RowToWrite) * Max(n, 1)));
+    cpp_call([&] {
+        for (int k = 0; k < windows; ++k) {
+            strlcpy(rows[k].ns, model.windows[k].ns.c_str(), NAMEDATALEN);
+            rows[k].slot = model.windows[k].slot;
+            rows[k].ceiling = model.windows[k].ceiling_ms;
+        }
+        for (int k = windows; k < n; ++k) {
+            strlcpy(rows[k].ns, model.not_before[k - windows].ns.c_str(), NAMEDATALEN);
+            rows[k].slot = kEverySlot;
+            rows[k].ceiling = model.not_before[k - windows].ms;
+        }
+    });
+    *out = rows;
+    return n;
+}
+
+// `*exists`: the catalog has cosid.static_ceiling (never on a standby: nothing is issued
+// there, and nothing could be written).  When it has, the model's windows are in it.
+// While a restore is under way (*restoring), *exists is false: nothing is written (the
+// restore's COPY of the table comes later and would meet this cluster's row), and the caller
+// gives no window.
+bool sync_static_rows(bool* exists, StoreError* err, int lock_timeout_ms, bool* restoring) {
+    *exists = false;
+    if (restoring != nullptr) *restoring = false;
+    if (RecoveryInProgress()) return true;
+    int64 table_file = 0;
+    bool being_restored = false;
+    if (!store_static_ceiling_exists(exists, &table_file, &being_restored, err, lock_timeout_ms)) return false;
+    if (restoring != nullptr) *restoring = being_restored;
+    if (being_restored) *exists = false;
+    if (!*exists) {
+        rows_synced = false;
+        return true;
+    }
+    if (rows_synced && table_file == synced_file) return true;
+    RowToWrite* rows = nullptr;
+    int n = model_rows(&rows);
+    bool ok = true;
+    for (int k = 0; k < n && ok; ++k)
+        ok = store_static_record(rows[k].ns, rows[k].slot, rows[k].ceiling, err, lock_timeout_ms);
+    pfree(rows);
+    rows_synced = ok;
+    synced_file = table_file;
+    return ok;
+}
+
+// A window's ceiling (or a released slot's last timestamp) into cosid.static_ceiling, after the
+// windows not recorded yet; nothing where the catalog has no such table.
+bool record_static_ceiling(const char* ns, int32 slot, int64 ceiling_ms, StoreError* err) {
+    bool exists = false;
+    bool restoring = false;
+    if (!sync_static_rows(&exists, err, 0, &restoring)) return false;
+    if (restoring) {
+        // No window is renewed (or adopted into) while a restore is under way: the table
+        // cannot hold what it would issue, and the restore's data may lie above it.
+        strlcpy(err->message, "a restore of this database is under way (cosid.store_state holds only its mark)",
+                sizeof(err->message));
+        err->sqlerrcode = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+        err->outcome_unknown = false;
+        err->hint[0] = '\0';
+        return false;
+    }
+    return !exists || store_static_record(ns, slot, ceiling_ms, err);
+}
+
+}  // namespace static_model
+
+using namespace static_model;
+
+
+const char* state_file_path() {
+    if (!have_file()) return "";
+    if (is_absolute_path(setting_state_file)) return setting_state_file;
+    snprintf(path_buffer, sizeof(path_buffer), "%s/%s", DataDir, setting_state_file);
+    return path_buffer;
+}
+
+void static_rows_tick() {
+    static int64 next_at = 0;
+    static bool failing = false;
+    if (!static_slots_configured() || mono_ms() < next_at) return;
+    next_at = mono_ms() + 1000;
+    // Only a model read from a file has something to record; a refused file is reported at
+    // every window already.
+    if (!model_loaded || RecoveryInProgress()) return;
+    // What the model holds, as JSON for one comparison with this cluster's rows: rows the
+    // table lost (made again by DROP and CREATE EXTENSION, emptied by TRUNCATE or DELETE) are
+    // written again.  Every store call here gives up on a lock after 100 ms: the keeper's
+    // pass (dynamic namespaces too) must not wait behind someone's lock on the table.
+    StringInfoData json;
+    initStringInfo(&json);
+    appendStringInfoChar(&json, '[');
+    RowToWrite* rows = nullptr;
+    int n = model_rows(&rows);
+    for (int k = 0; k < n; ++k) {
+        if (k > 0) appendStringInfoChar(&json, ',');
+        appendStringInfoString(&json, "{\"ns\":");
+        escape_json(&json, rows[k].ns);
+        appendStringInfo(&json, ",\"slot\":%d,\"ceiling\":" INT64_FORMAT "}", rows[k].slot, rows[k].ceiling);
+    }
+    appendStringInfoChar(&json, ']');
+    pfree(rows);
+    bool exists = false;
+    bool restoring = false;
+    int64 table_file = 0;
+    int64 missing = 0;
+    StoreError err;
+    bool ok = store_static_ceiling_exists(&exists, &table_file, &restoring, &err, 100);
+    if (ok && exists && !restoring && n > 0) ok = store_static_rows_missing(json.data, &missing, &err, 100);
+    if (ok && missing > 0) {
+        rows_synced = false;
+        ok = sync_static_rows(&exists, &err, 100);
+        if (ok)
+            ereport(LOG, (errmsg("cosid wrote " INT64_FORMAT " static ceiling%s into cosid.static_ceiling again "
+                                 "(the table was made again or emptied)",
+                                 missing, missing == 1 ? "" : "s")));
+    }
+    pfree(json.data);
+    // An open window below a ceiling another cluster recorded since it opened (a data-only
+    // restore, or logical replication, brought the rows after it): closed, so that the next
+    // window starts above them.  What it issued before cannot be taken back; it issues no more.
+    // While a restore is under way no static window stays open: what it issued could lie
+    // below the rows the restore brings, and the table cannot take its ceiling meanwhile.
+    static bool closed_for_restore = false;
+    for (int i = 0; ok && restoring && i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool open = e->state == kLeased && e->is_static;
+        LWLockRelease(shared->lock);
+        if (!open) continue;
+        if (!closed_for_restore)
+            ereport(LOG, (errmsg("cosid closes its static windows: a restore of database \"%s\" is under way",
+                                 setting_database),
+                          errdetail("No static window opens until the restore's data has come (cosid.store_state "
+                                    "holds only the mark its CREATE EXTENSION left).")));
+        closed_for_restore = true;
+        release_static(i);
+    }
+    if (ok && !restoring) closed_for_restore = false;
+    for (int i = 0; ok && exists && !restoring && i < shared->npool; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        char ns[NAMEDATALEN];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool open = e->state == kLeased && e->is_static;
+        strlcpy(ns, e->ns, sizeof(ns));
+        int32 slot = e->slot;
+        int64 floor = e->floor;
+        LWLockRelease(shared->lock);
+        if (!open) continue;
+        std::optional<int64> others_ms, own_ms;
+        bool busy = false;
+        ok = store_static_recorded(ns, slot, &others_ms, &own_ms, &busy, &err, 100);
+        if (!ok || !others_ms || *others_ms <= floor) continue;
+        ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": a ceiling above the open window's floor "
+                             "was recorded (by another cluster in cosid.static_ceiling, or by a lease of the slot in "
+                             "cosid.lease); the window is closed, the next starts above it",
+                             slot, ns),
+                      errdetail("The rows came after the window opened: a data-only restore or logical replication "
+                                "while this server issued, or a server leasing this slot from this database. Ids "
+                                "issued in the window before may repeat the other's."),
+                      errhint("Let a restore finish before the application issues ids, and give each cluster its "
+                              "own static slots, never leased by another.")));
+        release_static(i);
+    }
+    if (!ok && !failing)
+        ereport(LOG, (errmsg("cosid could not compare its static ceilings with cosid.static_ceiling: %s", err.message),
+                      errdetail("Tried again every second; the next static window writes them in any case.")));
+    failing = !ok;
+}
+
+}  // namespace cosid::pg
