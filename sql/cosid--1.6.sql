@@ -2850,9 +2850,9 @@ LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
                 ELSE least(p_c1, p_c2) > greatest(p_f1, p_f2) END
 $$;
 
--- Every two windows of one slot that overlap: none on a store whose rules held.  A static
--- slot's windows recorded by one cluster are one keeper's (its own file keeps them apart)
--- and are not compared with each other.  Read as the history holds them: a window older
+-- Every two windows of one slot that overlap: none on a store whose rules held.  Read as
+-- the history holds them (a static slot's window recorded twice, by its keeper and by a
+-- restore of the history, is one: the same cluster, slot and ceiling): a window older
 -- than the retention, or one granted in a tail of history the store lost (a failover, a
 -- restore), is not there to compare.
 CREATE FUNCTION cosid_verify()
@@ -2882,7 +2882,6 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
       FROM flagged b
       JOIN w a ON a.namespace = b.namespace AND a.slot = b.slot AND a.rn < b.rn
      WHERE cosid._windows_meet(b.unit, a.floor, a.ceiling, b.floor, b.ceiling)
-       AND NOT (a.kind = 'static' AND b.kind = 'static' AND a.system_identifier = b.system_identifier)
      ORDER BY a.namespace, a.slot, a.floor, b.floor
 $$;
 REVOKE ALL ON FUNCTION cosid_verify() FROM PUBLIC;
