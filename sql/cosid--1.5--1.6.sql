@@ -1408,21 +1408,32 @@ ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER window_history;
 ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER window_history_delete;
 
 -- A static slot's recorded ceiling (cosid.static_ceiling) is its window's end, written before
--- the window is used.  The window starts at the ceiling before it (the same cluster's row),
--- or, after a gap (a restart, a first window), at the new ceiling less cosid.static_ahead:
--- the keeper sets a ceiling that far past its clock, and issues no tick below its clock.
--- (A tick at exactly that clock millisecond lies on the recorded floor, outside the record.)
--- The adopted floors (slot -1) are not windows.
+-- the window is used.  A renewal continues the window before it: from the ceiling recorded
+-- before (the same cluster's row).  A new window (a first one, one after a gap: a restart)
+-- starts where its keeper's clock was, the new ceiling less cosid.static_ahead (the keeper
+-- sets the ceiling that far past its clock or past its floor, whichever is later; in a layout
+-- of seconds, the start of that clock's second), and never below what the keeper started
+-- above: the slot's leases and other clusters' ceilings (cosid._static_recorded; for a row
+-- of this cluster's own keeper).  The adopted floors (slot -1) are not windows.
 CREATE FUNCTION cosid._window_history_static() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_ahead bigint := coalesce(pg_catalog.floor(extract(epoch FROM
                                    pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint,
                                10000);
-    v_floor bigint := greatest(NEW.ceiling_ms - v_ahead, 0);
+    v_start bigint := NEW.ceiling_ms - v_ahead;
+    v_floor bigint;
 BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        v_floor := greatest(v_floor, OLD.ceiling_ms);
+    IF TG_OP = 'UPDATE' AND v_start <= OLD.ceiling_ms THEN
+        v_floor := OLD.ceiling_ms;
+    ELSE
+        IF (SELECT n.unit FROM cosid.namespace n WHERE n.name = NEW.namespace) = 's' THEN
+            v_start := (v_start / 1000) * 1000;
+        END IF;
+        v_floor := greatest(v_start - 1, CASE WHEN TG_OP = 'UPDATE' THEN OLD.ceiling_ms END, 0,
+                            (SELECT r.others_ms FROM cosid._static_recorded(NEW.namespace, NEW.slot) r,
+                                                     pg_catalog.pg_control_system() c
+                              WHERE c.system_identifier = NEW.system_identifier));
     END IF;
     INSERT INTO cosid.window_history (namespace, slot, kind, floor, ceiling, system_identifier, granted_at, ended_at,
                                       ended_how)

@@ -60,8 +60,10 @@ ROLLBACK;
 INSERT INTO cosid.static_ceiling (namespace, slot, system_identifier, ceiling_ms)
 SELECT 'vf', 3, system_identifier, cosid.store_now() - 1000 FROM pg_control_system();
 SELECT slot AS s3, fence AS f3 FROM cosid.acquire('vf', 'server-e', '00000000-0000-0000-0000-00000000e001', 1000, 3) \gset
-SELECT kind, ended_how, (SELECT ceiling_ms FROM cosid.static_ceiling WHERE namespace = 'vf' AND slot = 3) - floor AS below_static_ceiling
-  FROM cosid.window_history WHERE namespace = 'vf' AND slot = 3 ORDER BY kind;
+SELECT kind, ended_how,
+       CASE kind WHEN 'lease' THEN floor = c.ceiling_ms ELSE ceiling = c.ceiling_ms AND floor < ceiling END AS lease_above_static
+  FROM cosid.window_history h, (SELECT ceiling_ms FROM cosid.static_ceiling WHERE namespace = 'vf' AND slot = 3) c
+ WHERE h.namespace = 'vf' AND h.slot = 3 ORDER BY kind;
 SELECT count(*) AS overlaps FROM cosid_verify();
 SELECT source, holder LIKE 'static slot of cluster % (this server)' AS this_server
   FROM cosid_issuer(cosid_min_id(to_timestamp((cosid.store_now() - 3000) / 1000.0), 'vf') + 3 * (1 << 12), 'vf');
