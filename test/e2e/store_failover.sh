@@ -121,8 +121,10 @@ final() {
     fi
     # (without the raise the overlap lies in the tail the promoted store never received: its
     # history cannot show it)
-    [ "${2:-}" = expect_hazard ] && echo "# [$1] cosid_verify() on the promoted store: $(psql_at "$SB" "$PSB" postgres -At -c \
-        "SELECT count(*) FROM cosid_verify()") overlapping pairs in its history"
+    if [ "${2:-}" = expect_hazard ]; then
+        echo "# [$1] cosid_verify() on the promoted store: $(psql_at "$SB" "$PSB" postgres -At -c \
+            "SELECT count(*) FROM cosid_verify()") overlapping pairs in its history"
+    fi
 }
 
 # drill MODE on|off: load, fail the store over (floor raise on or off), load again, check.
