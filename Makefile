@@ -22,6 +22,16 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 override with_llvm = no
 include $(PGXS)
 
+# An install script that an older tree installed (cosid--1.6.sql, before sql/ held only
+# cosid--1.0.sql and the update scripts) would stay beside the new ones, and CREATE EXTENSION
+# prefers it to the chain: install removes every cosid--*.sql that DATA does not hold.
+install: install-drop-stale
+.PHONY: install-drop-stale
+install-drop-stale:
+	@for f in '$(DESTDIR)$(datadir)/$(datamoduledir)'/cosid--*.sql; do \
+		case " $(notdir $(DATA)) " in *" $${f##*/} "*) ;; *) rm -f "$$f" ;; esac; \
+	done
+
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 override CXXFLAGS += -std=c++17 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter
 # The test command builds with COSID_WERROR=1: a warning on any major fails it.

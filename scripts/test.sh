@@ -7,6 +7,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 install_prerequisites
 apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
+# test/e2e/applications.sh: the frameworks of docs/applications.md (npm comes with NodeSource's
+# nodejs, which Debian's npm package would conflict with: only when there is no npm at all)
+apt_install_missing python3-sqlalchemy python3-psycopg2 python3-django ruby-activerecord ruby-pg
+command -v npm >/dev/null || apt_install_missing nodejs npm
 build_and_install COSID_WERROR=1  # a warning fails the test command
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 trap 'rm -rf "$work"' EXIT

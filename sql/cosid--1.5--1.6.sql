@@ -1,18 +1,32 @@
 -- cosid 1.5 -> 1.6: forks of an issuing server, a change of store, bounded floor raises by
 -- keepers, column defaults bound to their namespace.
 \echo Use "ALTER EXTENSION cosid UPDATE TO '1.6'" to load this file. \quit
--- >>> forks (kept identical to cosid--1.6.sql)
+-- >>> forks
 
 -- Forks of an issuing server: the store records the server that issues from it, and a copy
 -- of it that runs elsewhere grants nothing until cosid_fork_acknowledge().
 ALTER TABLE cosid.store_state ADD COLUMN issuer_incarnation uuid, ADD COLUMN fork_pending text;
+-- The cluster and timeline pg_upgrade found this server on when it read it (pg_dump in
+-- binary-upgrade mode, after its last store call): pg_upgrade's new cluster keeps the
+-- floors only when the store last wrote on that very timeline.
+ALTER TABLE cosid.store_state ADD COLUMN upgrade_origin_system bigint, ADD COLUMN upgrade_origin_timeline int;
+-- A new store grants at most cosid.ttl's default (30 s) unless set: the wait after a raise is
+-- then 30 s + 2 x max_tolerance.  An existing store keeps the limit it has (60 s unless set).
+ALTER TABLE cosid.store_state ALTER COLUMN max_ttl_ms SET DEFAULT 30000;
 -- A server that issues from this store now (its keeper runs here, on this database) is
 -- recorded at once, not only when its keeper next looks (within ttl/3): a copy of the store
 -- made in between must be a fork too.  The keeper writes its own incarnation over this one.
+-- Not in CREATE EXTENSION (it runs this script too, see the end of this file): a store made
+-- now has no issuer yet.
 UPDATE cosid.store_state SET issuer_incarnation = '00000000-0000-0000-0000-000000000000'
  WHERE pg_catalog.current_setting('cosid.database', true) = pg_catalog.current_database()
    AND coalesce(pg_catalog.current_setting('cosid.store_dsn', true), '') = ''
-   AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'off';
+   AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'off'
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_depend d
+                     ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+                    WHERE e.extname = 'cosid' AND d.deptype = 'e'
+                      AND d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                      AND d.objid = 'cosid'::pg_catalog.regnamespace AND d.xmin = e.xmin);
 
 -- Why this store is a fork whose origin may still issue ids (src/core/fork_rule.hpp), or
 -- NULL: cosid._follow_timeline refuses every grant while it says so, cosid_health() shows it.
@@ -40,6 +54,13 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                THEN format('The store''s server was issuing ids on timeline %s when this copy of it went on, '
                            'on timeline %s (a promoted standby, a recovered backup).', min(s.timeline), cosid._timeline())
              WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL
+                                           AND s.system_identifier NOT IN (0, c.system_identifier)
+                                           AND s.upgrade_origin_system = s.system_identifier
+                                           AND s.upgrade_origin_timeline <> s.timeline)
+               THEN format('The store''s server was issuing ids on timeline %s when a copy of it went on, on timeline %s '
+                           '(a promoted standby, a recovered backup), and pg_upgrade made this cluster from that copy.',
+                           min(s.timeline), min(s.upgrade_origin_timeline))
+             WHEN count(*) = 1 AND bool_or(s.issuer_incarnation IS NOT NULL
                                            AND s.system_identifier NOT IN (0, c.system_identifier))
                   AND NOT cosid._upgraded_here()
                THEN format('The store''s record comes from another cluster (system identifier %s) whose server was '
@@ -65,10 +86,12 @@ DECLARE
     v_base    bigint;
     v_rows    bigint := 0;
     v_fork    text;
+    v_upgraded boolean := false;
+    v_from    record;
     m         record;
 BEGIN
     SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
-                                       AND s.fork_pending IS NULL), false)
+                                       AND s.fork_pending IS NULL AND s.upgrade_origin_system IS NULL), false)
       INTO v_count, v_here FROM cosid.store_state s;
     IF NOT (v_count = 1 AND v_here) OR p_fork_ack THEN
         -- Conflicts with itself and with every writer of the table, not with readers.
@@ -76,6 +99,13 @@ BEGIN
         SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
                                            AND s.fork_pending IS NULL), false)
           INTO v_count, v_here FROM cosid.store_state s;
+        IF v_count = 1 AND v_here THEN
+            -- pg_upgrade read this server (the note of its cluster and timeline) and the server
+            -- went on here: an upgrade given up, a rollback to the old cluster.  The note was for
+            -- a new cluster that never took over; the store's history goes on here.
+            UPDATE cosid.store_state SET upgrade_origin_system = NULL, upgrade_origin_timeline = NULL
+             WHERE upgrade_origin_system IS NOT NULL;
+        END IF;
     END IF;
     IF v_count = 1 AND NOT v_here AND (SELECT s.system_identifier = 0 FROM cosid.store_state s) THEN
         -- The one record is the mark CREATE EXTENSION leaves when a restore runs it: the
@@ -129,7 +159,18 @@ BEGIN
         -- cluster stopped cleanly), still raises: this server cannot see whether another
         -- branch went on from that stop (a sibling standby promoted, the old primary started
         -- again) or whether the old cluster had itself lost a tail before it.
-        v_raise := v_count <> 1 OR m.raise_flag OR p_fork_ack;
+        -- Except pg_upgrade's new cluster, when pg_upgrade read the old one on the timeline its
+        -- store last wrote on: nothing was lost since (pg_upgrade stops it cleanly), and the
+        -- new cluster (timeline 1, its cosid.upgraded file) goes on from that history alone.
+        -- Not when the old cluster had moved on to a timeline its store had not followed (a
+        -- standby promoted and stopped before any store call: it may have lost a tail).
+        SELECT s.system_identifier AS sys, s.timeline AS tli, s.upgrade_origin_system AS origin_sys,
+               s.upgrade_origin_timeline AS origin_tli INTO v_from FROM cosid.store_state s
+         WHERE v_count = 1;
+        v_upgraded := coalesce(v_count = 1 AND NOT p_fork_ack AND v_tli = 1 AND v_from.sys NOT IN (0, v_sys)
+                               AND v_from.origin_sys = v_from.sys AND v_from.origin_tli = v_from.tli
+                               AND cosid._upgraded_here(), false);
+        v_raise := v_count <> 1 OR (m.raise_flag AND NOT v_upgraded) OR p_fork_ack;
         IF v_raise THEN
             -- Waits for every transaction still writing lease rows, and holds off new ones
             -- until this one commits (readers go on): a row inserted meanwhile (pg_restore -j
@@ -161,6 +202,15 @@ BEGIN
                    fence = l.fence + 4294967296;
             GET DIAGNOSTICS v_rows = ROW_COUNT;
         END IF;
+        IF v_upgraded AND m.issuer IS NOT NULL THEN
+            -- The old server's own leases (a clean stop released them, unless its store was
+            -- unreachable then): it is gone, its windows end where they ended.
+            UPDATE cosid.lease l
+               SET next_floor = greatest(l.next_floor, l.ceiling), previous_owner_key = l.owner_key,
+                   owner_key = NULL, incarnation = NULL, owner_role = NULL, fence = l.fence + 1
+             WHERE l.incarnation = m.issuer;
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+        END IF;
         IF p_fork_ack THEN
             -- Static slots: the original's windows reached cosid.static_ahead past its clock
             -- (this server's setting: the copy's configuration is the original's).  Every
@@ -190,6 +240,15 @@ BEGIN
                 CASE WHEN v_count = 1 THEN m.issuer END);
         RAISE LOG 'cosid store: %: %',
             CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
+                 WHEN v_upgraded THEN format('pg_upgrade''s new cluster %s (pg_upgrade read cluster %s on timeline %s, '
+                                             'the timeline its store last wrote on: nothing lost)', v_sys, v_from.sys,
+                                             v_from.tli)
+                 WHEN v_count = 1 AND v_tli = 1 AND v_from.sys NOT IN (0, v_sys) AND cosid._upgraded_here()
+                   THEN format('pg_upgrade''s new cluster %s, but its store last wrote on timeline %s of cluster %s '
+                               'while pg_upgrade read %s (a promoted standby, a recovered backup: a tail may be lost)',
+                               v_sys, v_from.tli, v_from.sys,
+                               coalesce(format('timeline %s of cluster %s', v_from.origin_tli, v_from.origin_sys),
+                                        'no note of the cluster it read'))
                  WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
                  WHEN v_count = 0 THEN 'its state was missing'
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
@@ -198,6 +257,7 @@ BEGIN
                  THEN format('%s slots freed, their next_floor raised to at least %s + %s ms + 2 x %s ms',
                              v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
                              m.max_ttl_ms, m.max_tolerance_ms)
+                 WHEN v_upgraded THEN format('floors left alone, %s leases of the old server freed', v_rows)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
 END $$;
@@ -1251,6 +1311,54 @@ BEGIN
         coalesce(v_max::text, 'none (empty)'), $3, coalesce(to_timestamp(v_floor / 1000.0)::text, 'any id already');
     RETURN QUERY SELECT tbl, col, $3, v_max, to_timestamp(v_floor / 1000.0), v_old, v_new, v_seq, v_action;
 END $$;
+
+-- >>> CREATE EXTENSION only
+-- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one
+-- included; what only a new store needs is here, and runs when the extension was created by
+-- the (sub)transaction that runs this script: the schema cosid became a member of the
+-- extension in the same (sub)transaction that last wrote the extension's row (CREATE
+-- EXTENSION inserts that row and rewrites it before each update script; ALTER EXTENSION
+-- UPDATE rewrites it long after the schema was made).  A CREATE runs this block on the way to
+-- any later version; what a later version needs only in a CREATE goes into a block of the
+-- same kind at the end of its own update script.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_depend d
+                     ON d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.refobjid = e.oid
+                    WHERE e.extname = 'cosid' AND d.deptype = 'e'
+                      AND d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                      AND d.objid = 'cosid'::pg_catalog.regnamespace AND d.xmin = e.xmin) THEN
+        RETURN;
+    END IF;
+    -- The store's limits as a new store's columns default to now (cosid--1.0.sql wrote its
+    -- record with the defaults of 1.0: max_ttl 60 s).
+    UPDATE cosid.store_state SET max_ttl_ms = DEFAULT;
+    -- The default namespace as cosid_namespace_create makes one now: its slots start at the
+    -- store's now (cosid._namespace_insert), not at 0 as cosid--1.0.sql made them.  A store
+    -- made again after DROP EXTENSION then never starts a window below one of the store it
+    -- replaces.  Only slots that no one ever held (all of them in a new store).
+    IF NOT EXISTS (SELECT FROM cosid.lease WHERE namespace = 'default' AND (fence <> 0 OR ceiling <> 0 OR next_floor <> 0)) THEN
+        DELETE FROM cosid.lease WHERE namespace = 'default';
+        DELETE FROM cosid.namespace WHERE name = 'default';
+        PERFORM cosid_namespace_create('default');
+    END IF;
+    -- A store made by a restore is not new: pg_restore (and a plain dump run through psql)
+    -- runs CREATE EXTENSION first, each item committed by itself, and restores the origin's
+    -- record of the store state only with the data, after the user tables and theirs.
+    -- Meanwhile the store would grant windows from its now, below the ceilings its origin's
+    -- holders still issue up to.  Both SET row_security off in their session (few other
+    -- sessions do), and pg_restore names itself in application_name (also with
+    -- --enable-row-security): then the record written here is a mark (cluster 0, timeline 0),
+    -- and the store grants nothing until the origin's record has come (two records: the
+    -- raise) or cosid_store_follow_timeline(restored => true) ran.  Only the session's own
+    -- SET counts: a site that turns row_security off in postgresql.conf, or for a database or
+    -- a role, is making a store, not restoring one.
+    IF (SELECT setting = 'off' AND source = 'session' FROM pg_catalog.pg_settings WHERE name = 'row_security')
+       OR pg_catalog.current_setting('application_name') = 'pg_restore' THEN
+        UPDATE cosid.store_state SET system_identifier = 0, timeline = 0;
+    END IF;
+END $$;
+-- <<< CREATE EXTENSION only
 
 ---------------------------------------------------------------------------------------
 -- The history of the windows the store granted (issue 34): verify, not only trust.  Every

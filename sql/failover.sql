@@ -10,7 +10,7 @@ SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
 SELECT slot AS s1, fence AS f1 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset
 SELECT failovers AS failovers0 FROM cosid.store_state \gset
--- the store grants no lease longer than its limit (60 s unless set): the raise covers it
+-- the store grants no lease longer than its limit (60 s, as health.sql left it): the raise covers it
 SELECT max_ttl_ms FROM cosid.store_state;
 BEGIN;
 SELECT expires_at - store_now AS granted_ms FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 60001);

@@ -28,6 +28,19 @@ SELECT cosid._fork_reason() LIKE 'The store''s record comes from another cluster
 SELECT expect_error($$SELECT * FROM cosid.acquire('fk', 'copy', '00000000-0000-0000-0000-0000000000e1', 20000)$$);
 ROLLBACK;
 
+-- 1c. pg_upgrade read this server (its note of the cluster and timeline) and the server went
+-- on here (an upgrade given up): the next store call clears the note, raises nothing and
+-- grants.
+BEGIN;
+UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, upgrade_origin_timeline = s.timeline
+  FROM pg_control_system() c;
+SELECT failovers AS f_before, raised_at_ms AS r_before FROM cosid.store_state \gset
+SELECT slot IS NOT NULL AS grants FROM cosid.acquire('fk', 'given-up', '00000000-0000-0000-0000-0000000000e3', 20000);
+SELECT upgrade_origin_system IS NULL AND upgrade_origin_timeline IS NULL AS note_cleared,
+       failovers = :f_before AND raised_at_ms = :r_before AS not_raised
+  FROM cosid.store_state;
+ROLLBACK;
+
 -- 2. Without an issuer it is a failover of a store (failover.sql): grants go on.
 BEGIN;
 UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;

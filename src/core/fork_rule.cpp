@@ -9,7 +9,7 @@
 namespace cosid {
 
 StoreHistory classify_store(const std::vector<StoreRecord>& records, uint64_t here_system_identifier,
-                            uint32_t here_timeline) {
+                            uint32_t here_timeline, bool here_upgraded) {
     bool declared = false, issuer = false;
     for (const StoreRecord& r : records) {
         declared = declared || r.fork_declared;
@@ -20,7 +20,18 @@ StoreHistory classify_store(const std::vector<StoreRecord>& records, uint64_t he
     if (records.size() > 1) return issuer ? StoreHistory::Forked : StoreHistory::Restored;
     const StoreRecord& r = records.front();
     if (r.system_identifier == 0) return StoreHistory::BeingRestored;
-    if (r.system_identifier != here_system_identifier) return StoreHistory::NewCluster;
+    if (r.system_identifier != here_system_identifier) {
+        // pg_upgrade read the server: on the timeline the store last wrote on, nothing was lost
+        // (pg_upgrade stops it cleanly) and its new cluster (timeline 1) goes on from the same
+        // history; on a later one, the server was a promoted or recovered copy whose store had
+        // not followed: a fork where its origin issued from that store, else a lost tail.
+        const bool noted = r.upgrade_origin_system == r.system_identifier;
+        if (r.issuer && noted && r.upgrade_origin_timeline != r.timeline) return StoreHistory::Forked;
+        if (r.issuer && !here_upgraded) return StoreHistory::Forked;  // a copy of its data (pg_createsubscriber)
+        if (here_upgraded && here_timeline == 1 && noted && r.upgrade_origin_timeline == r.timeline)
+            return StoreHistory::Upgraded;
+        return StoreHistory::NewCluster;
+    }
     if (r.timeline == here_timeline) return StoreHistory::Whole;
     return issuer ? StoreHistory::Forked : StoreHistory::NewTimeline;
 }

@@ -34,17 +34,24 @@ struct StoreRecord {
     uint32_t timeline = 0;
     bool issuer = false;
     bool fork_declared = false;
+    // pg_upgrade's read of the server (cosid.store_state.upgrade_origin_*): the cluster and
+    // timeline the server ran on then; 0: no read noted.
+    uint64_t upgrade_origin_system = 0;
+    uint32_t upgrade_origin_timeline = 0;
 };
 enum class StoreHistory {
     Whole,          // one record, of here: grant as usual
     BeingRestored,  // only the restore's mark: grant nothing until the origin's record comes
     NewTimeline,    // a promotion or a recovery of a store nobody issued from here: raise (if on)
-    NewCluster,     // pg_upgrade's new cluster (its old directory carries the mark): raise (if on)
+    Upgraded,       // pg_upgrade's new cluster, read on the timeline the store last wrote on: keep
+    NewCluster,     // another cluster otherwise (pg_upgrade of a store that had not followed its
+                    // timeline, a logical copy): raise (if on)
     Restored,       // a dump (several records) or no record: always raise
     Forked,         // a copy of a server that may still issue: grant nothing until acknowledged
 };
+// here_upgraded: this cluster is pg_upgrade's new cluster (its cosid.upgraded file).
 StoreHistory classify_store(const std::vector<StoreRecord>& records, uint64_t here_system_identifier,
-                            uint32_t here_timeline);
+                            uint32_t here_timeline, bool here_upgraded);
 bool store_grants(StoreHistory h);  // false for BeingRestored and Forked
 
 // The next floor every slot gets when a fork is acknowledged: the origin stopped at

@@ -24,9 +24,12 @@
 #include "store_history.hpp"
 
 extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
 #include "libpq/auth.h"
 #include "libpq/libpq-be.h"
 #include "storage/fd.h"
+#include "tcop/utility.h"
 #include "utils/timestamp.h"
 }
 
@@ -65,6 +68,54 @@ bool write_new_file(const char* path, const char* text, char* failed, size_t len
 }
 
 ClientAuthentication_hook_type previous_auth_hook = nullptr;
+ProcessUtility_hook_type previous_utility_hook = nullptr;
+bool origin_stamp_pending = false;  // this backend is pg_upgrade's pg_dump of the old cluster
+
+// pg_upgrade's read of the old cluster (pg_dump --binary-upgrade) comes after the cluster's
+// last store call and before its clean stop.  The store's record then notes the cluster and
+// the timeline it is on (upgrade_origin_*), and pg_upgrade carries the note with the table:
+// the new cluster keeps the floors only when the store last wrote on that very timeline
+// (cosid._follow_timeline).  A standby promoted and stopped before any store call has a
+// record of the timeline before, whose tail it may have lost: the new cluster raises.
+// Plain C inside: SPI may ereport, and an error here fails pg_dump, so pg_upgrade stops
+// before the old cluster's stop rather than carry a note from an earlier run.
+void stamp_upgrade_origin() {
+    origin_stamp_pending = false;
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "cosid: SPI_connect failed");
+    int rc = SPI_execute("SELECT 1 FROM pg_catalog.pg_attribute "
+                         "WHERE attrelid = pg_catalog.to_regclass('cosid.store_state') "
+                         "AND attname = 'upgrade_origin_system' AND NOT attisdropped",
+                         true, 1);
+    if (rc == SPI_OK_SELECT && SPI_processed == 1) {
+        // A copy of a server that issued from this store (a promoted standby, a recovered
+        // backup, before any store call of its own) is declared a fork here, so that its new
+        // cluster opens no window, leased or static, until cosid_fork_acknowledge().
+        rc = SPI_execute("UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, "
+                         "upgrade_origin_timeline = cosid._timeline(), "
+                         "fork_pending = coalesce(s.fork_pending, CASE WHEN s.issuer_incarnation IS NOT NULL "
+                         "AND s.system_identifier = c.system_identifier AND s.timeline <> cosid._timeline() "
+                         "THEN pg_catalog.format('pg_upgrade read a copy of a server that was issuing ids from this "
+                         "store on timeline %s; the copy ran on timeline %s (a promoted standby, a recovered backup).', "
+                         "s.timeline, cosid._timeline()) END) "
+                         "FROM pg_catalog.pg_control_system() c",
+                         false, 0);
+        if (rc != SPI_OK_UPDATE) elog(ERROR, "cosid: could not note pg_upgrade's read in the lease store (%d)", rc);
+        ereport(LOG, (errmsg("cosid: pg_upgrade read this cluster: its lease store notes the timeline it is on (%lu "
+                             "record(s))", (unsigned long) SPI_processed)));
+    }
+    SPI_finish();
+}
+
+void origin_stamp_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
+                          ParamListInfo params, QueryEnvironment* query_env, DestReceiver* dest, QueryCompletion* qc) {
+    // pg_dump's first SETs run before its read-only snapshot transaction, each in a
+    // transaction of its own: the note commits with the first of them.
+    if (origin_stamp_pending && !IsTransactionBlock() && context == PROCESS_UTILITY_TOPLEVEL) stamp_upgrade_origin();
+    if (previous_utility_hook != nullptr)
+        previous_utility_hook(pstmt, query, read_only_tree, context, params, query_env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query, read_only_tree, context, params, query_env, dest, qc);
+}
 
 void upgrade_source_hook(Port* port, int status) {
     if (previous_auth_hook != nullptr) previous_auth_hook(port, status);
@@ -77,6 +128,7 @@ void upgrade_source_hook(Port* port, int status) {
     // pg_upgrade reads the old cluster with pg_dump --binary-upgrade (and pg_dumpall for its
     // roles); pg_upgrade --check does not, nor does anything in the new cluster.
     if (strcmp(port->application_name, "pg_dump") != 0 && strcmp(port->application_name, "pg_dumpall") != 0) return;
+    origin_stamp_pending = strcmp(port->application_name, "pg_dump") == 0;
     char path[MAXPGPATH], text[400], failed[256];
     marker_path(path, sizeof(path));
     snprintf(text, sizeof(text),
@@ -114,6 +166,8 @@ void mark_upgrade_target(const char* seen) {
 void install_upgrade_source_hook() {
     previous_auth_hook = ClientAuthentication_hook;
     ClientAuthentication_hook = upgrade_source_hook;
+    previous_utility_hook = ProcessUtility_hook;
+    ProcessUtility_hook = origin_stamp_utility;
 }
 
 // The cosid.fork file, recorded in the store, then removed; marker_pending until then.

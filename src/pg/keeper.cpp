@@ -391,7 +391,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     }
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    pqsignal(SIGINT, COSID_SIG_IGN);  // taken only during store calls (store.cpp, begin_store_call)
+    pqsignal(SIGINT, COSID_SIG_IGN);  // taken only during store calls (store_io.cpp, begin_store_call)
     BackgroundWorkerUnblockSignals();
     // Backends can wake this keeper from now on, also while it backs off; whatever way it
     // exits (FATAL too), it stops being the keeper.

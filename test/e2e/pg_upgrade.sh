@@ -30,7 +30,7 @@ bin_of() {  # bin_of MAJOR
 }
 has_cosid() {  # has_cosid BIN: a server and this tree's cosid installed into it
     [ -x "$1/postgres" ] && [ -f "$("$1/pg_config" --pkglibdir)/cosid.so" ] &&
-        [ -f "$("$1/pg_config" --sharedir)/extension/cosid--$CURRENT.sql" ]
+        grep -q "^default_version = '$CURRENT'" "$("$1/pg_config" --sharedir)/extension/cosid.control"
 }
 now_ms() { date +%s%3N; }
 
@@ -130,6 +130,9 @@ upgrade_case() {
     # The store as the shutdown left it, read without the library (no keeper: nothing writes).
     start_pg "$obin" "$D/old/data" "-c shared_preload_libraries=''"
     local store_before ids_before history
+    # A lease the old server still held at its stop (its store unreachable then): taken here
+    # in its name, it must be freed by the new cluster's first store call.
+    [ "$from" = "$CURRENT" ] && qo -c "SELECT slot FROM cosid.acquire('orders', 'the old server', (SELECT issuer_incarnation FROM cosid.store_state), 2000)" >/dev/null
     store_before=$(qo -c "SELECT n::text FROM cosid.namespace n ORDER BY name" \
                       -c "SELECT l::text FROM cosid.lease l ORDER BY namespace, slot")
     ids_before=$(qo -c "SELECT 'default:' || count(*) || ':' || max(id) FROM t_default" \
@@ -182,6 +185,15 @@ upgrade_case() {
         "WITH i AS (INSERT INTO t_default(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
     first_default=$(( $(now_ms) - t0 ))
     echo "# first id after the upgrade: 'orders' (tolerance 200 ms) after $first_orders ms, 'default' (1 s) after $first_default ms"
+    if [ "$from" = "$CURRENT" ]; then
+        # pg_upgrade read the old cluster on the timeline its store last wrote on: nothing was
+        # lost, the floors stay and the first ids need no wait for a raise.
+        check "$name: the store kept its floors (pg_upgrade read the old cluster on its store's timeline)" "1|0" \
+            "$(grep -c "pg_upgrade's new cluster .*nothing lost.*floors left alone, 1 leases of the old server freed" "$D/new/server.log" || true)|$(grep -c 'next_floor raised' "$D/new/server.log" || true)"
+    else
+        check "$name: a catalog older than $CURRENT: the store raised its floors once" "1" \
+            "$(grep -c 'next_floor raised' "$D/new/server.log" || true)"
+    fi
     insert_rows qn after && echo "ok - $name: 3 backends insert 1000 rows per namespace each" ||
         { echo "not ok - $name: inserts after the upgrade failed"; FAIL=1; }
     # The catalog pg_upgrade carried is still the old version's: the update works on it.
@@ -283,6 +295,89 @@ static_case() {
     stop_pg "$bin" "$D/new/data"
 }
 
+# lost_tail_case OLD NEW: pg_upgrade of a store that lost a tail.  A standby of the issuing
+# server is promoted without cosid loaded (no store call on its new timeline), the original
+# goes on issuing (the standby never sees those leases), the standby stops cleanly and is
+# upgraded.  Its store last wrote on the old timeline, pg_upgrade reads it on the new one: a
+# copy of a server that issued from its store, so a fork (ZC009) until acknowledged, which
+# then raises the floors above everything the original granted.  (Keeping the floors here
+# gave every new window a floor below the original's last ceilings, and its ids repeated the
+# original's.  A store server of its own, nobody issuing from it, raises at once: the model
+# checker's upgrade-note tooth.)
+lost_tail_case() {
+    local old=$1 new=$2 obin nbin D
+    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
+    D="$ROOT/lost-tail-$old-$new"
+    local name="$old -> $new (copy, a promoted standby that lost a tail)" BPORT=$((OPORT + 100))
+    echo "# pg_upgrade $name"
+    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    qb() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$BPORT" -d postgres -At "$@"; }
+    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '15s'"
+    local gap
+    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
+    fi
+    start_pg "$obin" "$D/old/data"
+    qo -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s')" \
+       -c "SELECT cosid_namespace_create('orders', slot_bits => 4, tolerance => '200 ms')" \
+       -c "CREATE TABLE t_orders (id bigint PRIMARY KEY DEFAULT cosid_next('orders'), phase text)" \
+       -c "INSERT INTO t_orders(phase) SELECT 'before' FROM generate_series(1, 1000)" >/dev/null
+    as_pg "$obin/pg_basebackup" -h "$D" -p "$OPORT" -U postgres -D "$D/standby/data" -R -X stream >/dev/null
+    start_pg "$obin" "$D/standby/data" "-p $BPORT -c shared_preload_libraries=''"
+    qo -c "INSERT INTO t_orders(phase) SELECT 'seen' FROM generate_series(1, 1000)" >/dev/null
+    check_true "$name: the standby replayed the original's first rows" \
+        "$(wait_until 30 qb -c "SELECT count(*) = 2000 FROM t_orders")"
+    as_pg "$obin/pg_ctl" -D "$D/standby/data" -w promote >/dev/null
+    # The tail the standby never sees: the original goes on, its keeper renewing and
+    # acquiring, windows past anything the standby's store knows.
+    local i
+    for i in 1 2 3 4 5 6; do
+        qo -c "INSERT INTO t_orders(phase) SELECT 'tail' FROM generate_series(1, 500)" >/dev/null
+        sleep 0.5
+    done
+    local tail_ceilings
+    tail_ceilings=$(qo -c "SELECT string_agg(slot || ':' || greatest(ceiling, next_floor), ',') FROM cosid.lease WHERE namespace = 'orders'")
+    qo -c "SELECT id FROM t_orders WHERE phase = 'tail'" > "$D/tail.ids"
+    stop_pg "$obin" "$D/old/data"
+    stop_pg "$obin" "$D/standby/data"
+    check "$name: the standby's store last wrote on timeline 1, its server is on timeline 2" "1|2" \
+        "$(start_pg "$obin" "$D/standby/data" "-p $BPORT -c shared_preload_libraries=''"
+           qb -c "SELECT (SELECT timeline FROM cosid.store_state) || '|' || cosid._timeline()"
+           stop_pg "$obin" "$D/standby/data")"
+    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/standby/data" -D "$D/new/data" \
+              -p "$BPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
+        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+        FAIL=1; return
+    fi
+    start_pg "$nbin" "$D/new/data"
+    # The standby was a copy of a server issuing from its own store: pg_upgrade's read of it
+    # declared the fork, and the new cluster grants nothing until the origin is known to have
+    # stopped, as the promoted standby itself would.
+    local out
+    out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
+              -c "INSERT INTO t_orders(phase) VALUES ('refused')" 2>&1 || true)
+    check "$name: the new cluster grants nothing while the original may issue (ZC009), and says why" "ZC009|t" \
+        "$(sqlstate_of "$out")|$(qn -c "SELECT fork_pending LIKE 'pg_upgrade read a copy of a server that was issuing ids from this store on timeline 1; the copy ran on timeline 2%' FROM cosid.store_state")"
+    qn -c "SELECT cosid_fork_acknowledge()" >/dev/null
+    check_true "$name: the first id after the acknowledgement" "$(wait_until 30 qn -c \
+        "WITH i AS (INSERT INTO t_orders(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
+    local c pids=()
+    for c in 1 2 3; do qn -c "INSERT INTO t_orders(phase) SELECT 'after' FROM generate_series(1, 1000)" >/dev/null & pids+=($!); done
+    for c in "${pids[@]}"; do wait "$c" || FAIL=1; done
+    check "$name: the acknowledgement raised the store's floors" "1" \
+        "$(grep -c 'a fork acknowledged: its origin stopped issuing: .*next_floor raised' "$D/new/server.log" || true)"
+    check "$name: every window granted after the upgrade starts above the original's last ceiling on its slot" "0" \
+        "$(qn -c "WITH t AS (SELECT split_part(x, ':', 1)::int AS slot, split_part(x, ':', 2)::bigint AS ceiling
+                             FROM unnest(string_to_array('$tail_ceilings', ',')) x)
+                  SELECT count(*) FROM cosid.lease l JOIN t USING (slot)
+                   WHERE l.namespace = 'orders' AND l.owner_key IS NOT NULL AND l.floor < t.ceiling")"
+    check "$name: no id after the upgrade repeats one of the original's tail ($(wc -l < "$D/tail.ids") ids)" "3001|0" \
+        "$(qn -c "CREATE TEMP TABLE tail (id bigint)" -c "\\copy tail FROM '$D/tail.ids'" \
+              -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM tail)) FROM t_orders WHERE phase = 'after'")"
+    stop_pg "$nbin" "$D/new/data"
+}
+
 # spawn N OLD NEW MODE FROM: the case in the background, with ports of its own and its output
 # in a file (the cases mostly wait: for servers, pg_upgrade's steps and the raised floors).
 # A 15 -> NEW that the pg_attver gap rules out becomes 15 -> 15.
@@ -294,6 +389,11 @@ spawn() {
         OPORT=$((55490 + 2 * n)); NPORT=$((OPORT + 1))
         rc=0
         if [ "$2" = static ]; then static_case "$1"; exit "$FAIL"; fi
+        if [ "$3" = lost-tail ]; then
+            lost_tail_case "$1" "$2" || rc=$?
+            [ "$rc" = 3 ] && lost_tail_case 15 15
+            exit "$FAIL"
+        fi
         upgrade_case "$@" || rc=$?
         if [ "$rc" = 3 ] && [ "$1" = 15 ]; then
             echo "# so 15 -> 15 instead: Debian's binaries on both sides, the same binary-upgrade servers and another cluster"
@@ -303,10 +403,11 @@ spawn() {
     ) > "$ROOT/case$n.log" 2>&1 &
     PIDS+=($!); LOGS+=("$ROOT/case$n.log")
 }
-cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1" "17 18 copy $CURRENT" "17 19 link $CURRENT" "15 static")
+cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1" "17 18 copy $CURRENT" "17 19 link $CURRENT" "15 static"
+       "17 18 lost-tail")
 if [ ! -d "$SHARED_PG" ]; then
     echo "# no builds of other PostgreSQL majors in $SHARED_PG: pg_upgrade 15 -> 15 only"
-    cases=("15 15 copy 1.2" "15 15 link $CURRENT" "15 static")
+    cases=("15 15 copy 1.2" "15 15 link $CURRENT" "15 static" "15 15 lost-tail")
 fi
 started=$SECONDS
 mkdir -p "$ROOT"

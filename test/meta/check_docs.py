@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks the documentation: README.md stays short and starts with the two commands, every
 relative link and anchor in README.md and docs/*.md points somewhere, and docs/reference.md
-documents every public function (sql/cosid--DEFAULT_VERSION.sql, names without a leading
-underscore) and every cosid.* setting (src/pg/settings.cpp), and that no page a user reads
+documents every public function (sql/cosid--BASE.sql and its update scripts to
+DEFAULT_VERSION, names without a leading underscore) and every cosid.* setting (src/pg/settings.cpp), and that no page a user reads
 names what a user does not have: an issue number, DESIGN.md, ../shared, a test's path or name
 (docs/development.md may name anything; docs/faults.md shows evidence: test names there).
 Usage: check_docs.py ROOT       prints "ok - ..." / "not ok - ..." lines, "# warning: ..." lines
@@ -111,12 +111,29 @@ def first_cells(path):
 
 
 def public_functions(root):
+    """The public functions and views of default_version: cosid--BASE.sql and then each update
+    script of the chain to default_version, as CREATE EXTENSION runs them (a function dropped
+    on the way is gone unless made again)."""
     control = open(os.path.join(root, 'cosid.control')).read()
     version = re.search(r"default_version\s*=\s*'([^']+)'", control).group(1)
-    script = os.path.join(root, 'sql', 'cosid--%s.sql' % version)
-    text = re.sub(r'--[^\n]*', '', open(script).read())
-    names = re.findall(r'\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE|VIEW)\s+([\w.]+)', text, re.I)
-    return os.path.relpath(script, root), sorted({n for n in names if not n.split('.')[-1].startswith('_')})
+    names = os.listdir(os.path.join(root, 'sql'))
+    base = sorted(m.group(1) for m in (re.match(r'^cosid--([^-]+)\.sql$', n) for n in names) if m)[0]
+    steps = dict(m.groups() for m in (re.match(r'^cosid--([^-]+)--([^-]+)\.sql$', n) for n in names) if m)
+    chain, v = ['cosid--%s.sql' % base], base
+    while v != version and v in steps and len(chain) <= len(steps):
+        chain.append('cosid--%s--%s.sql' % (v, steps[v]))
+        v = steps[v]
+    count = {}  # overloads of each name
+    for script in chain:
+        text = re.sub(r'--[^\n]*', '', open(os.path.join(root, 'sql', script)).read())
+        for verb, replace, name in re.findall(
+                r'\b(CREATE|DROP)\s+(OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE|VIEW)\s+(?:IF\s+EXISTS\s+)?([\w.]+)', text, re.I):
+            if verb.upper() == 'DROP':
+                count[name] = count.get(name, 0) - 1
+            elif not replace or count.get(name, 0) <= 0:
+                count[name] = max(count.get(name, 0), 0) + 1
+    where = 'sql/' + chain[0] + (' and its update scripts to %s' % version if len(chain) > 1 else '')
+    return where, sorted(n for n, c in count.items() if c > 0 and not n.split('.')[-1].startswith('_'))
 
 
 def settings(root):
@@ -254,6 +271,17 @@ def self_test():
         ('a public function without a row', append('sql/cosid--9.9.sql', 'CREATE OR REPLACE FUNCTION cosid_new(x int) RETURNS int;\n'), 4),
         ('a function named only in prose', lambda base: (append('sql/cosid--9.9.sql', 'CREATE FUNCTION cosid_prose() RETURNS int;\n')(base),
                                                           append('docs/reference.md', '\n`cosid_prose()` is only here.\n')(base)), 4),
+        ('a public function of an update script without a row',
+         lambda base: (replace('cosid.control', "'9.9'", "'9.10'")(base),
+                       append('sql/cosid--9.9--9.10.sql', 'CREATE FUNCTION cosid_newer() RETURNS int;\n')(base)), 4),
+        ('a function made again by an update script, without a row',
+         lambda base: (replace('cosid.control', "'9.9'", "'9.10'")(base),
+                       replace('docs/reference.md', '| `cosid_next() → bigint` | x |\n', '')(base),
+                       append('sql/cosid--9.9--9.10.sql', 'DROP FUNCTION cosid_next();\nCREATE FUNCTION cosid_next(x int) RETURNS int;\n')(base)), 4),
+        ('a function that an update script drops, without a row',
+         lambda base: (replace('cosid.control', "'9.9'", "'9.10'")(base),
+                       append('sql/cosid--9.9.sql', 'CREATE FUNCTION cosid_old() RETURNS int;\n')(base),
+                       append('sql/cosid--9.9--9.10.sql', 'DROP FUNCTION IF EXISTS cosid_old();\n')(base)), None),
         ('a setting without a row', append('src/pg/settings.cpp', 'DefineCustomBoolVariable("cosid.new_flag", "x");\n'), 5),
     ]
     results = []

@@ -61,6 +61,17 @@ if len(sys.argv) > 2:
     pv = meta.get('provides', {}).get('cosid', {}).get('version', '')
     check(default is not None and pv.startswith(default + '.'),
           'provides cosid version %s matches default_version %s in cosid.control' % (pv, default))
-    check(meta.get('provides', {}).get('cosid', {}).get('file') == 'sql/cosid--%s.sql' % default,
-          'provides cosid file is the script of default_version')
+    # One install script (the base) and a chain of update scripts from it to default_version,
+    # each step once: CREATE EXTENSION runs them in turn.
+    sql = os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), 'sql')
+    names = os.listdir(sql) if os.path.isdir(sql) else []
+    bases = sorted(m.group(1) for m in (re.match(r'^cosid--([^-]+)\.sql$', n) for n in names) if m)
+    steps = dict(m.groups() for m in (re.match(r'^cosid--([^-]+)--([^-]+)\.sql$', n) for n in names) if m)
+    v, seen = (bases[0] if len(bases) == 1 else None), set()
+    while v is not None and v != default and v in steps and v not in seen:
+        seen.add(v); v = steps[v]
+    check(len(bases) == 1 and v == default,
+          'sql/ holds one install script (%s) and update scripts from it to default_version %s' % (', '.join(bases), default))
+    check(len(bases) == 1 and meta.get('provides', {}).get('cosid', {}).get('file') == 'sql/cosid--%s.sql' % bases[0],
+          'provides cosid file is the install script')
 sys.exit(1 if failures else 0)

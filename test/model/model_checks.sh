@@ -61,6 +61,7 @@ TEETH=(
   "static-rows,raise-cluster|static slots across pg_upgrade (raise_floors_on_new_timeline off)|--issuers 1 --static-start --only core,restart,fork,static --depth 8"
   "switch-to-static|a namespace moved from leased to static issuing|--issuers 1 --only core,static --depth 6"
   "switch-to-leased|a namespace moved from static to leased issuing|--issuers 1 --static-start --only core,static --depth 6"
+  "upgrade-note|pg_upgrade of a store's promoted standby stopped before any store call|--central --only core,failover,fork --depth 8"
 )
 
 ok() { echo "ok - model: $1"; }

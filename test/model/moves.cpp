@@ -26,11 +26,11 @@ enum Kind : uint8_t {
     // an issuer's keeper and backends
     K_ACQUIRE, K_RENEW, K_RENEW_ANSWER_LOST, K_RENEW_ROLLED_BACK, K_RELEASE, K_RELEASE_FAILS, K_ISSUE,
     K_CRASH, K_STOP, K_START, K_CLOCK_FWD, K_CLOCK_BACK, K_MOVE_STORE, K_SWITCH, K_STATIC_OPEN,
-    K_STATIC_EXTEND, K_ACQUIRE_LONG, K_ROGUE_RELEASE, K_FORK_PROMOTE, K_PG_UPGRADE,
+    K_STATIC_EXTEND, K_ACQUIRE_LONG, K_ROGUE_RELEASE, K_FORK_PROMOTE, K_PG_UPGRADE, K_PG_UPGRADE_LINK,
     // a store and its administrator
     K_SCLOCK_FWD, K_SCLOCK_BACK, K_STANDBY_BEHIND, K_FAILOVER, K_STORE_CRASH, K_DUMP, K_RESTORE_WHOLE,
     K_RESTORE_PIECES, K_RESTORE_RECORDS, K_RESTORE_ROWS, K_DROP_CREATE, K_NS_CREATE,
-    K_NS_REMAKE, K_LAYOUT_EDIT, K_FORK_ACK,
+    K_NS_REMAKE, K_LAYOUT_EDIT, K_FORK_ACK, K_STORE_UPGRADE,
 };
 
 bool on(const Config& c, int rule) { return !c.without[rule]; }
@@ -52,6 +52,32 @@ uint64_t here_sysid(const World& w, int s) {
 uint32_t here_timeline(const World& w, int s) {
     const Store& st = w.st[s];
     return st.host >= 0 ? w.iss[st.host].timeline : st.timeline;
+}
+bool here_upgraded(const World& w, int s) {
+    const Store& st = w.st[s];
+    return st.host >= 0 ? w.iss[st.host].upgraded : st.upgraded;
+}
+// The store's history as a call sees it (fork_rule's classify_store).  Without the rule
+// upgrade-note, pg_upgrade's new cluster takes every note of pg_upgrade's read as made on the
+// store's own timeline (the floors always kept).
+StoreHistory history_of(const World& w, const Config& c, int s) {
+    std::vector<StoreRecord> records = w.st[s].core.records;
+    if (!on(c, R_UPGRADE_NOTE))
+        for (StoreRecord& r : records) {
+            r.upgrade_origin_system = r.system_identifier;
+            r.upgrade_origin_timeline = r.timeline;
+        }
+    return classify_store(records, here_sysid(w, s), here_timeline(w, s), here_upgraded(w, s));
+}
+// pg_upgrade's read of a server notes, in each store it holds, the cluster and timeline it is
+// on, and declares a copy of a server that issued from that store a fork (src/pg/fork.cpp).
+// declare: the rule upgrade-note (the note of an upgrade given up is cleared with 0, 0, false).
+void note_upgrade_read(StoreCore& core, uint64_t sysid, uint32_t timeline, bool declare = false) {
+    for (StoreRecord& r : core.records) {
+        r.upgrade_origin_system = sysid;
+        r.upgrade_origin_timeline = timeline;
+        if (declare && r.issuer && r.system_identifier == sysid && r.timeline != timeline) r.fork_declared = true;
+    }
 }
 
 LeaseTable new_table(const Config& c, int64_t first_floor) {
@@ -83,10 +109,14 @@ bool begin_call(World& w, const Config& c, int s, int caller, std::string* story
     // brought the origin's record yet grants nothing either (store_restore_race.sh).
     if (st.restoring && st.records_pending && on(c, R_RESTORE_MARK)) return false;
     const int64_t now = store_now(w, s);
-    const StoreHistory h = classify_store(st.core.records, here_sysid(w, s), here_timeline(w, s));
+    const StoreHistory h = history_of(w, c, s);
     bool raise = false, follow = true;
     switch (h) {
-    case StoreHistory::Whole: follow = false; break;
+    case StoreHistory::Whole:
+        follow = false;
+        note_upgrade_read(st.core, 0, 0);  // an upgrade given up: the server went on here
+        break;
+    case StoreHistory::Upgraded: break;  // nothing lost: the floors stay
     case StoreHistory::BeingRestored:
         if (on(c, R_RESTORE_MARK)) return false;
         follow = false;  // without the rule: granted from whatever is there
@@ -442,6 +472,7 @@ void copy_data_directory(World& w, int from, int to) {
     x.is_static = o.is_static;
     x.sysid = o.sysid;
     x.timeline = o.timeline;
+    x.upgraded = o.upgraded;
     x.history = o.history;
     x.file_has_window = o.file_has_window;
     x.file_ceiling = o.file_ceiling;
@@ -496,6 +527,9 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
         const Issuer& x = w.iss[i];
         if (!x.exists) continue;
         if (i == 0 && fam(c, F_FORK) && !w.iss[2].exists && !w.st[2].exists) add(K_PG_UPGRADE, i);
+        // --link mode (the old directory cannot start again) of a copy: a promoted standby,
+        // perhaps before any store call of its own
+        if (x.origin >= 0 && fam(c, F_FORK) && !x.upgraded) add(K_PG_UPGRADE_LINK, i);
         if (!x.up) {
             if (fam(c, F_RESTART | F_FORK) && !x.never_again) add(K_START, i);
             continue;
@@ -579,8 +613,10 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
             if (st.core.layout == 0) add(K_LAYOUT_EDIT, s);
         }
         if (fam(c, F_FORK) && st.core.ext &&
-            classify_store(st.core.records, here_sysid(w, s), here_timeline(w, s)) == StoreHistory::Forked)
+            history_of(w, c, s) == StoreHistory::Forked)
             add(K_FORK_ACK, s);
+        // pg_upgrade of a store server of its own (the replicas made again afterwards)
+        if (fam(c, F_FORK) && c.central && st.host < 0 && st.core.ext && !st.restoring) add(K_STORE_UPGRADE, s);
     }
 }
 
@@ -713,14 +749,46 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             clean_stop(w, c, 0, st);  // pg_upgrade needs the old cluster stopped cleanly
             say(" then");
         }
+        for (Store& s : w.st)  // pg_upgrade's read, before the old directory's last stop
+            if (s.exists && s.host == 0) note_upgrade_read(s.core, w.iss[0].sysid, w.iss[0].timeline, on(c, R_UPGRADE_NOTE));
         copy_data_directory(w, 0, 2);
         w.iss[2].fork_marker = on(c, R_FORK_MARKER);
         Issuer& x = w.iss[0];
         x.sysid = w.next_sysid++;
         x.timeline = 1;
+        x.upgraded = true;
         x.file_has_window = false;  // the state file and cosid.history stay in the old directory
         x.file_ceiling = x.file_prev_ceiling = 0;
         x.history = GrantedNamespace{};
+        break;
+    }
+    case K_PG_UPGRADE_LINK: {
+        say(I(a) + " is upgraded by pg_upgrade --link (its old data directory cannot start again)");
+        if (w.iss[a].up) {
+            say(";");
+            clean_stop(w, c, a, st);
+            say(" then");
+        }
+        Issuer& x = w.iss[a];
+        for (Store& s : w.st)
+            if (s.exists && s.host == a) note_upgrade_read(s.core, x.sysid, x.timeline, on(c, R_UPGRADE_NOTE));
+        x.sysid = w.next_sysid++;
+        x.timeline = 1;
+        x.upgraded = true;
+        x.file_has_window = false;
+        x.file_ceiling = x.file_prev_ceiling = 0;
+        x.history = GrantedNamespace{};
+        break;
+    }
+    case K_STORE_UPGRADE: {
+        Store& s = w.st[a];
+        say(S(a) + "'s server is upgraded by pg_upgrade (stopped cleanly; its replicas made again)");
+        note_upgrade_read(s.core, s.sysid, s.timeline, on(c, R_UPGRADE_NOTE));
+        s.sysid = w.next_sysid++;
+        s.timeline = 1;
+        s.upgraded = true;
+        s.standby.reset();
+        s.unflushed_before.reset();
         break;
     }
     case K_SCLOCK_FWD:
@@ -901,7 +969,9 @@ void put_core(std::string* o, const StoreCore& c) {
     put(o, c.ext), put(o, c.ns), put(o, c.layout), put(o, c.store_id);
     put(o, c.raised_at.value_or(-1));
     put<uint8_t>(o, static_cast<uint8_t>(c.records.size()));
-    for (const StoreRecord& r : c.records) put(o, r.system_identifier), put(o, r.timeline), put(o, r.issuer), put(o, r.fork_declared);
+    for (const StoreRecord& r : c.records)
+        put(o, r.system_identifier), put(o, r.timeline), put(o, r.issuer), put(o, r.fork_declared),
+            put(o, r.upgrade_origin_system), put(o, r.upgrade_origin_timeline);
     put<uint8_t>(o, static_cast<uint8_t>(c.static_rows.size()));
     for (const StaticRow& r : c.static_rows) put(o, r.cluster), put(o, r.ceiling);
     put(o, c.table.has_value());
@@ -923,7 +993,7 @@ void serialize(const World& w, std::string* o) {
         if (!x.exists) continue;
         put(o, x.up), put(o, x.never_again), put(o, x.clock), put(o, x.inc), put(o, x.store), put(o, x.origin);
         put(o, x.is_static), put(o, x.issued_once), put(o, x.stopped_at), put(o, x.sysid), put(o, x.timeline);
-        put(o, x.fork_marker);
+        put(o, x.fork_marker), put(o, x.upgraded);
         const Lease& l = x.lease;
         put(o, l.held), put(o, l.pending_release), put(o, l.store), put(o, l.layout), put(o, l.slot);
         put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word);
@@ -938,7 +1008,7 @@ void serialize(const World& w, std::string* o) {
         put(o, s.exists);
         if (!s.exists) continue;
         put(o, s.host), put(o, s.clock), put(o, s.sysid), put(o, s.timeline);
-        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending);
+        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending), put(o, s.upgraded);
         put_core(o, s.core);
         for (const auto* opt : {&s.unflushed_before, &s.standby, &s.dump}) {
             put(o, opt->has_value());

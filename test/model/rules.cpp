@@ -54,6 +54,7 @@ const RuleText kRules[R_COUNT] = {
     {"static-rows", "a static window starts above the ceilings other clusters recorded (cosid.static_ceiling)"},
     {"switch-to-static", "a slot made static starts above the store's windows on it"},
     {"switch-to-leased", "a leased window starts above the static ceilings recorded for its slot"},
+    {"upgrade-note", "pg_upgrade's new cluster keeps the floors only when pg_upgrade read its old cluster on the timeline the store last wrote on"},
 };
 }  // namespace
 

@@ -1,7 +1,7 @@
 // The world the exhaustive checker explores: issuers (servers that issue ids), lease stores,
 // their clocks and files, and every id issued so far.  The rules come from src/core (the
-// code the extension runs); where a rule lives only in SQL (sql/cosid--1.6.sql) the explorer
-// mirrors it in moves.cpp and names the SQL function beside it.
+// code the extension runs); where a rule lives only in SQL (sql/cosid--1.0.sql and its update
+// scripts) the explorer mirrors it in moves.cpp and names the SQL function beside it.
 //
 // Everything is small on purpose, so that every interleaving up to the bound can be tried:
 // one namespace of 2 slots and 2 sequence values per tick (the sequence runs out at once, so
@@ -66,6 +66,7 @@ enum Rule : int {
     R_STATIC_ROWS,     // a static window starts above other clusters' cosid.static_ceiling rows
     R_SWITCH_TO_STATIC,// a slot made static starts above the store's windows on it
     R_SWITCH_TO_LEASED,// a leased window starts above the static ceilings recorded for its slot
+    R_UPGRADE_NOTE,    // pg_upgrade's new cluster keeps the floors only when read on its store's timeline
     R_COUNT
 };
 const char* rule_name(int r);
@@ -130,6 +131,7 @@ struct Issuer {
     uint64_t sysid = 0;
     uint32_t timeline = 1;
     bool fork_marker = false;  // a cosid.fork file in its data directory
+    bool upgraded = false;     // a cosid.upgraded file: pg_upgrade made this cluster
     Lease lease;
     // cosid.history: what each store granted it
     cosid::GrantedNamespace history;
@@ -170,6 +172,7 @@ struct Store {
     std::optional<StoreCore> standby;           // an asynchronous standby that stopped receiving here
     std::optional<StoreCore> dump;
     bool restoring = false, records_pending = false, rows_pending = false;
+    bool upgraded = false;  // a standalone store's server made by pg_upgrade (its cosid.upgraded file)
 };
 
 struct Issued {

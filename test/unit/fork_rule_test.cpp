@@ -26,22 +26,49 @@ StoreRecord rec(uint64_t sys, uint32_t tli, bool issuer = false, bool declared =
 }  // namespace
 
 TEST(ForkRule, ClassifiesEveryWayAStoreComesBack) {
-    EXPECT_EQ(classify_store({rec(kHere, 1)}, kHere, 1), StoreHistory::Whole);
-    EXPECT_EQ(classify_store({rec(kHere, 1, true)}, kHere, 1), StoreHistory::Whole);  // a restart, a crash
+    EXPECT_EQ(classify_store({rec(kHere, 1)}, kHere, 1, false), StoreHistory::Whole);
+    EXPECT_EQ(classify_store({rec(kHere, 1, true)}, kHere, 1, false), StoreHistory::Whole);  // a restart, a crash
     // a promoted standby or recovered backup of a store nobody issued from here: a failover
-    EXPECT_EQ(classify_store({rec(kHere, 1)}, kHere, 2), StoreHistory::NewTimeline);
+    EXPECT_EQ(classify_store({rec(kHere, 1)}, kHere, 2, false), StoreHistory::NewTimeline);
     // ... of a store whose own server was issuing: the origin may go on
-    EXPECT_EQ(classify_store({rec(kHere, 1, true)}, kHere, 2), StoreHistory::Forked);
-    // pg_upgrade's new cluster: the origin stopped cleanly; its old directory carries the mark
-    EXPECT_EQ(classify_store({rec(kOther, 1, false)}, kHere, 1), StoreHistory::NewCluster);
+    EXPECT_EQ(classify_store({rec(kHere, 1, true)}, kHere, 2, false), StoreHistory::Forked);
+    // another cluster (a logical copy, pg_upgrade without its note): raise
+    EXPECT_EQ(classify_store({rec(kOther, 1, false)}, kHere, 1, false), StoreHistory::NewCluster);
+    EXPECT_EQ(classify_store({rec(kOther, 1, false)}, kHere, 1, true), StoreHistory::NewCluster);
+    // ... of a server that issued from it, not made by pg_upgrade: a copy of that server's data
+    EXPECT_EQ(classify_store({rec(kOther, 1, true)}, kHere, 1, false), StoreHistory::Forked);
     // a dump: the origin's record beside the one CREATE EXTENSION wrote
-    EXPECT_EQ(classify_store({rec(kOther, 1), rec(kHere, 1)}, kHere, 1), StoreHistory::Restored);
-    EXPECT_EQ(classify_store({rec(kOther, 1, true), rec(kHere, 1)}, kHere, 1), StoreHistory::Forked);
-    EXPECT_EQ(classify_store({}, kHere, 1), StoreHistory::Restored);
-    EXPECT_EQ(classify_store({rec(0, 0)}, kHere, 1), StoreHistory::BeingRestored);
+    EXPECT_EQ(classify_store({rec(kOther, 1), rec(kHere, 1)}, kHere, 1, false), StoreHistory::Restored);
+    EXPECT_EQ(classify_store({rec(kOther, 1, true), rec(kHere, 1)}, kHere, 1, false), StoreHistory::Forked);
+    EXPECT_EQ(classify_store({}, kHere, 1, false), StoreHistory::Restored);
+    EXPECT_EQ(classify_store({rec(0, 0)}, kHere, 1, false), StoreHistory::BeingRestored);
     // a declared copy (cosid.fork, pg_upgrade's old directory, restored => true) wins over all
-    EXPECT_EQ(classify_store({rec(kHere, 1, false, true)}, kHere, 1), StoreHistory::Forked);
-    EXPECT_EQ(classify_store({rec(kOther, 1, false, true), rec(kHere, 1)}, kHere, 1), StoreHistory::Forked);
+    EXPECT_EQ(classify_store({rec(kHere, 1, false, true)}, kHere, 1, false), StoreHistory::Forked);
+    EXPECT_EQ(classify_store({rec(kOther, 1, false, true), rec(kHere, 1)}, kHere, 1, false), StoreHistory::Forked);
+}
+
+TEST(ForkRule, PgUpgradeKeepsTheFloorsOnlyWhenReadOnTheStoresOwnTimeline) {
+    auto noted = [](uint64_t sys, uint32_t tli, bool issuer, uint64_t origin_sys, uint32_t origin_tli) {
+        StoreRecord r = rec(sys, tli, issuer);
+        r.upgrade_origin_system = origin_sys;
+        r.upgrade_origin_timeline = origin_tli;
+        return r;
+    };
+    // read on the timeline its store last wrote on, the new cluster on timeline 1: nothing lost
+    EXPECT_EQ(classify_store({noted(kOther, 3, false, kOther, 3)}, kHere, 1, true), StoreHistory::Upgraded);
+    EXPECT_EQ(classify_store({noted(kOther, 3, true, kOther, 3)}, kHere, 1, true), StoreHistory::Upgraded);
+    // a promoted standby stopped before any store call, then upgraded: it may have lost a tail
+    EXPECT_EQ(classify_store({noted(kOther, 1, false, kOther, 2)}, kHere, 1, true), StoreHistory::NewCluster);
+    // ... of a server that issued from its own store: a copy of it, whose origin may go on
+    EXPECT_EQ(classify_store({noted(kOther, 1, true, kOther, 2)}, kHere, 1, true), StoreHistory::Forked);
+    // a note of another cluster than the record's (an earlier upgrade never followed): raise
+    EXPECT_EQ(classify_store({noted(kOther, 1, false, kOther + 5, 1)}, kHere, 1, true), StoreHistory::NewCluster);
+    // no cosid.upgraded file here, or a standby of the new cluster promoted (timeline 2)
+    EXPECT_EQ(classify_store({noted(kOther, 3, false, kOther, 3)}, kHere, 1, false), StoreHistory::NewCluster);
+    EXPECT_EQ(classify_store({noted(kOther, 3, false, kOther, 3)}, kHere, 2, true), StoreHistory::NewCluster);
+    // the note on the server that went on (an upgrade given up) changes nothing there
+    EXPECT_EQ(classify_store({noted(kHere, 1, true, kHere, 1)}, kHere, 1, false), StoreHistory::Whole);
+    EXPECT_TRUE(store_grants(StoreHistory::Upgraded));
 }
 
 TEST(ForkRule, OnlyForksAndUnfinishedRestoresGrantNothing) {
