@@ -9,7 +9,7 @@ PG_SRCS = $(wildcard src/pg/*.cpp)
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 # pg_regress inputs are sql/*.sql (beside the extension script), answers in expected/.
-REGRESS = setup layout namespace next health store privileges clock layouts partition bind_defaults failover ids operations lease_pass regional forget_guard floor_bounds fork
+REGRESS = setup layout namespace next health store privileges clock layouts partition bind_defaults failover ids operations lease_pass regional forget_guard floor_bounds fork verify
 REGRESS_OPTS = --outputdir=test/out --temp-instance=test/tmp_check \
 	--temp-config=test/regress.conf --load-extension=cosid
 ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))

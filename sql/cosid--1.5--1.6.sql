@@ -1367,3 +1367,450 @@ BEGIN
     END IF;
 END $$;
 -- <<< CREATE EXTENSION only
+
+---------------------------------------------------------------------------------------
+-- The history of the windows the store granted (issue 34): verify, not only trust.  Every
+-- window a lease held, and every ceiling a static slot of this database recorded, kept for
+-- a retention (cosid_history_settings) so that an auditor can ask the store two questions
+-- no peer can answer: did two windows of a slot ever overlap (cosid_verify()), and which
+-- server and window issued an id (cosid_issuer(id, namespace)).
+-- A window's row is written when it is granted (an acquire: the fence changes and the slot
+-- has a holder) and completed when it ends (taken over, released, revoked, freed by the
+-- store's raise, its row deleted).  A renewal writes nothing: the live window's ceiling is
+-- the lease row's own, and the trigger's WHEN clause skips it before any function runs.
+---------------------------------------------------------------------------------------
+CREATE TABLE cosid.window_history (
+    namespace         text NOT NULL,
+    slot              int NOT NULL,
+    kind              text NOT NULL CHECK (kind IN ('lease', 'static')),
+    fence             bigint,            -- the lease's fence while it held the window (NULL: static)
+    floor             bigint NOT NULL,   -- store-clock Unix ms; ids of the window have floor < t <= ceiling
+    -- The highest time the holder may have issued: the last ceiling the store knew while the
+    -- window was live, and at a release in order the last timestamp the holder said it issued.
+    ceiling           bigint NOT NULL,
+    owner_key         text,
+    incarnation       uuid,
+    owner_role        name,              -- the store login that acquired it
+    client_addr       inet,              -- its connection's address (NULL: a local socket or this server's keeper)
+    -- This server's cluster when its own keeper was granted the window (a lease), or the
+    -- cluster that recorded the ceiling (a static slot).
+    system_identifier bigint,
+    granted_at        timestamptz,       -- NULL: granted before the history began
+    ended_at          timestamptz,       -- NULL: live (the lease row has its ceiling)
+    ended_how         text,
+    CHECK (ceiling >= floor),
+    CHECK ((kind = 'lease') = (fence IS NOT NULL))
+);
+-- The window of a lease: its fence and floor (a namespace made again starts its fences anew,
+-- above the old floors); cosid_issuer reads a slot's windows by it.  Not unique: a restore
+-- may bring a row the store wrote too, and the readers take the two as one window.
+CREATE INDEX window_history_window ON cosid.window_history (namespace, slot, fence, floor);
+-- the purge: ended windows by their end
+CREATE INDEX window_history_purge ON cosid.window_history (ceiling) WHERE ended_at IS NOT NULL;
+
+-- The retention: one row, written by cosid_history_settings (none: the default, 30 days).
+CREATE TABLE cosid.history_settings (
+    singleton     boolean NOT NULL DEFAULT true PRIMARY KEY CHECK (singleton),
+    retention_ms  bigint NOT NULL CHECK (retention_ms BETWEEN 60000 AND 3155760000000)
+);
+
+REVOKE ALL ON cosid.window_history, cosid.history_settings FROM PUBLIC;
+-- As cosid.lease: every column but the incarnation (what renew and release are called with)
+-- and the address (pg_stat_activity shows other sessions' addresses to privileged roles only).
+GRANT SELECT (namespace, slot, kind, fence, floor, ceiling, owner_key, owner_role, system_identifier, granted_at,
+              ended_at, ended_how) ON cosid.window_history TO PUBLIC;
+GRANT SELECT ON cosid.history_settings TO PUBLIC;
+-- pg_dump carries both: a restored store still answers for the ids its origin issued, and
+-- checks its own new windows against the origin's.
+SELECT pg_catalog.pg_extension_config_dump('cosid.window_history', '');
+SELECT pg_catalog.pg_extension_config_dump('cosid.history_settings', '');
+-- Rows logical replication brings are skipped; a TRUNCATE it brings is refused.
+CREATE TRIGGER keep_local BEFORE INSERT OR UPDATE OR DELETE ON cosid.window_history
+    FOR EACH ROW EXECUTE FUNCTION cosid._keep_local();
+CREATE TRIGGER keep_local BEFORE INSERT OR UPDATE OR DELETE ON cosid.history_settings
+    FOR EACH ROW EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.window_history ENABLE REPLICA TRIGGER keep_local;
+ALTER TABLE cosid.history_settings ENABLE REPLICA TRIGGER keep_local;
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.window_history
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.history_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.window_history ENABLE REPLICA TRIGGER keep_local_truncate;
+ALTER TABLE cosid.history_settings ENABLE REPLICA TRIGGER keep_local_truncate;
+
+CREATE FUNCTION cosid._history_retention_ms() RETURNS bigint
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT coalesce((SELECT h.retention_ms FROM cosid.history_settings h), 2592000000)
+$$;
+
+-- Ended windows whose ceiling is older than the retention, at most p_limit of them (the
+-- oldest first, by index): every new window's row purges a few, so the work stays small.
+-- (enable_seqscan off here and in the trigger below: a keeper's session keeps a plan made
+-- while the table was small, and a sequential scan would grow with the history: 500 acquires
+-- and releases took 1.6 s, then 3.8 s, then 7.1 s.)
+CREATE FUNCTION cosid._history_purge(p_limit int) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $$
+DECLARE
+    v_rows bigint;
+    v_cut  bigint := cosid.store_now() - cosid._history_retention_ms();  -- (a constant: an index bound)
+BEGIN
+    DELETE FROM cosid.window_history h
+     WHERE h.ctid = ANY (ARRAY(SELECT o.ctid FROM cosid.window_history o
+                                WHERE o.ended_at IS NOT NULL AND o.ceiling < v_cut
+                                ORDER BY o.ceiling LIMIT p_limit));
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    RETURN v_rows;
+END $$;
+REVOKE ALL ON FUNCTION cosid._history_purge(int) FROM PUBLIC;
+
+-- A lease row's change of window (its fence moved) or deletion: the old window ends (its row
+-- completed, or written now if the history did not have it), and a new holder's window
+-- begins.  The end's ceiling: a release in order lowers the next floor to the last timestamp
+-- issued, which is where the window really ended; every other end keeps the ceiling.
+CREATE FUNCTION cosid._window_history_lease() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off AS $$
+DECLARE
+    v_end  bigint;
+    v_how  text;
+    v_ctx  text;
+    v_sys  bigint;
+    v_cut  bigint;
+BEGIN
+    IF OLD.incarnation IS NOT NULL THEN
+        IF TG_OP = 'DELETE' THEN
+            v_end := OLD.ceiling;
+            v_how := 'forgotten: its lease row was deleted';
+        ELSE
+            v_end := least(OLD.ceiling, greatest(NEW.next_floor, OLD.floor));
+            GET DIAGNOSTICS v_ctx = PG_CONTEXT;
+            v_how := CASE
+                WHEN NEW.incarnation IS NOT NULL THEN 'taken over: expired, a new window granted'
+                WHEN NEW.fence - OLD.fence >= 4294967296 THEN 'freed by the store''s raise (a failover, a restore, a fork acknowledged)'
+                WHEN strpos(v_ctx, 'cosid.release(') > 0 THEN 'released'
+                WHEN strpos(v_ctx, 'cosid.revoke(') > 0 THEN 'revoked'
+                ELSE 'freed by hand' END;
+        END IF;
+        UPDATE cosid.window_history h
+           SET ceiling = v_end, ended_at = pg_catalog.clock_timestamp(),
+               ended_how = v_how
+         WHERE h.namespace = OLD.namespace AND h.slot = OLD.slot AND h.fence = OLD.fence AND h.floor = OLD.floor
+           AND h.ended_at IS NULL;
+        IF NOT FOUND THEN
+            INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, incarnation,
+                                              owner_role, ended_at, ended_how)
+            VALUES (OLD.namespace, OLD.slot, 'lease', OLD.fence, OLD.floor, v_end, OLD.owner_key, OLD.incarnation,
+                    OLD.owner_role, pg_catalog.clock_timestamp(), v_how);
+        END IF;
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.incarnation IS NOT NULL THEN
+        -- this server's own keeper (cosid._issuer_start names its incarnation before each
+        -- acquire, and the store's record names the cluster it writes on)
+        SELECT s.system_identifier INTO v_sys FROM cosid.store_state s WHERE s.issuer_incarnation = NEW.incarnation LIMIT 1;
+        INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, incarnation,
+                                          owner_role, client_addr, system_identifier, granted_at)
+        VALUES (NEW.namespace, NEW.slot, 'lease', NEW.fence, NEW.floor, NEW.ceiling, NEW.owner_key, NEW.incarnation,
+                NEW.owner_role, pg_catalog.inet_client_addr(), v_sys, pg_catalog.clock_timestamp());
+        -- (cosid._history_purge(100), inline: one call less on every acquire)
+        v_cut := cosid.store_now() - cosid._history_retention_ms();
+        DELETE FROM cosid.window_history h
+         WHERE h.ctid = ANY (ARRAY(SELECT o.ctid FROM cosid.window_history o
+                                    WHERE o.ended_at IS NOT NULL AND o.ceiling < v_cut ORDER BY o.ceiling LIMIT 100));
+    END IF;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION cosid._window_history_lease() FROM PUBLIC;
+-- WHEN: a renewal (same fence) queues nothing, nor a raise's change of a free slot.
+CREATE TRIGGER window_history AFTER UPDATE ON cosid.lease
+    FOR EACH ROW WHEN (OLD.fence IS DISTINCT FROM NEW.fence AND (OLD.incarnation IS NOT NULL OR NEW.incarnation IS NOT NULL))
+    EXECUTE FUNCTION cosid._window_history_lease();
+CREATE TRIGGER window_history_delete AFTER DELETE ON cosid.lease
+    FOR EACH ROW WHEN (OLD.incarnation IS NOT NULL) EXECUTE FUNCTION cosid._window_history_lease();
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER window_history;
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER window_history_delete;
+
+-- A static slot's recorded ceiling (cosid.static_ceiling) is its window's end, written before
+-- the window is used.  A renewal continues the window before it: from the ceiling recorded
+-- before (the same cluster's row).  A new window (a first one, one after a gap: a restart)
+-- starts where its keeper's clock was, the new ceiling less cosid.static_ahead (the keeper
+-- sets the ceiling that far past its clock or past its floor, whichever is later; in a layout
+-- of seconds, the start of that clock's second), and never below what the keeper started
+-- above: the slot's leases and other clusters' ceilings (cosid._static_recorded; for a row
+-- of this cluster's own keeper).  The adopted floors (slot -1) are not windows.
+CREATE FUNCTION cosid._window_history_static() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ahead bigint := coalesce(pg_catalog.floor(extract(epoch FROM
+                                   pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint,
+                               10000);
+    v_start bigint := NEW.ceiling_ms - v_ahead;
+    v_floor bigint;
+BEGIN
+    IF TG_OP = 'UPDATE' AND v_start <= OLD.ceiling_ms THEN
+        v_floor := OLD.ceiling_ms;
+    ELSE
+        IF (SELECT n.unit FROM cosid.namespace n WHERE n.name = NEW.namespace) = 's' THEN
+            v_start := (v_start / 1000) * 1000;
+        END IF;
+        v_floor := greatest(v_start - 1, CASE WHEN TG_OP = 'UPDATE' THEN OLD.ceiling_ms END, 0,
+                            (SELECT r.others_ms FROM cosid._static_recorded(NEW.namespace, NEW.slot) r,
+                                                     pg_catalog.pg_control_system() c
+                              WHERE c.system_identifier = NEW.system_identifier));
+    END IF;
+    INSERT INTO cosid.window_history (namespace, slot, kind, floor, ceiling, system_identifier, granted_at, ended_at,
+                                      ended_how)
+    VALUES (NEW.namespace, NEW.slot, 'static', least(v_floor, NEW.ceiling_ms), NEW.ceiling_ms, NEW.system_identifier,
+            pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(), 'static slot: ceiling recorded');
+    PERFORM cosid._history_purge(100);
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION cosid._window_history_static() FROM PUBLIC;
+CREATE TRIGGER window_history AFTER INSERT ON cosid.static_ceiling
+    FOR EACH ROW WHEN (NEW.slot >= 0) EXECUTE FUNCTION cosid._window_history_static();
+CREATE TRIGGER window_history_raised AFTER UPDATE ON cosid.static_ceiling
+    FOR EACH ROW WHEN (NEW.slot >= 0 AND NEW.ceiling_ms > OLD.ceiling_ms) EXECUTE FUNCTION cosid._window_history_static();
+ALTER TABLE cosid.static_ceiling ENABLE ALWAYS TRIGGER window_history;
+ALTER TABLE cosid.static_ceiling ENABLE ALWAYS TRIGGER window_history_raised;
+
+-- The history is evidence: whoever changes it (a superuser too; also under
+-- session_replication_role = replica), a window keeps its slot, floor and holder, an ended
+-- one stays as it ended, a live one's ceiling is lowered only when it ends, and no row goes
+-- before it is older than the retention (cosid._history_purge), nor by TRUNCATE while one is.
+CREATE FUNCTION cosid._window_history_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_problem text;
+    v_cut bigint := cosid.store_now() - cosid._history_retention_ms();
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        v_problem := CASE
+            WHEN (NEW.namespace, NEW.slot, NEW.kind, NEW.fence, NEW.floor, NEW.owner_key, NEW.incarnation, NEW.owner_role,
+                  NEW.client_addr, NEW.system_identifier, NEW.granted_at)
+                 IS DISTINCT FROM
+                 (OLD.namespace, OLD.slot, OLD.kind, OLD.fence, OLD.floor, OLD.owner_key, OLD.incarnation, OLD.owner_role,
+                  OLD.client_addr, OLD.system_identifier, OLD.granted_at)
+                THEN 'a window keeps its slot, floor and holder'
+            WHEN OLD.ended_at IS NOT NULL AND NEW IS DISTINCT FROM OLD THEN 'an ended window stays as it ended'
+            WHEN NEW.ended_at IS NULL AND NEW.ceiling < OLD.ceiling THEN 'a live window''s ceiling went down'
+        END;
+    ELSIF TG_OP = 'DELETE' THEN
+        IF OLD.ended_at IS NULL OR OLD.ceiling >= v_cut THEN
+            v_problem := format('the window of slot %s of namespace "%s" (%s to %s) is %s', OLD.slot, OLD.namespace,
+                                cosid._ms_text(OLD.floor), cosid._ms_text(OLD.ceiling),
+                                CASE WHEN OLD.ended_at IS NULL THEN 'live' ELSE 'within the retention' END);
+        END IF;
+    ELSIF EXISTS (SELECT 1 FROM cosid.window_history h WHERE h.ended_at IS NULL OR h.ceiling >= v_cut) THEN
+        v_problem := 'it holds windows within the retention';
+    END IF;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'cosid: cannot % cosid.window_history: %', lower(TG_OP), v_problem
+            USING ERRCODE = 'integrity_constraint_violation',
+                  DETAIL = 'The history of the windows the store granted is what cosid_verify() and cosid_issuer() read.',
+                  HINT = 'Rows older than the retention go by themselves; shorten it with cosid_history_settings(retention => ...).';
+    END IF;
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD WHEN 'UPDATE' THEN NEW END;
+END $$;
+REVOKE ALL ON FUNCTION cosid._window_history_guard() FROM PUBLIC;
+CREATE TRIGGER window_history_guard BEFORE UPDATE OR DELETE ON cosid.window_history
+    FOR EACH ROW EXECUTE FUNCTION cosid._window_history_guard();
+CREATE TRIGGER window_history_guard_truncate BEFORE TRUNCATE ON cosid.window_history
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._window_history_guard();
+ALTER TABLE cosid.window_history ENABLE ALWAYS TRIGGER window_history_guard;
+ALTER TABLE cosid.window_history ENABLE ALWAYS TRIGGER window_history_guard_truncate;
+
+-- The history begins with the windows the lease rows show: each held lease's live window,
+-- and each free slot's last one (an update from 1.5; a new store has none).
+INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, incarnation, owner_role,
+                                  ended_at, ended_how)
+SELECT l.namespace, l.slot, 'lease', CASE WHEN l.incarnation IS NULL THEN l.fence - 1 ELSE l.fence END, l.floor,
+       CASE WHEN l.incarnation IS NULL THEN least(l.ceiling, greatest(l.next_floor, l.floor)) ELSE l.ceiling END,
+       coalesce(l.owner_key, l.previous_owner_key), l.incarnation, l.owner_role,
+       CASE WHEN l.incarnation IS NULL THEN pg_catalog.clock_timestamp() END,
+       CASE WHEN l.incarnation IS NULL THEN 'ended before the history began' END
+  FROM cosid.lease l
+ WHERE l.fence > 0;
+
+-- The retention (at least 1 minute; default 30 days).  NULL leaves it as it is; returns it,
+-- the windows the history holds and the end of the oldest.  Shortening it purges at once.
+CREATE FUNCTION cosid_history_settings(retention interval DEFAULT NULL,
+                                       OUT retention_now interval, OUT windows bigint, OUT live_windows bigint,
+                                       OUT oldest_ceiling timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ms bigint := pg_catalog.floor(extract(epoch FROM retention) * 1000)::bigint;
+BEGIN
+    IF v_ms IS NOT NULL THEN
+        IF v_ms < 60000 OR v_ms > 3155760000000 THEN
+            RAISE EXCEPTION 'cosid history retention must be between 1 minute and 100 years, got %', retention
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Keep windows at least as long as you may want to ask which server issued an id: the default is 30 days.';
+        END IF;
+        INSERT INTO cosid.history_settings AS s (singleton, retention_ms) VALUES (true, v_ms)
+        ON CONFLICT (singleton) DO UPDATE SET retention_ms = excluded.retention_ms;
+        PERFORM cosid._history_purge(2147483647);
+    END IF;
+    retention_now := cosid._history_retention_ms() * interval '1 millisecond';
+    SELECT count(*), count(*) FILTER (WHERE h.ended_at IS NULL), pg_catalog.to_timestamp(min(h.ceiling) / 1000.0)
+      INTO windows, live_windows, oldest_ceiling FROM cosid.window_history h;
+END $$;
+REVOKE ALL ON FUNCTION cosid_history_settings(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_history_settings(interval) TO cosid_admin;
+COMMENT ON FUNCTION cosid_history_settings(interval) IS 'how long the store keeps the history of the windows it granted (superuser or cosid_admin to change it)';
+
+-- Every window the store knows, one row each: the history's (a window recorded twice, e.g.
+-- by a restore, taken once, at its highest ceiling) and the held leases' (their live ceiling).
+-- With a namespace and slot, that slot's only (planned for them: read by index).
+CREATE FUNCTION cosid._windows(p_namespace text DEFAULT NULL, p_slot int DEFAULT NULL)
+RETURNS TABLE (namespace text, slot int, kind text, fence bigint, floor bigint, ceiling bigint, owner_key text,
+               incarnation uuid, owner_role name, client_addr inet, system_identifier bigint,
+               granted_at timestamptz, ended_at timestamptz, ended_how text, live boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN QUERY EXECUTE format($q$
+    SELECT w.namespace, w.slot, w.kind, w.fence, max(w.floor), max(w.ceiling),
+           (array_agg(w.owner_key) FILTER (WHERE w.owner_key IS NOT NULL))[1],
+           (array_agg(w.incarnation) FILTER (WHERE w.incarnation IS NOT NULL))[1],
+           (array_agg(w.owner_role) FILTER (WHERE w.owner_role IS NOT NULL))[1],
+           (array_agg(w.client_addr) FILTER (WHERE w.client_addr IS NOT NULL))[1],
+           max(w.system_identifier), min(w.granted_at), max(w.ended_at),
+           (array_agg(w.ended_how ORDER BY w.ended_at DESC) FILTER (WHERE w.ended_how IS NOT NULL))[1],
+           bool_or(w.live)
+      FROM (SELECT h.namespace, h.slot, h.kind, h.fence, h.floor, h.ceiling, h.owner_key, h.incarnation, h.owner_role,
+                   h.client_addr, h.system_identifier, h.granted_at, h.ended_at, h.ended_how, false AS live,
+                   -- a static slot's window is known by its cluster and ceiling
+                   CASE WHEN h.kind = 'lease' THEN h.floor ELSE h.ceiling END AS k
+              FROM cosid.window_history h WHERE %1$s
+            UNION ALL
+            SELECT l.namespace, l.slot, 'lease', l.fence, l.floor, l.ceiling, l.owner_key, l.incarnation, l.owner_role,
+                   NULL, NULL, NULL, NULL, NULL, true, l.floor
+              FROM cosid.lease l WHERE l.incarnation IS NOT NULL AND %2$s) w
+     GROUP BY w.namespace, w.slot, w.kind, w.fence, w.k, CASE WHEN w.kind = 'static' THEN w.system_identifier END
+    $q$, CASE WHEN p_namespace IS NULL THEN 'true' ELSE 'h.namespace = $1 AND h.slot = $2' END,
+         CASE WHEN p_namespace IS NULL THEN 'true' ELSE 'l.namespace = $1 AND l.slot = $2' END)
+    USING p_namespace, p_slot;
+END $$;
+REVOKE ALL ON FUNCTION cosid._windows(text, int) FROM PUBLIC;
+
+-- Who held a window, in words.
+CREATE FUNCTION cosid._window_holder(p_kind text, p_owner_key text, p_owner_role name, p_client_addr inet,
+                                     p_system_identifier bigint) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN p_kind = 'static'
+                THEN format('static slot of cluster %s%s', p_system_identifier,
+                            CASE WHEN p_system_identifier = (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
+                                 THEN ' (this server)' ELSE '' END)
+                ELSE concat_ws(', ', coalesce(p_owner_key, 'owner key unknown'),
+                               CASE WHEN p_system_identifier IS NOT NULL
+                                    THEN format('this store''s own server (cluster %s)', p_system_identifier) END,
+                               'store role ' || p_owner_role, 'from ' || host(p_client_addr)) END
+$$;
+
+-- Does a window of (f1, c1] share an id's time with one of (f2, c2]?  In a layout of seconds
+-- a tick t is issued when floor < t x 1000 <= ceiling (the window rule): two windows meet
+-- only if a whole second lies in both.
+CREATE FUNCTION cosid._windows_meet(p_unit text, p_f1 bigint, p_c1 bigint, p_f2 bigint, p_c2 bigint) RETURNS boolean
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN p_unit = 's' THEN (least(p_c1, p_c2) / 1000) * 1000 > greatest(p_f1, p_f2)
+                ELSE least(p_c1, p_c2) > greatest(p_f1, p_f2) END
+$$;
+
+-- Every two windows of one slot that overlap: none on a store whose rules held.  Read as
+-- the history holds them (a static slot's window recorded twice, by its keeper and by a
+-- restore of the history, is one: the same cluster, slot and ceiling): a window older
+-- than the retention, or one granted in a tail of history the store lost (a failover, a
+-- restore), is not there to compare.
+CREATE FUNCTION cosid_verify()
+RETURNS TABLE (namespace text, slot int, first_holder text, first_fence bigint, first_floor bigint,
+               first_ceiling bigint, second_holder text, second_fence bigint, second_floor bigint,
+               second_ceiling bigint, overlap_from timestamptz, overlap_to timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH w AS MATERIALIZED (
+        SELECT w.*, coalesce(n.unit, 'ms') AS unit,
+               row_number() OVER (PARTITION BY w.namespace, w.slot ORDER BY w.floor, w.ceiling, w.kind, w.fence,
+                                                                        w.system_identifier) AS rn,
+               max(w.ceiling) OVER (PARTITION BY w.namespace, w.slot ORDER BY w.floor, w.ceiling, w.kind, w.fence,
+                                                                      w.system_identifier
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before_max
+          FROM cosid._windows() w LEFT JOIN cosid.namespace n ON n.name = w.namespace
+         WHERE w.ceiling > w.floor),
+    -- a window meets one before it (by floor) only if it meets the one that reached furthest
+    flagged AS (
+        SELECT * FROM w WHERE w.before_max IS NOT NULL AND cosid._windows_meet(w.unit, w.floor, w.ceiling, w.floor, w.before_max))
+    SELECT a.namespace, a.slot,
+           cosid._window_holder(a.kind, a.owner_key, a.owner_role, a.client_addr, a.system_identifier), a.fence,
+           a.floor, a.ceiling,
+           cosid._window_holder(b.kind, b.owner_key, b.owner_role, b.client_addr, b.system_identifier), b.fence,
+           b.floor, b.ceiling,
+           pg_catalog.to_timestamp(greatest(a.floor, b.floor) / 1000.0),
+           pg_catalog.to_timestamp(least(a.ceiling, b.ceiling) / 1000.0)
+      FROM flagged b
+      JOIN w a ON a.namespace = b.namespace AND a.slot = b.slot AND a.rn < b.rn
+     WHERE cosid._windows_meet(b.unit, a.floor, a.ceiling, b.floor, b.ceiling)
+     ORDER BY a.namespace, a.slot, a.floor, b.floor
+$$;
+REVOKE ALL ON FUNCTION cosid_verify() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_verify() TO pg_monitor, cosid_admin;
+COMMENT ON FUNCTION cosid_verify() IS 'every two windows of one slot in the store''s history that overlap: none when the window rule held (pg_monitor, cosid_admin)';
+
+-- Which server and window issued an id: the id read with the namespace's layout, and every
+-- window of its slot whose (floor, ceiling] holds its time (two rows: the slot had two windows
+-- then, and cosid_verify() names them).  No window: one row saying why (older than the
+-- retention, or not granted by this store).  Incarnations are shown to superusers and
+-- cosid_admin, addresses also to pg_monitor.
+CREATE FUNCTION cosid_issuer(id bigint, namespace text DEFAULT 'default')
+RETURNS TABLE (issued_at timestamptz, slot int, sequence int, source text, holder text, owner_key text,
+               incarnation uuid, owner_role name, client_addr inet, fence bigint, window_floor timestamptz,
+               window_ceiling timestamptz, granted_at timestamptz, ended_at timestamptz, ended_how text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    v_ns    cosid.namespace;
+    v_id    record;
+    v_admin boolean := (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user)
+                       OR pg_catalog.pg_has_role(session_user, 'cosid_admin', 'MEMBER');
+    v_addr  boolean;
+    v_cut   bigint := cosid.store_now() - cosid._history_retention_ms();
+    v_oldest bigint;
+BEGIN
+    IF $1 IS NULL THEN
+        RAISE EXCEPTION 'cosid id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_ns := cosid._namespace_row($2);
+    v_addr := v_admin OR pg_catalog.pg_has_role(session_user, 'pg_monitor', 'MEMBER');
+    -- (22003 for an id of another layout: past its bits, or negative)
+    SELECT * INTO v_id FROM cosid.unpack($1, v_ns.timestamp_bits, v_ns.slot_bits, v_ns.sequence_bits, v_ns.epoch_ms,
+                                         v_ns.unit) u;
+    RETURN QUERY
+        SELECT pg_catalog.to_timestamp(v_id.ts_ms / 1000.0), v_id.slot, v_id.sequence,
+               CASE WHEN w.live THEN 'held lease' WHEN w.kind = 'static' THEN 'static slot' ELSE 'ended lease' END,
+               cosid._window_holder(w.kind, w.owner_key, w.owner_role, w.client_addr, w.system_identifier),
+               w.owner_key, CASE WHEN v_admin THEN w.incarnation END, w.owner_role,
+               CASE WHEN v_addr THEN w.client_addr END, w.fence,
+               pg_catalog.to_timestamp(w.floor / 1000.0), pg_catalog.to_timestamp(w.ceiling / 1000.0),
+               w.granted_at, w.ended_at,
+               coalesce(w.ended_how, CASE WHEN NOT w.live THEN 'no longer held: its end was not recorded (a restore freed it)' END)
+          FROM cosid._windows(v_ns.name, v_id.slot) w
+         WHERE w.floor < v_id.ts_ms AND v_id.ts_ms <= w.ceiling
+         ORDER BY w.floor, w.kind, w.fence;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    SELECT min(h.ceiling) INTO v_oldest FROM cosid.window_history h WHERE h.namespace = v_ns.name AND h.slot = v_id.slot;
+    RETURN QUERY
+        SELECT pg_catalog.to_timestamp(v_id.ts_ms / 1000.0), v_id.slot, v_id.sequence,
+               CASE WHEN v_id.ts_ms <= v_cut
+                    THEN format('not in the history: older than its retention (%s): windows that ended before %s are purged',
+                                cosid._ms_span(cosid._history_retention_ms()), cosid._ms_text(v_cut))
+                    WHEN v_id.ts_ms <= v_ns.not_before_ms
+                    THEN format('not in the history: at or below the namespace''s floor (%s), raised by cosid_adopt above ids '
+                                'a column held before (not issued by cosid, or by another store)', cosid._ms_text(v_ns.not_before_ms))
+                    WHEN v_oldest IS NULL OR v_id.ts_ms <= v_oldest
+                    THEN 'not in the history: no window of its slot this early (the history began later: cosid 1.6, '
+                         'or a store that lost that part of its history)'
+                    ELSE 'not in the history: no window of this store held its slot then (another store''s id, '
+                         'a window lost in a failover''s tail, or not a cosid id of this namespace)' END,
+               NULL::text, NULL::text, NULL::uuid, NULL::name, NULL::inet, NULL::bigint, NULL::timestamptz,
+               NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::text;
+END $$;
+REVOKE ALL ON FUNCTION cosid_issuer(bigint, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_issuer(bigint, text) TO pg_monitor, cosid_admin;
+COMMENT ON FUNCTION cosid_issuer(bigint, text) IS 'the server and window that issued an id, from the store''s history of windows (pg_monitor, cosid_admin)';

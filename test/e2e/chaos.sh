@@ -299,6 +299,7 @@ check "no (slot, timestamp) issued by both A and B" 0 "$(qi A -c "
     JOIN (SELECT DISTINCT p.slot, p.ts FROM other, cosid_parse(other.id, 'x') p) b USING (slot, ts)")"
 check "every id of A inside a window the store granted to A on its slot" 0 "$(outside t "$KEY_A")"
 check "every id of B inside a window the store granted to B on its slot" 0 "$(outside other "$KEY_B")"
+assert_store_verified "${!PRIM}" "$(port_of "$PRIM")" postgres "the store's primary ($PRIM)"
 if [ "$FAIL" != 0 ]; then
     echo "# FAILED with seed $SEED: replay with CHAOS_SEED=$SEED bash test/e2e/chaos.sh"
     echo "# fault log:"; sed 's/^/#   /' "$FAULTS"

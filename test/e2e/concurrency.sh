@@ -98,4 +98,10 @@ acquires=$(q -c "SELECT acquires FROM cosid_stats()")
 echo "# $connections connections opened by the churning clients; $acquires acquires in all"
 [ "$acquires" -le 20 ] && [ "$connections" = "$churn_connections" ] && echo "ok - no acquire per connection: the pool serves reconnecting clients" \
     || { echo "not ok - $acquires acquires for $connections connections"; FAIL=1; }
+check "a sample of 300 ids of both namespaces: each has one issuer in the store's history, this server's lease" 0 "$(q -c "
+    SELECT count(*) FROM (SELECT * FROM (SELECT id, 'default' AS ns FROM t ORDER BY random() LIMIT 200) a
+                          UNION ALL SELECT * FROM (SELECT id, 'web' FROM w ORDER BY random() LIMIT 100) b) s
+    WHERE (SELECT count(*) FILTER (WHERE i.owner_key = (SELECT owner_key FROM cosid_stats())) || '/' || count(*)
+             FROM cosid_issuer(s.id, s.ns) i) <> '1/1'")"
+assert_store_verified "$dir" "$port" postgres
 exit $FAIL

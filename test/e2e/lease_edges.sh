@@ -214,4 +214,5 @@ check "X's slot was released with next_floor = X's exact last timestamp" t "$(q 
     SELECT l.incarnation IS NULL AND l.next_floor = (extract(epoch FROM x.ts) * 1000)::bigint
     FROM (SELECT (cosid_parse(id, 'shut')).* FROM ids WHERE who = 'X' ORDER BY id DESC LIMIT 1) x
     JOIN cosid.lease l ON l.namespace = 'shut' AND l.slot = x.slot")"
+assert_store_verified "$DIR" "$PORT" postgres
 exit $FAIL

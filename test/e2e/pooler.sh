@@ -46,4 +46,9 @@ check "the store holds one slot for the instance" 1 "$(q -c "SELECT count(*) FRO
 check_true "at most 10 server connections issued (the pool's backends on the lease)" "$(q -c "
     SELECT sum(backends) BETWEEN 1 AND 10 FROM cosid_pool() WHERE state = 'active'")"
 check "one acquire in all" 1 "$(q -c "SELECT acquires FROM cosid_stats()")"
+check "a sample of 200 ids: each has one issuer in the store's history, this server's lease" 0 "$(q -c "
+    SELECT count(*) FROM (SELECT id FROM t ORDER BY random() LIMIT 200) s
+    WHERE (SELECT count(*) FILTER (WHERE i.owner_key = (SELECT owner_key FROM cosid_stats())) || '/' || count(*)
+             FROM cosid_issuer(s.id) i) <> '1/1'")"
+assert_store_verified "$dir" "$port" postgres
 exit $FAIL

@@ -155,4 +155,14 @@ check_true "B's keeper renewed through a new connection" "$(qs -c "
 dump_ids "$A" "$PA" "$base/a.ids"; dump_ids "$B" "$PB" "$base/b.ids"
 check "still zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)"
 echo "# rows: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids")"
+# The store names the issuer of an id: B's keeper role for a sample of B's ids, A's for A's.
+for s in a b; do
+    role=$([ $s = a ] && echo postgres || echo keeper_b)
+    sample=$(shuf -n 50 "$base/$s.ids" | paste -sd, -)
+    check "the store names $role as the one issuer of 50 of ${s^^}'s ids (cosid_issuer)" 0 "$(qs -c "
+        SELECT count(*) FROM unnest('{$sample}'::bigint[]) x(id)
+        WHERE (SELECT count(*) FILTER (WHERE i.owner_role = '$role') || '/' || count(*)
+                 FROM cosid_issuer(x.id, 'shared') i) <> '1/1'")"
+done
+assert_store_verified "$S" "$PS" postgres
 exit $FAIL

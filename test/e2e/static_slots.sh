@@ -256,6 +256,7 @@ wait
 check "four clients insert after the adoption without an error" "" "$(cat "$DIR"/legacy.*.err)"
 check_true "every new id is larger than every old one" \
     "$(q -c "SELECT min(id) FILTER (WHERE phase = 'new') > max(id) FILTER (WHERE phase = 'old') AND count(*) = 2100 FROM legacy")"
+assert_store_verified "$DIR" "$PORT" postgres "the database's history of its static windows"
 
 echo "# a promoted standby refuses the static slot its copy of the file describes"
 rm -rf "$STANDBY"; mkdir -p "$STANDBY"; chown "$PG_USER" "$STANDBY"
@@ -305,4 +306,5 @@ as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/de
 check_true "with its own slot and cosid.not_before, the promoted standby issues above the original's ids" \
     "$(wait_until 10 sq -c "SET cosid.acquire_timeout = '5s'" -c "SELECT (cosid_parse(id)).slot = 6 AND $(ts_ms id default) > $nb_ms FROM (SELECT cosid_next() AS id) x")"
 check_true "its new file is on timeline 2" "$(grep -q '^window default 6 [0-9]* 2$' "$STANDBY/data/cosid.state" && echo t)"
+assert_store_verified "$STANDBY" "$SPORT" postgres "the promoted standby's history (the original's static windows and its own)"
 exit $FAIL

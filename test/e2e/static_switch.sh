@@ -55,6 +55,14 @@ for ns in moved back; do
         "$(q -c "SELECT count(*) FROM t WHERE ns = '$ns' AND phase = 'after'
                    AND id <= (SELECT max(id) FROM t WHERE ns = '$ns' AND phase = 'before')")"
 done
+# The database's history holds both kinds of window on the same slots: none overlaps, and
+# each id's one window is of the kind that issued it ('moved' leased before, static after;
+# 'back' the other way round).
+assert_store_verified "$S" "$P" postgres "the database (leased and static windows of one slot)"
+check "300 ids of 'moved' and 'back': each has one issuer, a lease or the static slot as it was issued" 0 "$(q -c "
+    SELECT count(*) FROM (SELECT * FROM t WHERE ns IN ('moved', 'back') ORDER BY random() LIMIT 300) s
+    WHERE (SELECT count(*) = 1 AND bool_and((i.source = 'static slot') = ((s.ns = 'moved') = (s.phase = 'after')))
+             FROM cosid_issuer(s.id, s.ns) i) IS NOT TRUE")"
 # A raise of the store's floors (a restore, a copy, a failover) lifts every next_floor ~70 s
 # above the clock, for leases a lost tail of the store's history may have granted, and the
 # lease 'moved' had before it became static may be one of them: its next static window
@@ -69,4 +77,5 @@ check "after a raise, a new static window of 'moved' issues nothing below the ra
 check "no id twice in all" 0 "$(q -c "SELECT count(*) - count(DISTINCT (ns, id)) FROM t")"
 grep -q "static slot $slot of namespace \"moved\": starting above .*or by the slot's leases" "$S/server.log" && echo "ok - the keeper logs where the static slot of 'moved' starts" \
     || { echo "not ok - the keeper logs where the static slot of 'moved' starts"; FAIL=1; }
+assert_store_verified "$S" "$P" postgres "the database after the raise"
 exit $FAIL

@@ -127,4 +127,9 @@ check "no (slot, tick) issued by both" 0 "$(q "$I1" "$P1" -c "
 check_true "the restored store counted the restore and raised" \
     "$(q "$ST" "$PST" -c "SELECT count(*) = 1 AND bool_and(failovers >= 1 AND raised_at_ms > 0) FROM cosid.store_state")"
 grep -h 'restored from a dump' "$ST2/server.log" | head -1 | sed 's/^/# /'
+sample=$(q "$I2" "$P2" -c "SELECT string_agg(id::text, ',') FROM (SELECT id FROM t ORDER BY random() LIMIT 50) s")
+check "the restored store names I2 as the one issuer of 50 of its ids (cosid_issuer)" 0 "$(q "$ST" "$PST" -c "
+    SELECT count(*) FROM unnest('{$sample}'::bigint[]) x(id)
+    WHERE (SELECT count(*) FILTER (WHERE i.owner_key = 'i2') || '/' || count(*) FROM cosid_issuer(x.id, 'orders') i) <> '1/1'")"
+assert_store_verified "$ST" "$PST" postgres "the restored store"
 exit $FAIL

@@ -56,3 +56,20 @@ barrier_open() {
     wait "$BARRIER_PID" 2>/dev/null || true
     rm -f "$BARRIER_FLAG"
 }
+
+# assert_store_verified DIR PORT DB [WHAT]: the store's history of the windows it granted
+# (cosid.window_history) holds windows, and cosid_verify() finds no two of one slot that
+# overlap.  Called at the end of the scripts whose store saw real leasing, before its server
+# stops.  The overlaps found, if any, are printed.
+assert_store_verified() {
+    local dir="$1" port="$2" db="$3" what="${4:-the store}" out windows
+    windows=$(psql_at "$dir" "$port" "$db" -At -c "SELECT count(*) FROM cosid.window_history" 2>&1 || true)
+    out=$(psql_at "$dir" "$port" "$db" -At -F ' | ' -c "SELECT * FROM cosid_verify()" 2>&1 || echo "(cosid_verify failed)")
+    if [ -z "$out" ] && [[ "$windows" =~ ^[0-9]+$ ]] && [ "$windows" -gt 0 ]; then
+        echo "ok - $what: cosid_verify() finds no two overlapping windows among the $windows of its history"
+    else
+        echo "not ok - $what: cosid_verify() over $windows windows of history:"
+        sed 's/^/#   /' <<<"${out:-(no window in the history)}"
+        FAIL=1
+    fi
+}

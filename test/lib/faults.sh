@@ -104,6 +104,7 @@ final_checks() {
             SELECT 1 FROM w WHERE w.slot = p.slot
               AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor
               AND (extract(epoch FROM p.ts) * 1000)::bigint <= w.ceiling)")"
+    assert_store_verified "$DIR" "$PORT" postgres
 }
 
 # no_window_below_old_ids OLD_INCARNATION: every window of a later incarnation starts at or
