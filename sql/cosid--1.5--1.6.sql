@@ -10,6 +10,9 @@ ALTER TABLE cosid.store_state ADD COLUMN issuer_incarnation uuid, ADD COLUMN for
 -- binary-upgrade mode, after its last store call): pg_upgrade's new cluster keeps the
 -- floors only when the store last wrote on that very timeline.
 ALTER TABLE cosid.store_state ADD COLUMN upgrade_origin_system bigint, ADD COLUMN upgrade_origin_timeline int;
+-- ... and the id of that read (of that pg_upgrade run), which the new cluster's
+-- cosid.upgraded file must name too: a note left by another run never counts.
+ALTER TABLE cosid.store_state ADD COLUMN upgrade_read_id text;
 -- A new store grants at most cosid.ttl's default (30 s) unless set: the wait after a raise is
 -- then 30 s + 2 x max_tolerance.  An existing store keeps the limit it has (60 s unless set).
 ALTER TABLE cosid.store_state ALTER COLUMN max_ttl_ms SET DEFAULT 30000;
@@ -44,6 +47,10 @@ UPDATE cosid.store_state SET issuer_incarnation = '00000000-0000-0000-0000-00000
 CREATE FUNCTION cosid._upgraded_here() RETURNS boolean
 AS 'MODULE_PATHNAME', 'cosid_upgraded_here' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION cosid._upgraded_here() FROM PUBLIC;
+-- The id of the pg_upgrade read that made this cluster (its cosid.upgraded file), or NULL.
+CREATE FUNCTION cosid._upgrade_read_here() RETURNS text
+AS 'MODULE_PATHNAME', 'cosid_upgrade_read_here' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._upgrade_read_here() FROM PUBLIC;
 
 CREATE FUNCTION cosid._fork_reason() RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -106,7 +113,8 @@ BEGIN
             -- pg_upgrade read this server (the note of its cluster and timeline) and the server
             -- went on here: an upgrade given up, a rollback to the old cluster.  The note was for
             -- a new cluster that never took over; the store's history goes on here.
-            UPDATE cosid.store_state SET upgrade_origin_system = NULL, upgrade_origin_timeline = NULL
+            UPDATE cosid.store_state SET upgrade_origin_system = NULL, upgrade_origin_timeline = NULL,
+                                         upgrade_read_id = NULL
              WHERE upgrade_origin_system IS NOT NULL;
         END IF;
     END IF;
@@ -167,12 +175,16 @@ BEGIN
         -- new cluster (timeline 1, its cosid.upgraded file) goes on from that history alone.
         -- Not when the old cluster had moved on to a timeline its store had not followed (a
         -- standby promoted and stopped before any store call: it may have lost a tail).
+        -- The note must be of the run that made this cluster (the same read id in its
+        -- cosid.upgraded file): a note of a run that failed, carried to a standby that then
+        -- lost its primary's tail and was upgraded without cosid loaded, is not.
         SELECT s.system_identifier AS sys, s.timeline AS tli, s.upgrade_origin_system AS origin_sys,
-               s.upgrade_origin_timeline AS origin_tli INTO v_from FROM cosid.store_state s
+               s.upgrade_origin_timeline AS origin_tli, s.upgrade_read_id AS read_id INTO v_from
+          FROM cosid.store_state s
          WHERE v_count = 1;
         v_upgraded := coalesce(v_count = 1 AND NOT p_fork_ack AND v_tli = 1 AND v_from.sys NOT IN (0, v_sys)
                                AND v_from.origin_sys = v_from.sys AND v_from.origin_tli = v_from.tli
-                               AND cosid._upgraded_here(), false);
+                               AND cosid._upgraded_here() AND v_from.read_id = cosid._upgrade_read_here(), false);
         v_raise := v_count <> 1 OR (m.raise_flag AND NOT v_upgraded) OR p_fork_ack;
         IF v_raise THEN
             -- Waits for every transaction still writing lease rows, and holds off new ones
@@ -248,10 +260,13 @@ BEGIN
                                              v_from.tli)
                  WHEN v_count = 1 AND v_tli = 1 AND v_from.sys NOT IN (0, v_sys) AND cosid._upgraded_here()
                    THEN format('pg_upgrade''s new cluster %s, but its store last wrote on timeline %s of cluster %s '
-                               'while pg_upgrade read %s (a promoted standby, a recovered backup: a tail may be lost)',
+                               'while pg_upgrade read %s',
                                v_sys, v_from.tli, v_from.sys,
-                               coalesce(format('timeline %s of cluster %s', v_from.origin_tli, v_from.origin_sys),
-                                        'no note of the cluster it read'))
+                               CASE WHEN v_from.read_id IS NULL OR v_from.read_id IS DISTINCT FROM cosid._upgrade_read_here()
+                                    THEN 'it with no note of its own (cosid not loaded in the old cluster, or a note of '
+                                         'another run): a tail may be lost'
+                                    ELSE format('timeline %s of cluster %s (a promoted standby, a recovered backup: a '
+                                                'tail may be lost)', v_from.origin_tli, v_from.origin_sys) END)
                  WHEN v_count > 1 THEN format('restored from a dump (%s records of its state)', v_count)
                  WHEN v_count = 0 THEN 'its state was missing'
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,

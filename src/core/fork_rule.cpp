@@ -28,7 +28,8 @@ StoreHistory classify_store(const std::vector<StoreRecord>& records, uint64_t he
         const bool noted = r.upgrade_origin_system == r.system_identifier;
         if (r.issuer && noted && r.upgrade_origin_timeline != r.timeline) return StoreHistory::Forked;
         if (r.issuer && !here_upgraded) return StoreHistory::Forked;  // a copy of its data (pg_createsubscriber)
-        if (here_upgraded && here_timeline == 1 && noted && r.upgrade_origin_timeline == r.timeline)
+        if (here_upgraded && here_timeline == 1 && noted && r.upgrade_read_here &&
+            r.upgrade_origin_timeline == r.timeline)
             return StoreHistory::Upgraded;
         return StoreHistory::NewCluster;
     }

@@ -38,6 +38,8 @@ struct StoreRecord {
     // timeline the server ran on then; 0: no read noted.
     uint64_t upgrade_origin_system = 0;
     uint32_t upgrade_origin_timeline = 0;
+    // and that read is the one that made this cluster (its id in cosid.upgraded)
+    bool upgrade_read_here = false;
 };
 enum class StoreHistory {
     Whole,          // one record, of here: grant as usual

@@ -14,6 +14,8 @@
 #include "fork.hpp"
 
 #include <sys/stat.h>
+#include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "boundary.hpp"
@@ -28,6 +30,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "libpq/auth.h"
 #include "libpq/libpq-be.h"
+#include "postmaster/postmaster.h"
 #include "storage/fd.h"
 #include "tcop/utility.h"
 #include "utils/timestamp.h"
@@ -53,6 +56,7 @@ void remove_marker() {
 }
 
 constexpr const char* kUpgradedName = "cosid.upgraded";
+constexpr const char* kSourceMarkText = "pg_upgrade copied this data directory into a new cluster";
 void upgraded_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kUpgradedName); }
 
 // The markers below: `text` written durably to `path` unless the file is there already
@@ -70,6 +74,68 @@ bool write_new_file(const char* path, const char* text, char* failed, size_t len
 ClientAuthentication_hook_type previous_auth_hook = nullptr;
 ProcessUtility_hook_type previous_utility_hook = nullptr;
 bool origin_stamp_pending = false;  // this backend is pg_upgrade's pg_dump of the old cluster
+// A cosid.fork file that pg_upgrade's read found in the old data directory and did not write
+// itself (an operator's, a copy's): its reason, declared in the store with the note.
+char found_marker[300];
+
+// One pg_upgrade run's read of the old cluster is named by a random id, noted in the store
+// (upgrade_read_id) and left in pg_upgrade's socket directory, which the old and the new
+// cluster's binary-upgrade servers share; the new cluster copies it into cosid.upgraded.  It
+// keeps the floors only when the two match: a note from another run (one that failed, read on
+// a server that then lost its newer history) never does.
+constexpr const char* kReadIdName = "cosid_upgrade_read";
+bool read_id_path(char* out, size_t size) {
+    if (Unix_socket_directories == nullptr || Unix_socket_directories[0] == '\0') return false;
+    char dir[MAXPGPATH];
+    strlcpy(dir, Unix_socket_directories, sizeof(dir));
+    dir[strcspn(dir, ",")] = '\0';  // the first directory (pg_upgrade sets exactly one)
+    char* d = dir;
+    while (*d == ' ') ++d;
+    if (*d == '\0') return false;
+    if (strlen(d) + 1 + strlen(kReadIdName) >= size) return false;
+    strlcpy(out, d, size);
+    strlcat(out, "/", size);
+    strlcat(out, kReadIdName, size);
+    return true;
+}
+
+// The old cluster's side: the read id of this server's run (shared by every pg_dump of it:
+// a file written since this server started is this run's), or a new one.  "" when none could
+// be left for the new cluster (its floors are then raised).
+void this_runs_read_id(char* out, size_t size) {
+    out[0] = '\0';
+    char path[MAXPGPATH];
+    if (!read_id_path(path, sizeof(path))) return;
+    struct stat st;
+    if (stat(path, &st) == 0 && static_cast<int64>(st.st_mtime) >= timestamptz_to_time_t(PgStartTime)) {
+        FILE* f = AllocateFile(path, "r");
+        if (f != nullptr) {
+            char line[64] = "";
+            if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
+            FreeFile(f);
+            line[strcspn(line, "\r\n")] = '\0';
+            if (strlen(line) == 32) {
+                strlcpy(out, line, size);
+                return;
+            }
+        }
+    }
+    uint8 bytes[16];
+    if (!pg_strong_random(bytes, sizeof(bytes))) return;
+    char id[33];
+    for (int k = 0; k < 16; ++k) snprintf(id + 2 * k, 3, "%02x", bytes[k]);
+    char text[40];
+    snprintf(text, sizeof(text), "%s\n", id);
+    FILE* f = AllocateFile(path, "w");
+    if (f == nullptr) {
+        ereport(WARNING, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %m", path),
+                          errdetail("pg_upgrade's new cluster will raise the store's floors.")));
+        return;
+    }
+    bool ok = fputs(text, f) >= 0;
+    ok = FreeFile(f) == 0 && ok;
+    if (ok) strlcpy(out, id, size);
+}
 
 // pg_upgrade's read of the old cluster (pg_dump --binary-upgrade) comes after the cluster's
 // last store call and before its clean stop.  The store's record then notes the cluster and
@@ -84,21 +150,29 @@ void stamp_upgrade_origin() {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "cosid: SPI_connect failed");
     int rc = SPI_execute("SELECT 1 FROM pg_catalog.pg_attribute "
                          "WHERE attrelid = pg_catalog.to_regclass('cosid.store_state') "
-                         "AND attname = 'upgrade_origin_system' AND NOT attisdropped",
+                         "AND attname = 'upgrade_read_id' AND NOT attisdropped",
                          true, 1);
     if (rc == SPI_OK_SELECT && SPI_processed == 1) {
+        char read_id[40];
+        this_runs_read_id(read_id, sizeof(read_id));
+        Oid types[2] = {TEXTOID, TEXTOID};
+        Datum values[2] = {CStringGetTextDatum(read_id), CStringGetTextDatum(found_marker)};
         // A copy of a server that issued from this store (a promoted standby, a recovered
         // backup, before any store call of its own) is declared a fork here, so that its new
         // cluster opens no window, leased or static, until cosid_fork_acknowledge().
-        rc = SPI_execute("UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, "
-                         "upgrade_origin_timeline = cosid._timeline(), "
-                         "fork_pending = coalesce(s.fork_pending, CASE WHEN s.issuer_incarnation IS NOT NULL "
-                         "AND s.system_identifier = c.system_identifier AND s.timeline <> cosid._timeline() "
-                         "THEN pg_catalog.format('pg_upgrade read a copy of a server that was issuing ids from this "
-                         "store on timeline %s; the copy ran on timeline %s (a promoted standby, a recovered backup).', "
-                         "s.timeline, cosid._timeline()) END) "
-                         "FROM pg_catalog.pg_control_system() c",
-                         false, 0);
+        // So is a data directory that carries a cosid.fork file pg_upgrade did not write (a
+        // copy marked as the docs say, whose keeper never ran to record it).
+        rc = SPI_execute_with_args(
+            "UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, "
+            "upgrade_origin_timeline = cosid._timeline(), upgrade_read_id = NULLIF($1, ''), "
+            "fork_pending = coalesce(s.fork_pending, NULLIF($2, ''), "
+            "CASE WHEN s.issuer_incarnation IS NOT NULL "
+            "AND s.system_identifier = c.system_identifier AND s.timeline <> cosid._timeline() "
+            "THEN pg_catalog.format('pg_upgrade read a copy of a server that was issuing ids from this "
+            "store on timeline %s; the copy ran on timeline %s (a promoted standby, a recovered backup).', "
+            "s.timeline, cosid._timeline()) END) "
+            "FROM pg_catalog.pg_control_system() c",
+            2, types, values, nullptr, false, 0);
         if (rc != SPI_OK_UPDATE) elog(ERROR, "cosid: could not note pg_upgrade's read in the lease store (%d)", rc);
         ereport(LOG, (errmsg("cosid: pg_upgrade read this cluster: its lease store notes the timeline it is on (%lu "
                              "record(s))", (unsigned long) SPI_processed)));
@@ -131,10 +205,19 @@ void upgrade_source_hook(Port* port, int status) {
     origin_stamp_pending = strcmp(port->application_name, "pg_dump") == 0;
     char path[MAXPGPATH], text[400], failed[256];
     marker_path(path, sizeof(path));
+    found_marker[0] = '\0';
+    if (FILE* f = AllocateFile(path, "r")) {
+        char line[250] = "";
+        if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
+        FreeFile(f);
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strncmp(line, kSourceMarkText, strlen(kSourceMarkText)) != 0)
+            snprintf(found_marker, sizeof(found_marker), "A %s file in the data directory pg_upgrade read: %s", kMarkerName,
+                     line[0] != '\0' ? line : "this data directory is a copy of another server's.");
+    }
     snprintf(text, sizeof(text),
-             "pg_upgrade copied this data directory into a new cluster (%s read it in binary-upgrade mode at %s), "
-             "which issues ids from the same store history.\n",
-             port->application_name, timestamptz_to_str(GetCurrentTimestamp()));
+             "%s (%s read it in binary-upgrade mode at %s), which issues ids from the same store history.\n",
+             kSourceMarkText, port->application_name, timestamptz_to_str(GetCurrentTimestamp()));
     if (!write_new_file(path, text, failed, sizeof(failed))) return;
     if (failed[0] != '\0')
         ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's source: %s", failed),
@@ -147,15 +230,58 @@ void upgrade_source_hook(Port* port, int status) {
 }
 }  // namespace
 
+// The new cluster's side: the read id this pg_upgrade run left in its socket directory ("" when
+// none): the file must have been written since the run began (the newest directory of
+// pg_upgrade_output.d, named by its start in local time), and is taken once.
+static void take_read_id(char* out, size_t size) {
+    out[0] = '\0';
+    char path[MAXPGPATH], logs[MAXPGPATH], newest[MAXPGPATH] = "";
+    if (!read_id_path(path, sizeof(path))) return;
+    snprintf(logs, sizeof(logs), "%s/pg_upgrade_output.d", DataDir);
+    DIR* dir = AllocateDir(logs);
+    if (dir == nullptr) return;
+    for (struct dirent* de; (de = ReadDir(dir, logs)) != nullptr;)
+        if (de->d_name[0] != '.' && strcmp(de->d_name, newest) > 0) strlcpy(newest, de->d_name, sizeof(newest));
+    FreeDir(dir);
+    struct tm began;
+    memset(&began, 0, sizeof(began));
+    const char* rest = strptime(newest, "%Y%m%dT%H%M%S", &began);
+    if (rest == nullptr) return;
+    began.tm_isdst = -1;
+    time_t run_start = mktime(&began);
+    struct stat st;
+    if (run_start == static_cast<time_t>(-1) || stat(path, &st) != 0 || st.st_mtime + 1 < run_start) return;
+    FILE* f = AllocateFile(path, "r");
+    if (f == nullptr) return;
+    char line[64] = "";
+    if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
+    FreeFile(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (strlen(line) != 32) return;
+    strlcpy(out, line, size);
+    unlink(path);
+}
+
 void mark_upgrade_target(const char* seen) {
-    char path[MAXPGPATH], text[400], failed[256];
+    char path[MAXPGPATH], text[500], failed[256], read_id[40];
     upgraded_path(path, sizeof(path));
+    take_read_id(read_id, sizeof(read_id));
     snprintf(text, sizeof(text),
              "system_identifier " UINT64_FORMAT "\n"
+             "upgrade_read %s\n"
              "pg_upgrade made this cluster (%s at %s): its lease store's record of the old cluster is not a "
              "copy of a server that may still issue ids.\n",
-             GetSystemIdentifier(), seen, timestamptz_to_str(GetCurrentTimestamp()));
-    if (!write_new_file(path, text, failed, sizeof(failed))) return;
+             GetSystemIdentifier(), read_id[0] != '\0' ? read_id : "-", seen,
+             timestamptz_to_str(GetCurrentTimestamp()));
+    if (read_id[0] != '\0') {
+        // This run's read: written over a file an earlier start (pg_upgrade --check) left.
+        cpp_call([&] {
+            if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), sizeof(failed));
+            else failed[0] = '\0';
+        });
+    } else if (!write_new_file(path, text, failed, sizeof(failed))) {
+        return;
+    }
     if (failed[0] != '\0')
         ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's new cluster: %s", failed),
                           errdetail("Where the old cluster's server issued ids from its own store, the new "
@@ -301,6 +427,29 @@ void fork_keeper_ready() {
 // inside: an ereport may leave it.
 extern "C" {
 PG_FUNCTION_INFO_V1(cosid_upgraded_here);
+PG_FUNCTION_INFO_V1(cosid_upgrade_read_here);
+}
+
+// cosid._upgrade_read_here(): the id of the pg_upgrade read that made this cluster (its
+// cosid.upgraded file), NULL when the file does not name this cluster or no read.
+extern "C" Datum cosid_upgrade_read_here(PG_FUNCTION_ARGS) {
+    char path[MAXPGPATH];
+    cosid::pg::upgraded_path(path, sizeof(path));
+    FILE* f = AllocateFile(path, "r");
+    if (f == nullptr) {
+        if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
+        PG_RETURN_NULL();
+    }
+    char first[100] = "", second[100] = "";
+    if (fgets(first, sizeof(first), f) == nullptr) first[0] = '\0';
+    if (fgets(second, sizeof(second), f) == nullptr) second[0] = '\0';
+    FreeFile(f);
+    char expected[100];
+    snprintf(expected, sizeof(expected), "system_identifier " UINT64_FORMAT "\n", GetSystemIdentifier());
+    second[strcspn(second, "\r\n")] = '\0';
+    if (strcmp(first, expected) != 0 || strncmp(second, "upgrade_read ", 13) != 0 || strlen(second + 13) != 32)
+        PG_RETURN_NULL();
+    PG_RETURN_TEXT_P(cstring_to_text(second + 13));
 }
 
 extern "C" Datum cosid_upgraded_here(PG_FUNCTION_ARGS) {

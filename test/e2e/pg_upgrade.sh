@@ -378,6 +378,87 @@ lost_tail_case() {
     stop_pg "$nbin" "$D/new/data"
 }
 
+# marked_copy_case OLD NEW: a copy of an issuing server's data directory, marked with a
+# cosid.fork file as the docs say, upgraded before its keeper ever ran there (so the store
+# never recorded the mark) while the original issues again.  pg_upgrade's read declares the
+# mark in the store: the new cluster grants nothing (ZC009).  (Before, it kept the floors
+# below the original's newer windows: 6,894 ids twice in a review.)
+marked_copy_case() {
+    local old=$1 new=$2 obin nbin D
+    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
+    D="$ROOT/marked-copy-$old-$new"
+    local name="$old -> $new (copy, a cosid.fork-marked copy of an issuing server)" CPORT=$((OPORT + 100))
+    echo "# pg_upgrade $name"
+    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '5s'"
+    local gap
+    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
+    fi
+    start_pg "$obin" "$D/old/data"
+    qo -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+       -c "INSERT INTO t(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null
+    stop_pg "$obin" "$D/old/data"
+    cp -a "$D/old/data" "$D/copy"; mkdir -p "$D/copydir"; mv "$D/copy" "$D/copydir/data"; chown -R "$PG_USER" "$D/copydir"
+    echo "a copy of the issuing server's data directory, made while it was stopped" > "$D/copydir/data/cosid.fork"
+    chown "$PG_USER" "$D/copydir/data/cosid.fork"
+    start_pg "$obin" "$D/old/data"
+    qo -c "INSERT INTO t(phase) SELECT 'original' FROM generate_series(1, 500)" >/dev/null
+    stop_pg "$obin" "$D/old/data"
+    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/copydir/data" -D "$D/new/data" \
+              -p "$CPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
+        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+        FAIL=1; return
+    fi
+    start_pg "$nbin" "$D/new/data"
+    local out
+    out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
+              -c "INSERT INTO t(phase) VALUES ('after')" 2>&1 || true)
+    check "$name: the new cluster grants nothing (ZC009): the copy's mark was declared by pg_upgrade's read" "ZC009|t" \
+        "$(sqlstate_of "$out")|$(qn -c "SELECT fork_pending LIKE 'A cosid.fork file in the data directory pg_upgrade read: a copy of the issuing server%' FROM cosid.store_state")"
+    stop_pg "$nbin" "$D/new/data"
+}
+
+# stale_note_case OLD NEW: the store carries a note of pg_upgrade's read from another run (one
+# that failed, replayed by a standby that was promoted afterwards), and the run that upgrades
+# it reads a server without cosid loaded: no note of its own.  The new cluster must raise.
+stale_note_case() {
+    local old=$1 new=$2 obin nbin D
+    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
+    D="$ROOT/stale-note-$old-$new"
+    local name="$old -> $new (copy, a note from another run, cosid not loaded in the old cluster)"
+    echo "# pg_upgrade $name"
+    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '20s'"
+    local gap
+    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
+    fi
+    start_pg "$obin" "$D/old/data"
+    qo -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s')" \
+       -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+       -c "INSERT INTO t(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null
+    stop_pg "$obin" "$D/old/data"
+    start_pg "$obin" "$D/old/data" "-c shared_preload_libraries=''"
+    qo -c "UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, upgrade_origin_timeline = s.timeline,
+                  upgrade_read_id = repeat('a', 32) FROM pg_control_system() c" >/dev/null
+    stop_pg "$obin" "$D/old/data"
+    echo "shared_preload_libraries = ''" >> "$D/old/data/postgresql.conf"
+    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/old/data" -D "$D/new/data" \
+              -p "$OPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
+        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+        FAIL=1; return
+    fi
+    start_pg "$nbin" "$D/new/data"
+    check_true "$name: the first id after the upgrade" "$(wait_until 30 qn -c \
+        "WITH i AS (INSERT INTO t(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
+    check "$name: the store raised its floors: the note was not of this run" "1|1" \
+        "$(grep -c 'next_floor raised' "$D/new/server.log" || true)|$(grep -c 'with no note of its own' "$D/new/server.log" || true)"
+    stop_pg "$nbin" "$D/new/data"
+}
+
 # spawn N OLD NEW MODE FROM: the case in the background, with ports of its own and its output
 # in a file (the cases mostly wait: for servers, pg_upgrade's steps and the raised floors).
 # A 15 -> NEW that the pg_attver gap rules out becomes 15 -> 15.
@@ -389,6 +470,12 @@ spawn() {
         OPORT=$((55490 + 2 * n)); NPORT=$((OPORT + 1))
         rc=0
         if [ "$2" = static ]; then static_case "$1"; exit "$FAIL"; fi
+        if [ "$3" = marked-copy ] || [ "$3" = stale-note ]; then
+            f="${3//-/_}_case"
+            "$f" "$1" "$2" || rc=$?
+            [ "$rc" = 3 ] && "$f" 15 15
+            exit "$FAIL"
+        fi
         if [ "$3" = lost-tail ]; then
             lost_tail_case "$1" "$2" || rc=$?
             [ "$rc" = 3 ] && lost_tail_case 15 15
@@ -404,10 +491,10 @@ spawn() {
     PIDS+=($!); LOGS+=("$ROOT/case$n.log")
 }
 cases=("15 17 copy 1.2" "16 17 copy 1.0" "16 18 link 1.1" "17 18 copy $CURRENT" "17 19 link $CURRENT" "15 static"
-       "17 18 lost-tail")
+       "17 18 lost-tail" "17 18 marked-copy" "17 18 stale-note")
 if [ ! -d "$SHARED_PG" ]; then
     echo "# no builds of other PostgreSQL majors in $SHARED_PG: pg_upgrade 15 -> 15 only"
-    cases=("15 15 copy 1.2" "15 15 link $CURRENT" "15 static" "15 15 lost-tail")
+    cases=("15 15 copy 1.2" "15 15 link $CURRENT" "15 static" "15 15 lost-tail" "15 15 marked-copy" "15 15 stale-note")
 fi
 started=$SECONDS
 mkdir -p "$ROOT"

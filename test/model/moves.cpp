@@ -67,6 +67,7 @@ StoreHistory history_of(const World& w, const Config& c, int s) {
         for (StoreRecord& r : records) {
             r.upgrade_origin_system = r.system_identifier;
             r.upgrade_origin_timeline = r.timeline;
+            r.upgrade_read_here = true;
         }
     return classify_store(records, here_sysid(w, s), here_timeline(w, s), here_upgraded(w, s));
 }
@@ -77,6 +78,7 @@ void note_upgrade_read(StoreCore& core, uint64_t sysid, uint32_t timeline, bool 
     for (StoreRecord& r : core.records) {
         r.upgrade_origin_system = sysid;
         r.upgrade_origin_timeline = timeline;
+        r.upgrade_read_here = sysid != 0;  // the run's id goes to the new cluster too
         if (declare && r.issuer && r.system_identifier == sysid && r.timeline != timeline) r.fork_declared = true;
     }
 }
@@ -976,7 +978,7 @@ void put_core(std::string* o, const StoreCore& c) {
     put<uint8_t>(o, static_cast<uint8_t>(c.records.size()));
     for (const StoreRecord& r : c.records)
         put(o, r.system_identifier), put(o, r.timeline), put(o, r.issuer), put(o, r.fork_declared),
-            put(o, r.upgrade_origin_system), put(o, r.upgrade_origin_timeline);
+            put(o, r.upgrade_origin_system), put(o, r.upgrade_origin_timeline), put(o, r.upgrade_read_here);
     put<uint8_t>(o, static_cast<uint8_t>(c.static_rows.size()));
     for (const StaticRow& r : c.static_rows) put(o, r.cluster), put(o, r.ceiling);
     put(o, c.table.has_value());

@@ -52,11 +52,16 @@ TEST(ForkRule, PgUpgradeKeepsTheFloorsOnlyWhenReadOnTheStoresOwnTimeline) {
         StoreRecord r = rec(sys, tli, issuer);
         r.upgrade_origin_system = origin_sys;
         r.upgrade_origin_timeline = origin_tli;
+        r.upgrade_read_here = true;
         return r;
     };
     // read on the timeline its store last wrote on, the new cluster on timeline 1: nothing lost
     EXPECT_EQ(classify_store({noted(kOther, 3, false, kOther, 3)}, kHere, 1, true), StoreHistory::Upgraded);
     EXPECT_EQ(classify_store({noted(kOther, 3, true, kOther, 3)}, kHere, 1, true), StoreHistory::Upgraded);
+    // a note of another run (one that failed; the old cluster then read without cosid)
+    StoreRecord stale = noted(kOther, 3, false, kOther, 3);
+    stale.upgrade_read_here = false;
+    EXPECT_EQ(classify_store({stale}, kHere, 1, true), StoreHistory::NewCluster);
     // a promoted standby stopped before any store call, then upgraded: it may have lost a tail
     EXPECT_EQ(classify_store({noted(kOther, 1, false, kOther, 2)}, kHere, 1, true), StoreHistory::NewCluster);
     // ... of a server that issued from its own store: a copy of it, whose origin may go on
