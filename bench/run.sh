@@ -11,7 +11,7 @@
 #                                 FLEET=only runs section 8 alone; bench/fleet/fleet.sh)
 #   GAPS=1 bash bench/run.sh     (adds section 9: the gap in ids each operation costs (a restart,
 #                                 pg_upgrade, a remote store's restart, outage and failover, a clock
-#                                 step) beside bigserial's; about 4 minutes; GAPS=only runs it alone;
+#                                 step) beside bigserial's; about 5 minutes; GAPS=only runs it alone;
 #                                 bench/gaps.sh, figures in bench/results/gaps.csv)
 #   COSID_PG_MAJOR=18 bash bench/run.sh   (another major from ../shared/pg, unpacked into
 #                                          /opt/pg/18; on 18 and later PostgreSQL's own
