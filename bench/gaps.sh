@@ -292,7 +292,8 @@ for d in "${I:-}" "${S:-}" "${SB:-}"; do [ -n "$d" ] && stop_server "$d" immedia
 
 # 5. The instance's clock stepped 1 h ahead for 5 s, then back, by reload: cosid.clock_offset
 # (the generator's clock); then with cosid.store_clock_offset too (the store's clock, here in
-# the same server), as a step of the host's clock moves both.
+# the same server), as a step of the host's clock moves both.  A reload reaches a backend only
+# between statements: one waiting inside an INSERT keeps the clock ahead until it returns.
 clock_step() {  # clock_step TAG LABEL SETTING...
     local tag=$1 label=$2 set=() reset=() g; shift 2
     for g in "$@"; do set+=(-c "ALTER SYSTEM SET $g = 3600000"); reset+=(-c "ALTER SYSTEM RESET $g"); done
