@@ -9,6 +9,10 @@
 #   FLEET=1 bash bench/run.sh    (adds section 8: one store under simulated fleets of 100 to 20,000
 #                                 instances, directly and through PgBouncer; about 12 minutes;
 #                                 FLEET=only runs section 8 alone; bench/fleet/fleet.sh)
+#   GAPS=1 bash bench/run.sh     (adds section 9: the gap in ids each operation costs (a restart,
+#                                 pg_upgrade, a remote store's restart, outage and failover, a clock
+#                                 step) beside bigserial's; about 5 minutes; GAPS=only runs it alone;
+#                                 bench/gaps.sh, figures in bench/results/gaps.csv)
 #   COSID_PG_MAJOR=18 bash bench/run.sh   (another major from ../shared/pg, unpacked into
 #                                          /opt/pg/18; on 18 and later PostgreSQL's own
 #                                          uuidv7() is one more baseline)
@@ -30,6 +34,10 @@ else  # in a copy of the tree: its objects are built for that major
     make -C "$b" -s -j2 PG_CONFIG="$PG_BIN/pg_config" install >/dev/null
 fi
 
+if [ "${GAPS:-0}" = only ]; then
+    bash "$COSID_ROOT/bench/gaps.sh"
+    exit 0
+fi
 if [ "${FLEET:-0}" = only ]; then
     out="$COSID_ROOT/bench/results"; mkdir -p "$out"; csv="$out/fleet.csv"; echo "section,case,metric,value,unit" > "$csv"
     echo; echo "cosid fleet benchmark on $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/^Mem/ {print $2}') GiB"
@@ -312,6 +320,10 @@ fi
 if [ "${FLEET:-0}" = 1 ]; then  # its own store (max_connections 1100, fsync on) and PgBouncers
     stop_server "$dir" immediate
     source "$COSID_ROOT/bench/fleet/fleet.sh"
+fi
+if [ "${GAPS:-0}" = 1 ]; then  # its own servers
+    stop_server "$dir" immediate
+    bash "$COSID_ROOT/bench/gaps.sh"
 fi
 
 # the same figures as JSON
