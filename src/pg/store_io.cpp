@@ -166,6 +166,7 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
 // connection is dropped and the call fails like any other store error.
 static PGconn* remote = nullptr;
 static int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
+static int64 remote_call_started = 0;  // mono_ms() when the current call began
 static char remote_down_error[256];
 static int remote_down_code = ERRCODE_CONNECTION_FAILURE;  // and its SQLSTATE and hint
 static char remote_down_hint[256];
@@ -224,14 +225,23 @@ static bool remote_failed(StoreError* err, const char* message, bool sent = fals
         set_hint(err, hint);
         strlcpy(remote_down_hint, err->hint, sizeof(remote_down_hint));
     }
-    remote_down_until = mono_ms() + store_bound_ms();
+    // Fail fast for as long as the failed attempt took (a bound after a timeout, so that a
+    // dead store costs one bound per pass, not one per slot), at least 200 ms: a store that
+    // refused at once (a restart) is tried again soon, not a whole bound later.
+    const int64 took = mono_ms() - remote_call_started;
+    remote_down_until = mono_ms() + Min(store_bound_ms(), Max(took, static_cast<int64>(200)));
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
     return false;
 }
 
 static bool connect_remote(StoreError* err) {
-    if (remote != nullptr && PQstatus(remote) == CONNECTION_OK) return true;
+    // A kept connection is idle between calls: anything to read now is its server session's
+    // farewell (a restart, a switchover) or the end of the stream.  Then nothing of the next
+    // call would run there: it goes to a new connection instead of failing first.
+    if (remote != nullptr && PQstatus(remote) == CONNECTION_OK && PQconsumeInput(remote) &&
+        PQstatus(remote) == CONNECTION_OK && !PQisBusy(remote))
+        return true;
     if (remote != nullptr) PQfinish(remote);
     remote = nullptr;
     // No startup options: a pooler in transaction mode (PgBouncer) refuses them ("unsupported
@@ -367,6 +377,15 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     return answer;
 }
 
+// After exec_remote: did the call fail only because the connection's server session was gone
+// before it (see run_libpq), so that nothing of it ran?
+static bool remote_session_gone(const PGresult* res, const StoreError* err) {
+    if (res == nullptr) return !err->outcome_unknown && remote == nullptr;  // the send failed: nothing left
+    if (PQresultStatus(res) != PGRES_FATAL_ERROR || (remote != nullptr && PQstatus(remote) == CONNECTION_OK)) return false;
+    const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    return state != nullptr && (strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0);
+}
+
 static bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
                const RowSink* sink = nullptr) {
     if (remote == nullptr && mono_ms() < remote_down_until) {
@@ -377,10 +396,26 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
     latch_seen = false;
     begin_store_call();
     pgstat_report_activity(STATE_RUNNING, sql);
+    remote_call_started = mono_ms();
     bool ok = false;
-    if (connect_remote(err)) {
+    // A connection kept from an earlier call may have lost its server since (a restart, a
+    // switchover): the first thing it reads is then the old session's farewell (57P01-57P03,
+    // a FATAL: nothing of this call ran), or its send fails before anything left.  Such a call
+    // is made again at once on a new connection, instead of taking the store for down for a
+    // bound (the keeper's renewal came ~6 s late after a one-second restart).
+    bool reused = remote != nullptr && PQstatus(remote) == CONNECTION_OK;
+    for (int attempt = 0; attempt < 2 && connect_remote(err); ++attempt) {
         remote_warned = false;
         PGresult* res = exec_remote(sql, nargs, args, err);
+        // (not after a warning that a commit's wait for a standby was cut short: that one ran)
+        if (reused && attempt == 0 && !remote_warned && remote_session_gone(res, err)) {
+            PQclear(res);
+            if (remote != nullptr) PQfinish(remote);
+            remote = nullptr;
+            remote_down_until = 0;
+            reused = false;
+            continue;
+        }
         ok = res != nullptr && PQresultStatus(res) == PGRES_TUPLES_OK;
         if (ok && remote_warned) {
             char msg[256];
@@ -408,6 +443,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
             if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message, !answered);
         }
         PQclear(res);
+        break;
     }
     end_store_call();
     pgstat_report_activity(STATE_IDLE, nullptr);
