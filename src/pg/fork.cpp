@@ -107,7 +107,8 @@ void this_runs_read_id(char* out, size_t size) {
     char path[MAXPGPATH];
     if (!read_id_path(path, sizeof(path))) return;
     struct stat st;
-    if (stat(path, &st) == 0 && static_cast<int64>(st.st_mtime) >= timestamptz_to_time_t(PgStartTime)) {
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        static_cast<int64>(st.st_mtime) >= timestamptz_to_time_t(PgStartTime)) {
         FILE* f = AllocateFile(path, "r");
         if (f != nullptr) {
             char line[64] = "";
@@ -126,14 +127,16 @@ void this_runs_read_id(char* out, size_t size) {
     for (int k = 0; k < 16; ++k) snprintf(id + 2 * k, 3, "%02x", bytes[k]);
     char text[40];
     snprintf(text, sizeof(text), "%s\n", id);
-    FILE* f = AllocateFile(path, "w");
-    if (f == nullptr) {
+    // Never through a link another user left in a shared directory, readable by this user only.
+    unlink(path);
+    int fd = OpenTransientFilePerm(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | PG_BINARY, S_IRUSR | S_IWUSR);
+    if (fd < 0) {
         ereport(WARNING, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %m", path),
                           errdetail("pg_upgrade's new cluster will raise the store's floors.")));
         return;
     }
-    bool ok = fputs(text, f) >= 0;
-    ok = FreeFile(f) == 0 && ok;
+    bool ok = write(fd, text, strlen(text)) == static_cast<ssize_t>(strlen(text));
+    ok = CloseTransientFile(fd) == 0 && ok;
     if (ok) strlcpy(out, id, size);
 }
 
@@ -206,14 +209,19 @@ void upgrade_source_hook(Port* port, int status) {
     char path[MAXPGPATH], text[400], failed[256];
     marker_path(path, sizeof(path));
     found_marker[0] = '\0';
-    if (FILE* f = AllocateFile(path, "r")) {
+    // (a mark this run wrote, at pg_dumpall's read of this server since it started, is not one)
+    struct stat mark;
+    bool earlier = stat(path, &mark) == 0 && static_cast<int64>(mark.st_mtime) < timestamptz_to_time_t(PgStartTime);
+    if (FILE* f = earlier ? AllocateFile(path, "r") : nullptr) {
         char line[250] = "";
         if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
         FreeFile(f);
         line[strcspn(line, "\r\n")] = '\0';
-        if (strncmp(line, kSourceMarkText, strlen(kSourceMarkText)) != 0)
-            snprintf(found_marker, sizeof(found_marker), "A %s file in the data directory pg_upgrade read: %s", kMarkerName,
-                     line[0] != '\0' ? line : "this data directory is a copy of another server's.");
+        // Also pg_upgrade's own mark of an earlier run: its new cluster may have started (a
+        // copy-mode old directory upgraded again makes a second history).  After a run that
+        // failed before any new cluster started, the file may be removed before trying again.
+        snprintf(found_marker, sizeof(found_marker), "A %s file in the data directory pg_upgrade read: %s", kMarkerName,
+                 line[0] != '\0' ? line : "this data directory is a copy of another server's.");
     }
     snprintf(text, sizeof(text),
              "%s (%s read it in binary-upgrade mode at %s), which issues ids from the same store history.\n",
@@ -250,7 +258,9 @@ static void take_read_id(char* out, size_t size) {
     began.tm_isdst = -1;
     time_t run_start = mktime(&began);
     struct stat st;
-    if (run_start == static_cast<time_t>(-1) || stat(path, &st) != 0 || st.st_mtime + 1 < run_start) return;
+    if (run_start == static_cast<time_t>(-1) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != geteuid() || st.st_mtime + 1 < run_start)
+        return;
     FILE* f = AllocateFile(path, "r");
     if (f == nullptr) return;
     char line[64] = "";

@@ -224,6 +224,26 @@ upgrade_case() {
         "$(qn -c "SELECT string_agg(name, ',' ORDER BY name) FROM cosid.namespace")"
     stop_pg "$nbin" "$D/new/data"
 
+    # The same old data directory (copy mode) upgraded a second time, into another new cluster,
+    # after the first one issued: a second history from the same store.  pg_upgrade's read
+    # finds its own mark of the first run and declares a fork: ZC009 until acknowledged.
+    # (Before, the second new cluster kept the floors below the first one's windows.)
+    if [ "$mode" = copy ] && [ "$from" = "$CURRENT" ]; then
+        as_pg "$nbin/initdb" -D "$D/new2/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+        cp "$D/new/data/postgresql.conf" "$D/new2/data/postgresql.conf"; chown "$PG_USER" "$D/new2/data/postgresql.conf"
+        if (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/old/data" -D "$D/new2/data" \
+                -p "$OPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade2.out" 2>&1; then
+            start_pg "$nbin" "$D/new2/data"
+            local out2
+            out2=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
+                       -c "INSERT INTO t_orders(phase) VALUES ('second')" 2>&1 || true)
+            check "$name: the old directory upgraded again grants nothing (ZC009): the first new cluster issued" "ZC009|t" \
+                "$(sqlstate_of "$out2")|$(qn -c "SELECT fork_pending LIKE 'A cosid.fork file in the data directory pg_upgrade read: pg_upgrade copied%' FROM cosid.store_state")"
+            stop_pg "$nbin" "$D/new2/data"
+        else
+            echo "not ok - $name: the second pg_upgrade failed:"; tail -8 "$D/pg_upgrade2.out" | sed 's/^/#   /'; FAIL=1
+        fi
+    fi
     # The rollback pg_upgrade's docs describe for copy mode: the old cluster started again,
     # after the new one issued from the same store history.  pg_dump's read of it in
     # binary-upgrade mode left a cosid.fork file: it grants nothing until acknowledged.
@@ -295,6 +315,31 @@ static_case() {
     stop_pg "$bin" "$D/new/data"
 }
 
+# fault_case_setup KIND OLD NEW SETTING...: for the fault cases below: obin, nbin, D and the
+# pair under D (the old cluster not started), qo/qn for them; returns 3 on the pg_attver gap.
+fault_case_setup() {
+    local kind=$1 old=$2 new=$3; shift 3
+    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
+    D="$ROOT/$kind-$old-$new"
+    echo "# pg_upgrade $name"
+    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+    init_pair "$obin" "$nbin" "$D" "$@"
+    local gap
+    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
+    fi
+}
+# upgrade_from OLDDATA OLDPORT: pg_upgrade (copy mode) of OLDDATA into $D/new/data; on failure
+# its last lines and "not ok".
+upgrade_from() {
+    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$1" -D "$D/new/data" \
+              -p "$2" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
+        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+        FAIL=1; return 1
+    fi
+}
+
 # lost_tail_case OLD NEW: pg_upgrade of a store that lost a tail.  A standby of the issuing
 # server is promoted without cosid loaded (no store call on its new timeline), the original
 # goes on issuing (the standby never sees those leases), the standby stops cleanly and is
@@ -305,19 +350,9 @@ static_case() {
 # original's.  A store server of its own, nobody issuing from it, raises at once: the model
 # checker's upgrade-note tooth.)
 lost_tail_case() {
-    local old=$1 new=$2 obin nbin D
-    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
-    D="$ROOT/lost-tail-$old-$new"
-    local name="$old -> $new (copy, a promoted standby that lost a tail)" BPORT=$((OPORT + 100))
-    echo "# pg_upgrade $name"
-    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
+    local obin nbin D name="$1 -> $2 (copy, a promoted standby that lost a tail)" BPORT=$((OPORT + 100))
+    fault_case_setup lost-tail "$1" "$2" "cosid.ttl = '2s'" "cosid.acquire_timeout = '15s'" || return
     qb() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$BPORT" -d postgres -At "$@"; }
-    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
-    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '15s'"
-    local gap
-    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
-        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
-    fi
     start_pg "$obin" "$D/old/data"
     qo -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s')" \
        -c "SELECT cosid_namespace_create('orders', slot_bits => 4, tolerance => '200 ms')" \
@@ -345,11 +380,7 @@ lost_tail_case() {
         "$(start_pg "$obin" "$D/standby/data" "-p $BPORT -c shared_preload_libraries=''"
            qb -c "SELECT (SELECT timeline FROM cosid.store_state) || '|' || cosid._timeline()"
            stop_pg "$obin" "$D/standby/data")"
-    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/standby/data" -D "$D/new/data" \
-              -p "$BPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
-        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
-        FAIL=1; return
-    fi
+    upgrade_from "$D/standby/data" "$BPORT" || return
     start_pg "$nbin" "$D/new/data"
     # The standby was a copy of a server issuing from its own store: pg_upgrade's read of it
     # declared the fork, and the new cluster grants nothing until the origin is known to have
@@ -384,18 +415,8 @@ lost_tail_case() {
 # mark in the store: the new cluster grants nothing (ZC009).  (Before, it kept the floors
 # below the original's newer windows: 6,894 ids twice in a review.)
 marked_copy_case() {
-    local old=$1 new=$2 obin nbin D
-    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
-    D="$ROOT/marked-copy-$old-$new"
-    local name="$old -> $new (copy, a cosid.fork-marked copy of an issuing server)" CPORT=$((OPORT + 100))
-    echo "# pg_upgrade $name"
-    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
-    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
-    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '5s'"
-    local gap
-    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
-        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
-    fi
+    local obin nbin D name="$1 -> $2 (copy, a cosid.fork-marked copy of an issuing server)" CPORT=$((OPORT + 100))
+    fault_case_setup marked-copy "$1" "$2" "cosid.ttl = '2s'" "cosid.acquire_timeout = '5s'" || return
     start_pg "$obin" "$D/old/data"
     qo -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
        -c "INSERT INTO t(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null
@@ -406,11 +427,7 @@ marked_copy_case() {
     start_pg "$obin" "$D/old/data"
     qo -c "INSERT INTO t(phase) SELECT 'original' FROM generate_series(1, 500)" >/dev/null
     stop_pg "$obin" "$D/old/data"
-    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/copydir/data" -D "$D/new/data" \
-              -p "$CPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
-        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
-        FAIL=1; return
-    fi
+    upgrade_from "$D/copydir/data" "$CPORT" || return
     start_pg "$nbin" "$D/new/data"
     local out
     out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
@@ -424,18 +441,8 @@ marked_copy_case() {
 # that failed, replayed by a standby that was promoted afterwards), and the run that upgrades
 # it reads a server without cosid loaded: no note of its own.  The new cluster must raise.
 stale_note_case() {
-    local old=$1 new=$2 obin nbin D
-    obin=$(bin_of "$old"); nbin=$(bin_of "$new")
-    D="$ROOT/stale-note-$old-$new"
-    local name="$old -> $new (copy, a note from another run, cosid not loaded in the old cluster)"
-    echo "# pg_upgrade $name"
-    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
-    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
-    init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '20s'"
-    local gap
-    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
-        echo "# skipped $name: the pg_attver gap ($gap)"; return 3
-    fi
+    local obin nbin D name="$1 -> $2 (copy, a note from another run, cosid not loaded in the old cluster)"
+    fault_case_setup stale-note "$1" "$2" "cosid.ttl = '2s'" "cosid.acquire_timeout = '20s'" || return
     start_pg "$obin" "$D/old/data"
     qo -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s')" \
        -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
@@ -446,11 +453,7 @@ stale_note_case() {
                   upgrade_read_id = repeat('a', 32) FROM pg_control_system() c" >/dev/null
     stop_pg "$obin" "$D/old/data"
     echo "shared_preload_libraries = ''" >> "$D/old/data/postgresql.conf"
-    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/old/data" -D "$D/new/data" \
-              -p "$OPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
-        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
-        FAIL=1; return
-    fi
+    upgrade_from "$D/old/data" "$OPORT" || return
     start_pg "$nbin" "$D/new/data"
     check_true "$name: the first id after the upgrade" "$(wait_until 30 qn -c \
         "WITH i AS (INSERT INTO t(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
