@@ -1422,6 +1422,10 @@ CREATE TABLE cosid.window_history (
 CREATE INDEX window_history_window ON cosid.window_history (namespace, slot, fence, floor);
 -- the purge: ended windows by their end
 CREATE INDEX window_history_purge ON cosid.window_history (ceiling) WHERE ended_at IS NOT NULL;
+-- No key (see above), and a publication FOR ALL TABLES takes it in: without a replica
+-- identity, the UPDATE that ends a window and the purge's DELETE would be refused there, and
+-- with them the acquire or release that made them.
+ALTER TABLE cosid.window_history REPLICA IDENTITY FULL;
 
 -- The retention: one row, written by cosid_history_settings (none: the default, 30 days).
 CREATE TABLE cosid.history_settings (
