@@ -98,6 +98,7 @@ DECLARE
     v_fork    text;
     v_upgraded boolean := false;
     v_from    record;
+    v_read_here text;
     m         record;
 BEGIN
     SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
@@ -182,9 +183,11 @@ BEGIN
                s.upgrade_origin_timeline AS origin_tli, s.upgrade_read_id AS read_id INTO v_from
           FROM cosid.store_state s
          WHERE v_count = 1;
+        -- (a read id of this data directory's cosid.upgraded file: the file names this cluster)
+        v_read_here := cosid._upgrade_read_here();
         v_upgraded := coalesce(v_count = 1 AND NOT p_fork_ack AND v_tli = 1 AND v_from.sys NOT IN (0, v_sys)
                                AND v_from.origin_sys = v_from.sys AND v_from.origin_tli = v_from.tli
-                               AND cosid._upgraded_here() AND v_from.read_id = cosid._upgrade_read_here(), false);
+                               AND v_from.read_id = v_read_here, false);
         v_raise := v_count <> 1 OR (m.raise_flag AND NOT v_upgraded) OR p_fork_ack;
         IF v_raise THEN
             -- Waits for every transaction still writing lease rows, and holds off new ones
@@ -262,7 +265,7 @@ BEGIN
                    THEN format('pg_upgrade''s new cluster %s, but its store last wrote on timeline %s of cluster %s '
                                'while pg_upgrade read %s',
                                v_sys, v_from.tli, v_from.sys,
-                               CASE WHEN v_from.read_id IS NULL OR v_from.read_id IS DISTINCT FROM cosid._upgrade_read_here()
+                               CASE WHEN v_from.read_id IS NULL OR v_from.read_id IS DISTINCT FROM v_read_here
                                     THEN 'it with no note of its own (cosid not loaded in the old cluster, or a note of '
                                          'another run): a tail may be lost'
                                     ELSE format('timeline %s of cluster %s (a promoted standby, a recovered backup: a '

@@ -59,12 +59,37 @@ constexpr const char* kUpgradedName = "cosid.upgraded";
 constexpr const char* kSourceMarkText = "pg_upgrade copied this data directory into a new cluster";
 void upgraded_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kUpgradedName); }
 
-// The markers below: `text` written durably to `path` unless the file is there already
-// (false then).  `failed` says why a write failed, "" when it did not.
-bool write_new_file(const char* path, const char* text, char* failed, size_t len) {
+// The first line of `path` into `first`, the second into `second` (if asked), each without
+// its line end ("" past the end of the file).  False when the file cannot be opened: errno
+// says why (ENOENT: there is none).
+bool read_head(const char* path, char* first, size_t first_len, char* second = nullptr, size_t second_len = 0) {
+    FILE* f = AllocateFile(path, "r");
+    if (f == nullptr) return false;
+    char* lines[2] = {first, second};
+    size_t lens[2] = {first_len, second_len};
+    for (int k = 0; k < 2 && lines[k] != nullptr; ++k) {
+        if (fgets(lines[k], static_cast<int>(lens[k]), f) == nullptr) lines[k][0] = '\0';
+        lines[k][strcspn(lines[k], "\r\n")] = '\0';
+    }
+    FreeFile(f);
+    return true;
+}
+
+// A read id (this_runs_read_id): 32 hex digits.
+bool is_read_id(const char* s) { return strlen(s) == 32; }
+
+// Why a cosid.fork file makes this data directory a copy: its first line, in `where`.
+void marker_reason_of(const char* line, const char* where, char* out, size_t size) {
+    snprintf(out, size, "A %s file in %s: %s", kMarkerName, where,
+             line[0] != '\0' ? line : "this data directory is a copy of another server's.");
+}
+
+// The markers below: `text` written durably to `path`; unless `overwrite`, only where the
+// file is not there already (false then).  `failed` says why a write failed, "" when it did not.
+bool write_marker(const char* path, const char* text, bool overwrite, char* failed, size_t len) {
     failed[0] = '\0';
     struct stat st;
-    if (stat(path, &st) == 0) return false;
+    if (!overwrite && stat(path, &st) == 0) return false;
     cpp_call([&] {
         if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), len);
     });
@@ -76,7 +101,7 @@ ProcessUtility_hook_type previous_utility_hook = nullptr;
 bool origin_stamp_pending = false;  // this backend is pg_upgrade's pg_dump of the old cluster
 // A cosid.fork file that pg_upgrade's read found in the old data directory and did not write
 // itself (an operator's, a copy's): its reason, declared in the store with the note.
-char found_marker[300];
+char found_marker[400];
 
 // One pg_upgrade run's read of the old cluster is named by a random id, noted in the store
 // (upgrade_read_id) and left in pg_upgrade's socket directory, which the old and the new
@@ -109,16 +134,10 @@ void this_runs_read_id(char* out, size_t size) {
     struct stat st;
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
         static_cast<int64>(st.st_mtime) >= timestamptz_to_time_t(PgStartTime)) {
-        FILE* f = AllocateFile(path, "r");
-        if (f != nullptr) {
-            char line[64] = "";
-            if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
-            FreeFile(f);
-            line[strcspn(line, "\r\n")] = '\0';
-            if (strlen(line) == 32) {
-                strlcpy(out, line, size);
-                return;
-            }
+        char line[64];
+        if (read_head(path, line, sizeof(line)) && is_read_id(line)) {
+            strlcpy(out, line, size);
+            return;
         }
     }
     uint8 bytes[16];
@@ -212,21 +231,16 @@ void upgrade_source_hook(Port* port, int status) {
     // (a mark this run wrote, at pg_dumpall's read of this server since it started, is not one)
     struct stat mark;
     bool earlier = stat(path, &mark) == 0 && static_cast<int64>(mark.st_mtime) < timestamptz_to_time_t(PgStartTime);
-    if (FILE* f = earlier ? AllocateFile(path, "r") : nullptr) {
-        char line[250] = "";
-        if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
-        FreeFile(f);
-        line[strcspn(line, "\r\n")] = '\0';
-        // Also pg_upgrade's own mark of an earlier run: its new cluster may have started (a
-        // copy-mode old directory upgraded again makes a second history).  After a run that
-        // failed before any new cluster started, the file may be removed before trying again.
-        snprintf(found_marker, sizeof(found_marker), "A %s file in the data directory pg_upgrade read: %s", kMarkerName,
-                 line[0] != '\0' ? line : "this data directory is a copy of another server's.");
-    }
+    char line[250];
+    // Also pg_upgrade's own mark of an earlier run: its new cluster may have started (a
+    // copy-mode old directory upgraded again makes a second history).  After a run that
+    // failed before any new cluster started, the file may be removed before trying again.
+    if (earlier && read_head(path, line, sizeof(line)))
+        marker_reason_of(line, "the data directory pg_upgrade read", found_marker, sizeof(found_marker));
     snprintf(text, sizeof(text),
              "%s (%s read it in binary-upgrade mode at %s), which issues ids from the same store history.\n",
              kSourceMarkText, port->application_name, timestamptz_to_str(GetCurrentTimestamp()));
-    if (!write_new_file(path, text, failed, sizeof(failed))) return;
+    if (!write_marker(path, text, false, failed, sizeof(failed))) return;
     if (failed[0] != '\0')
         ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's source: %s", failed),
                           errdetail("Started again after the upgrade, this server would not know that the new cluster "
@@ -261,13 +275,8 @@ static void take_read_id(char* out, size_t size) {
     if (run_start == static_cast<time_t>(-1) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
         st.st_uid != geteuid() || st.st_mtime + 1 < run_start)
         return;
-    FILE* f = AllocateFile(path, "r");
-    if (f == nullptr) return;
-    char line[64] = "";
-    if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
-    FreeFile(f);
-    line[strcspn(line, "\r\n")] = '\0';
-    if (strlen(line) != 32) return;
+    char line[64];
+    if (!read_head(path, line, sizeof(line)) || !is_read_id(line)) return;
     strlcpy(out, line, size);
     unlink(path);
 }
@@ -283,15 +292,8 @@ void mark_upgrade_target(const char* seen) {
              "copy of a server that may still issue ids.\n",
              GetSystemIdentifier(), read_id[0] != '\0' ? read_id : "-", seen,
              timestamptz_to_str(GetCurrentTimestamp()));
-    if (read_id[0] != '\0') {
-        // This run's read: written over a file an earlier start (pg_upgrade --check) left.
-        cpp_call([&] {
-            if (auto bad = cosid::write_file_durably(path, text)) strlcpy(failed, bad->c_str(), sizeof(failed));
-            else failed[0] = '\0';
-        });
-    } else if (!write_new_file(path, text, failed, sizeof(failed))) {
-        return;
-    }
+    // This run's read is written over a file an earlier start (pg_upgrade --check) left.
+    if (!write_marker(path, text, read_id[0] != '\0', failed, sizeof(failed))) return;
     if (failed[0] != '\0')
         ereport(WARNING, (errmsg("cosid: could not mark this data directory as pg_upgrade's new cluster: %s", failed),
                           errdetail("Where the old cluster's server issued ids from its own store, the new "
@@ -310,19 +312,14 @@ void install_upgrade_source_hook() {
 static void fork_check_marker_file() {
     char path[MAXPGPATH];
     marker_path(path, sizeof(path));
-    FILE* f = AllocateFile(path, "r");
-    if (f == nullptr) {
+    char line[300];
+    if (!read_head(path, line, sizeof(line))) {
         if (errno != ENOENT)
             ereport(WARNING, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
         marker_pending = errno != ENOENT;
         return;
     }
-    char line[300] = "";
-    if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
-    FreeFile(f);
-    line[strcspn(line, "\r\n")] = '\0';
-    snprintf(marker_reason, sizeof(marker_reason), "A %s file in the data directory: %s", kMarkerName,
-             line[0] != '\0' ? line : "this data directory is a copy of another server's.");
+    marker_reason_of(line, "the data directory", marker_reason, sizeof(marker_reason));
     if (store_is_remote() && !static_slots_configured()) {
         // Leasing from another server's store, a copy of this data directory is one more
         // instance there, with an incarnation of its own: nothing to declare.  (Static slots
@@ -440,40 +437,34 @@ PG_FUNCTION_INFO_V1(cosid_upgraded_here);
 PG_FUNCTION_INFO_V1(cosid_upgrade_read_here);
 }
 
+namespace cosid::pg {
+// Whether this data directory's cosid.upgraded file names this cluster, and the id of the
+// pg_upgrade read it names ("" when none).  Plain C inside: an ereport may leave it.
+static bool upgraded_here(char* read_id, size_t size) {
+    read_id[0] = '\0';
+    char path[MAXPGPATH], first[100], second[100];
+    upgraded_path(path, sizeof(path));
+    if (!read_head(path, first, sizeof(first), second, sizeof(second))) {
+        if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
+        return false;
+    }
+    char expected[100];
+    snprintf(expected, sizeof(expected), "system_identifier " UINT64_FORMAT, GetSystemIdentifier());
+    if (strcmp(first, expected) != 0) return false;
+    if (strncmp(second, "upgrade_read ", 13) == 0 && is_read_id(second + 13)) strlcpy(read_id, second + 13, size);
+    return true;
+}
+}  // namespace cosid::pg
+
 // cosid._upgrade_read_here(): the id of the pg_upgrade read that made this cluster (its
 // cosid.upgraded file), NULL when the file does not name this cluster or no read.
 extern "C" Datum cosid_upgrade_read_here(PG_FUNCTION_ARGS) {
-    char path[MAXPGPATH];
-    cosid::pg::upgraded_path(path, sizeof(path));
-    FILE* f = AllocateFile(path, "r");
-    if (f == nullptr) {
-        if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
-        PG_RETURN_NULL();
-    }
-    char first[100] = "", second[100] = "";
-    if (fgets(first, sizeof(first), f) == nullptr) first[0] = '\0';
-    if (fgets(second, sizeof(second), f) == nullptr) second[0] = '\0';
-    FreeFile(f);
-    char expected[100];
-    snprintf(expected, sizeof(expected), "system_identifier " UINT64_FORMAT "\n", GetSystemIdentifier());
-    second[strcspn(second, "\r\n")] = '\0';
-    if (strcmp(first, expected) != 0 || strncmp(second, "upgrade_read ", 13) != 0 || strlen(second + 13) != 32)
-        PG_RETURN_NULL();
-    PG_RETURN_TEXT_P(cstring_to_text(second + 13));
+    char read_id[40];
+    if (!cosid::pg::upgraded_here(read_id, sizeof(read_id)) || read_id[0] == '\0') PG_RETURN_NULL();
+    PG_RETURN_TEXT_P(cstring_to_text(read_id));
 }
 
 extern "C" Datum cosid_upgraded_here(PG_FUNCTION_ARGS) {
-    char path[MAXPGPATH];
-    cosid::pg::upgraded_path(path, sizeof(path));
-    FILE* f = AllocateFile(path, "r");
-    if (f == nullptr) {
-        if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
-        PG_RETURN_BOOL(false);
-    }
-    char line[100] = "";
-    if (fgets(line, sizeof(line), f) == nullptr) line[0] = '\0';
-    FreeFile(f);
-    char expected[100];
-    snprintf(expected, sizeof(expected), "system_identifier " UINT64_FORMAT "\n", GetSystemIdentifier());
-    PG_RETURN_BOOL(strcmp(line, expected) == 0);
+    char read_id[40];
+    PG_RETURN_BOOL(cosid::pg::upgraded_here(read_id, sizeof(read_id)));
 }

@@ -83,6 +83,17 @@ init_pair() {
     printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
 }
 
+# refused_as_fork WHAT TABLE REASON: an INSERT into TABLE on the new cluster (port NPORT,
+# binaries nbin) fails with ZC009, and the store's fork_pending starts with REASON.
+refused_as_fork() {
+    local out
+    out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
+              -c "INSERT INTO $2(phase) VALUES ('refused')" 2>&1 || true)
+    check "$name: $1" "ZC009|t" \
+        "$(sqlstate_of "$out")|$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At \
+              -c "SELECT fork_pending LIKE '$3%' FROM cosid.store_state")"
+}
+
 # upgrade_case OLD NEW MODE FROM: a cluster of major OLD at extension version FROM,
 # upgraded with pg_upgrade (MODE copy or link) to major NEW.
 upgrade_case() {
@@ -231,17 +242,11 @@ upgrade_case() {
     if [ "$mode" = copy ] && [ "$from" = "$CURRENT" ]; then
         as_pg "$nbin/initdb" -D "$D/new2/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
         cp "$D/new/data/postgresql.conf" "$D/new2/data/postgresql.conf"; chown "$PG_USER" "$D/new2/data/postgresql.conf"
-        if (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$D/old/data" -D "$D/new2/data" \
-                -p "$OPORT" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade2.out" 2>&1; then
+        if upgrade_from "$D/old/data" "$OPORT" "$D/new2/data"; then
             start_pg "$nbin" "$D/new2/data"
-            local out2
-            out2=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
-                       -c "INSERT INTO t_orders(phase) VALUES ('second')" 2>&1 || true)
-            check "$name: the old directory upgraded again grants nothing (ZC009): the first new cluster issued" "ZC009|t" \
-                "$(sqlstate_of "$out2")|$(qn -c "SELECT fork_pending LIKE 'A cosid.fork file in the data directory pg_upgrade read: pg_upgrade copied%' FROM cosid.store_state")"
+            refused_as_fork "the old directory upgraded again grants nothing (ZC009): the first new cluster issued" \
+                t_orders "A cosid.fork file in the data directory pg_upgrade read: pg_upgrade copied"
             stop_pg "$nbin" "$D/new2/data"
-        else
-            echo "not ok - $name: the second pg_upgrade failed:"; tail -8 "$D/pg_upgrade2.out" | sed 's/^/#   /'; FAIL=1
         fi
     fi
     # The rollback pg_upgrade's docs describe for copy mode: the old cluster started again,
@@ -330,12 +335,14 @@ fault_case_setup() {
         echo "# skipped $name: the pg_attver gap ($gap)"; return 3
     fi
 }
-# upgrade_from OLDDATA OLDPORT: pg_upgrade (copy mode) of OLDDATA into $D/new/data; on failure
-# its last lines and "not ok".
+# upgrade_from OLDDATA OLDPORT [NEWDATA]: pg_upgrade (copy mode) of OLDDATA into NEWDATA
+# ($D/new/data); on failure its last lines and "not ok".
 upgrade_from() {
-    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$1" -D "$D/new/data" \
-              -p "$2" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$D/pg_upgrade.out" 2>&1; then
-        echo "not ok - $name: pg_upgrade failed:"; tail -12 "$D/pg_upgrade.out" | sed 's/^/#   /'
+    local target="${3:-$D/new/data}" out
+    out="$D/pg_upgrade-$(basename "$(dirname "$target")").out"
+    if ! (cd "$D" && as_pg "$nbin/pg_upgrade" -b "$obin" -B "$nbin" -d "$1" -D "$target" \
+              -p "$2" -P "$NPORT" -s "$D" -U postgres --no-sync) > "$out" 2>&1; then
+        echo "not ok - $name: pg_upgrade into $target failed:"; tail -12 "$out" | sed 's/^/#   /'
         FAIL=1; return 1
     fi
 }
@@ -385,11 +392,8 @@ lost_tail_case() {
     # The standby was a copy of a server issuing from its own store: pg_upgrade's read of it
     # declared the fork, and the new cluster grants nothing until the origin is known to have
     # stopped, as the promoted standby itself would.
-    local out
-    out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
-              -c "INSERT INTO t_orders(phase) VALUES ('refused')" 2>&1 || true)
-    check "$name: the new cluster grants nothing while the original may issue (ZC009), and says why" "ZC009|t" \
-        "$(sqlstate_of "$out")|$(qn -c "SELECT fork_pending LIKE 'pg_upgrade read a copy of a server that was issuing ids from this store on timeline 1; the copy ran on timeline 2%' FROM cosid.store_state")"
+    refused_as_fork "the new cluster grants nothing while the original may issue (ZC009), and says why" t_orders \
+        "pg_upgrade read a copy of a server that was issuing ids from this store on timeline 1; the copy ran on timeline 2"
     qn -c "SELECT cosid_fork_acknowledge()" >/dev/null
     check_true "$name: the first id after the acknowledgement" "$(wait_until 30 qn -c \
         "WITH i AS (INSERT INTO t_orders(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
@@ -429,11 +433,8 @@ marked_copy_case() {
     stop_pg "$obin" "$D/old/data"
     upgrade_from "$D/copydir/data" "$CPORT" || return
     start_pg "$nbin" "$D/new/data"
-    local out
-    out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
-              -c "INSERT INTO t(phase) VALUES ('after')" 2>&1 || true)
-    check "$name: the new cluster grants nothing (ZC009): the copy's mark was declared by pg_upgrade's read" "ZC009|t" \
-        "$(sqlstate_of "$out")|$(qn -c "SELECT fork_pending LIKE 'A cosid.fork file in the data directory pg_upgrade read: a copy of the issuing server%' FROM cosid.store_state")"
+    refused_as_fork "the new cluster grants nothing (ZC009): the copy's mark was declared by pg_upgrade's read" t \
+        "A cosid.fork file in the data directory pg_upgrade read: a copy of the issuing server"
     stop_pg "$nbin" "$D/new/data"
 }
 
