@@ -809,6 +809,30 @@ BEGIN
     RETURN NEW;
 END $$;
 
+-- How far past the store's now any ceiling it grants may lie: max_ttl + max_tolerance.  The
+-- raise after a lost history (max_ttl + 2 x max_tolerance ahead) covers a lost grant only
+-- because no grant reached further than this (src/core lease_model.hpp, window_ceiling).
+CREATE FUNCTION cosid._window_reach() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(pg_catalog.max(s.max_ttl_ms), 60000) + coalesce(pg_catalog.max(s.max_tolerance_ms), 5000)
+      FROM cosid.store_state s
+$$;
+REVOKE ALL ON FUNCTION cosid._window_reach() FROM PUBLIC;
+
+-- The ceiling of a window granted (p_prior = the floor) or renewed at store time p_now: at
+-- least ttl + tolerance above the later of the clock and the floor, so that a floor ahead of
+-- the clock (a raise, pg_upgrade's, a release at a ceiling still ahead) is issued from at
+-- once, ahead of the clock; never past p_now + p_reach (_window_reach); never below the
+-- prior ceiling or the floor (an empty window until the store comes within reach of it).
+-- The rule is src/core's window_ceiling; model_compare.sh holds the two to each other.
+-- (Plain SQL without SET: it is inlined into the UPDATE that calls it.)
+CREATE FUNCTION cosid._window_ceiling(p_floor bigint, p_prior bigint, p_expires bigint, p_ttl bigint, p_tol bigint,
+                                      p_now bigint, p_reach bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT GREATEST(p_floor, p_prior, LEAST(GREATEST(p_expires, p_floor + p_ttl) + p_tol, p_now + p_reach))
+$$;
+REVOKE ALL ON FUNCTION cosid._window_ceiling(bigint, bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -826,6 +850,7 @@ DECLARE
     r      cosid.lease;
     v_static bigint;
     v_now_ok text;
+    v_reach bigint;
 BEGIN
     -- Shared with every acquire, exclusive with a change of the namespace's slot range
     -- (cosid._namespace_range_guard): a range is never set while an acquire that read the
@@ -848,6 +873,7 @@ BEGIN
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
+    v_reach := cosid._window_reach();
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -922,10 +948,12 @@ BEGIN
                        fence       = l.fence + 1,
                        floor       = greatest(l.next_floor, v_ns.not_before_ms, v_static),
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms,
-                                              v_static),
-                       next_floor  = greatest(v_now + p_ttl_ms + v_ns.tolerance_ms, l.next_floor, v_ns.not_before_ms,
-                                              v_static)
+                       ceiling     = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           v_now + p_ttl_ms, p_ttl_ms, v_ns.tolerance_ms, v_now, v_reach),
+                       next_floor  = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           v_now + p_ttl_ms, p_ttl_ms, v_ns.tolerance_ms, v_now, v_reach)
                  WHERE l.namespace = p_namespace AND l.slot = c.slot AND l.slot < (1 << v_ns.slot_bits)
                    AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
                    AND (l.incarnation IS NULL
@@ -959,6 +987,7 @@ DECLARE
     v_now bigint := cosid.store_now();
     v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
     r     cosid.lease;
+    v_reach bigint;
 BEGIN
     IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
         RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
@@ -972,11 +1001,14 @@ BEGIN
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
+    v_reach := cosid._window_reach();
     v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
-           ceiling    = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
-           next_floor = greatest(greatest(l.expires_at, v_now + p_ttl_ms) + v_ns.tolerance_ms, l.floor),
+           ceiling    = cosid._window_ceiling(l.floor, l.ceiling, greatest(l.expires_at, v_now + p_ttl_ms), p_ttl_ms,
+                                              v_ns.tolerance_ms, v_now, v_reach),
+           next_floor = cosid._window_ceiling(l.floor, l.ceiling, greatest(l.expires_at, v_now + p_ttl_ms), p_ttl_ms,
+                                              v_ns.tolerance_ms, v_now, v_reach),
            owner_role = session_user
      WHERE l.namespace = p_namespace AND l.slot = p_slot
        AND l.incarnation = p_incarnation AND l.fence = p_fence

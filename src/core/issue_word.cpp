@@ -25,8 +25,15 @@ Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& w
             seq = 0;
         }
     }
-    if (tick * u <= window.floor_ms)
-        return {NextStatus::BeforeFloor, 0, 0, (floor_div(window.floor_ms, u) + 1) * u};
+    if (tick * u <= window.floor_ms) {
+        // A floor ahead of the clock (a fresh window only: every claimed tick lies above it):
+        // its first tick is taken at once when borrowing reaches it, else waited for.
+        const int64_t first = floor_div(window.floor_ms, u) + 1;
+        if (borrow_ms != issue_word::kBorrowToCeiling && first * u - now_ms > borrow_ms)
+            return {NextStatus::BeforeFloor, 0, 0, first * u - (borrow_ms > 0 ? borrow_ms : 0)};
+        tick = first;
+        seq = 0;
+    }
     if (tick * u > window.ceiling_ms) return {NextStatus::PastCeiling};
     if (!layout.tick_fits(tick)) return {NextStatus::OutOfRange};
     const int64_t count = want <= 1 ? 1 : (want < layout.max_sequence() - seq + 1 ? want : layout.max_sequence() - seq + 1);

@@ -18,7 +18,7 @@ namespace cosid {
 
 enum class NextStatus {
     Issued,
-    BeforeFloor,        // the clock has not passed floor yet: wait until wait_until_ms
+    BeforeFloor,        // the floor is further ahead of the clock than borrowing reaches: wait until wait_until_ms
     PastCeiling,        // the next tick is beyond ceiling: wait for a renewal
     SequenceExhausted,  // this tick's sequence is used up: wait until wait_until_ms
     OutOfRange,         // the tick is before the epoch or past the timestamp field
@@ -73,6 +73,9 @@ struct Claim {
 //    `id % N` is not skewed towards 0 at low traffic, then restarts at 0;
 //  - the last tick's sequence used up: the next tick is taken when it is at most
 //    `borrow_ms` ahead of the clock (kBorrowToCeiling: any distance), else wait for the clock;
+//  - a window whose floor lies ahead of the clock starts at the floor's next tick under the
+//    same limit: at once when borrowing reaches it, else when the clock comes within
+//    `borrow_ms` of it (BeforeFloor);
 //  - every claimed tick t satisfies floor < t*unit <= ceiling, and fits the layout.
 //  - `want` > 1 claims a block of up to `want` consecutive sequence values of the one tick the
 //    rule picks (fewer when the tick's sequence runs out first): id .. id + count - 1, all

@@ -408,7 +408,19 @@ int64 issue(Gen* g) {
                                     errhint("Free space on, or fix the permissions of, the directory of the state "
                                             "file (cosid.state_file).")));
             }
-            if (elapsed_ms(wait_start) >= timeout)
+            // A window still empty (ceiling = floor: a floor the store raised after a failover
+            // or a restore, beyond what it may grant yet) opens within max_tolerance of the
+            // raise: that wait is the store's, sat out before cosid.acquire_timeout counts.
+            if (ceiling <= g->floor && elapsed_ms(wait_start) >= timeout + g->floor_wait_ms)
+                ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
+                                errmsg("cosid window on slot %d of namespace \"%s\" did not open", g->slot, g->ns),
+                                errdetail("The lease store raised the slot's floor to %s (after a failover or a "
+                                          "restore) and grants ids above it once its clock is within max_ttl + "
+                                          "max_tolerance of it; no renewal opened the window within %lld ms.",
+                                          ms_to_text(g->floor), static_cast<long long>(timeout + g->floor_wait_ms)),
+                                errhint("The lease store may be unreachable or locked, or its clock stepped back "
+                                        "after the raise.")));
+            if (ceiling > g->floor && elapsed_ms(wait_start) >= timeout)
                 ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
                                 errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed",
                                        g->slot, g->ns),

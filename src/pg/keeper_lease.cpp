@@ -5,6 +5,7 @@
 
 #include "fork.hpp"
 #include "store_history.hpp"
+#include "lease_wait.hpp"
 
 #include "clock_step.hpp"
 #include "errors.hpp"
@@ -70,6 +71,12 @@ bool release_prepare(int i, DueLease* d) {
     if (e->is_static) {  // no store: closed, and its last timestamp kept in the state file
         LWLockRelease(shared->lock);
         release_static(i);
+        return false;
+    }
+    if (e->raised_out) {  // nothing of it is left in the store (renew_apply): it just ends
+        end_lease(e, false);
+        LWLockRelease(shared->lock);
+        ConditionVariableBroadcast(&shared->cv);
         return false;
     }
     if (!e->releasing) {
@@ -170,10 +177,36 @@ struct {
     int64 since = 0;
 } outage;
 
-// False for a static slot: renewed here, without the store.
+// A lease the store's raise freed (raised_out) has nothing to renew: it ends once its ids
+// reach its ceiling (a claim now finds no room there; a backend waiting at the ceiling asked
+// for this pass), and its backends move to a new lease, whose window the raise put above this
+// one.  Until then it is looked at every second.  Under the lock, exclusive.
+bool end_raised_out_locked(PoolEntry* e) {
+    Claim c = claim(pg_atomic_read_u64(&e->word), entry_layout(*e), e->slot,
+                    ClaimWindow{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))}, clock_ms(),
+                    setting_max_borrow_ms);
+    if (c.status == NextStatus::Issued || c.status == NextStatus::SequenceExhausted ||
+        c.status == NextStatus::BeforeFloor) {
+        e->next_renew_at = mono_ms() + 1000;
+        return false;
+    }
+    ereport(LOG, (errmsg("cosid: the window on slot %d of namespace \"%s\" that the store's raise freed is used up "
+                         "to its ceiling (%s); its backends move to a new lease",
+                         e->slot, e->ns, ms_to_text(static_cast<int64>(pg_atomic_read_u64(&e->ceiling))))));
+    end_lease(e, false);
+    return true;
+}
+
+// False for a static slot (renewed here, without the store) and a lease the raise freed.
 bool renew_prepare(int i, DueLease* d) {
     PoolEntry* e = &shared->pool[i];
-    LWLockAcquire(shared->lock, LW_SHARED);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (e->raised_out) {
+        bool ended = e->state == kLeased && end_raised_out_locked(e);
+        LWLockRelease(shared->lock);
+        if (ended) ConditionVariableBroadcast(&shared->cv);
+        return false;
+    }
     d->i = i;
     d->release = false;
     strlcpy(d->ns, e->ns, sizeof(d->ns));
@@ -202,8 +235,9 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         if (!history_applied(d.ns, e->store_id, entry_layout(*e), d.slot, r.ceiling, &floor, &err)) ok = false;
     }
     // Lost to a raise: the store failed over since the grant and freed every lease, each
-    // slot's next window starting above anything this lease issued.  Nothing is wrong with
-    // its ids: its generators move on to a new lease and wait for it, without an error.
+    // slot's next window starting above anything this lease can issue (its ceiling).  Nothing
+    // is wrong with its ids, nor with the rest of its window: its backends go on up to the
+    // ceiling, then move to a new lease (raised_out), without an error and without a wait.
     bool to_raise = ok && !r.found && freed_by_raise(e->store_seen_at);
     bool leave = false;
     int64 reach = 0;
@@ -214,7 +248,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         if (r.store_now > e->store_seen_at) e->store_seen_at = r.store_now;
         if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now);
+        e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, e->floor,
+                                                        static_cast<int64>(pg_atomic_read_u64(&e->ceiling)));
         e->backoff_ms = 0;
         // A window its ids used up further ahead than this renewal could reach, or whose next
         // tick lies further ahead of the clock than cosid.max_borrow allows (the clock stepped
@@ -232,9 +267,12 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
             e->release_requested = true;
             e->next_renew_at = 0;
         }
+    } else if (ok && to_raise) {
+        e->raised_out = true;
+        end_raised_out_locked(e);
     } else if (ok) {
-        // Fence or incarnation changed: someone took the slot or it was revoked, or a raise.
-        end_lease(e, !to_raise);
+        // Fence or incarnation changed: someone took the slot or it was revoked.
+        end_lease(e, true);
     } else {
         e->backoff_ms = next_backoff_ms(e->backoff_ms);
         e->next_renew_at = done + e->backoff_ms;
@@ -267,8 +305,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
                              "a restore)",
                              d.slot, d.ns),
-                      errdetail("Every next window on its slot starts above what it issued; its backends move to a "
-                                "new lease and wait for it, without an error.")));
+                      errdetail("Every next window on its slot starts above its ceiling: its backends issue up to "
+                                "that ceiling, then move to a new lease, without an error.")));
     } else if (ok) {
         health_lease_lost();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", d.slot, d.ns),

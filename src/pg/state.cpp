@@ -123,6 +123,7 @@ void end_lease_locked(PoolEntry* e) {
     e->users = 0;
     e->release_requested = false;
     e->releasing = false;
+    e->raised_out = false;
     e->error[0] = '\0';
     e->error_hint[0] = '\0';
     e->error_code = 0;
@@ -159,8 +160,10 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     e->idle_since = now_mono;
     e->release_requested = false;
     e->releasing = false;
+    e->raised_out = false;
     e->next_renew_at = now_mono + (is_static ? setting_static_ahead_ms / 2
-                                                  : cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now));
+                                             : cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now,
+                                                                     r.floor, r.ceiling));
     e->backoff_ms = 0;
     e->error[0] = '\0';
     e->error_hint[0] = '\0';

@@ -81,6 +81,10 @@ struct PoolEntry {
     // or says the lease is gone.  Forgetting it would let this instance's next window on the
     // slot start below ids it already issued.
     bool releasing;
+    // The store's raise (a failover, a restore) freed the lease: every next window on its slot
+    // starts above its ceiling, so the window stays this instance's up to that ceiling.  It is
+    // not renewed; it ends when its ids reach the ceiling (keeper_lease.cpp, renew_prepare).
+    bool raised_out;
     int64 release_last;   // the timestamp the release hands on: the exact last issued, or the floor
     bool release_uncertain;  // an attempt of this release failed with an unknown outcome
     // keeper bookkeeping

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# A caller waits out a floor the store raised (after a failover or a restore: up to max_ttl
-# + 2 x max_tolerance ahead of the store's clock) instead of failing with ZC004 when that
-# wait is longer than cosid.acquire_timeout (issue 24: with the defaults, an asynchronous
-# failover of the store raised the floors 70 s ahead while callers gave up after 30 s).
-# A clock really behind the store's still fails with ZC004, after the raise's wait plus the
-# timeout.
+# A floor the store raised (after a failover or a restore: max_ttl + 2 x max_tolerance ahead of
+# the store's clock) stops no caller.
+#  - With the defaults (cosid.max_borrow -1) ids go on through the raise: the held window is
+#    used up to its ceiling (the raise put every next window above it), then the next window
+#    is issued from its floor at once, ahead of the clock.  A client issuing every 20 ms
+#    through a raise: no error, no gap of a second, every id unique and increasing, the later
+#    ones above the raised floor.
+#  - With cosid.max_borrow = 0 a caller waits the raise out instead of failing with ZC004
+#    when that wait is longer than cosid.acquire_timeout; a clock really behind the store's
+#    still fails with ZC004, after the raise's wait plus the timeout.
+#  - A lease revoked after a raise still fails its backend's next call once (ZC001).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/raised_floor_wait"
 trap 'stop_server "$DIR" immediate' EXIT
@@ -15,25 +20,65 @@ q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '2s', m
 check_true "an id before the raise" "$(q -c "SELECT cosid_next('w') > 0")"
 
 # raise_floors: the store raises every floor by max_ttl + 2 x max_tolerance (4 s), as on a
-# new timeline; prints the raised floor; waits until the keeper found its lease gone.
+# new timeline, after this instance took a fresh lease; prints the raised floor; waits until
+# the keeper found its lease freed.
+release_w() { q -c "SELECT cosid_release(namespace, slot) FROM cosid_pool() WHERE namespace = 'w'" >/dev/null; }
 raise_floors() {
-    local lost; lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
+    local lost
+    release_w
+    q -c "SELECT cosid_next('w')" >/dev/null
+    lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
     q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null  # a copy of the store, its original gone
-    wait_for 20 "the keeper to find its lease lost" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
+    wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
     q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'"
 }
+
+# 1. Defaults: a client issues every 20 ms for about 9 s; the raise comes 2 s in.
+q -c "CREATE TABLE ids (n serial PRIMARY KEY, at timestamptz NOT NULL, id bigint NOT NULL)" >/dev/null
+q -c "DO \$\$ BEGIN
+        FOR i IN 1..400 LOOP
+            INSERT INTO ids (at, id) VALUES (clock_timestamp(), cosid_next('w'));
+            COMMIT;
+            PERFORM pg_sleep(0.02);
+        END LOOP;
+      END \$\$" > "$DIR/client.log" 2>&1 &
+client=$!
+wait_for 20 "the client's first 100 ids" q -c "SELECT count(*) >= 100 FROM ids" >/dev/null
+lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
+q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null
+floor=$(q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'")
+status=0; wait "$client" || status=$?
+check "the client issued all its 400 ids through the raise, without an error" "0 400" \
+    "$status $(q -c "SELECT count(*) FROM ids")"
+[ "$status" = 0 ] || sed 's/^/#   /' "$DIR/client.log" | head -5
+gap=$(q -c "SELECT max(d) FROM (SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY n)) * 1000 AS d FROM ids) x")
+echo "# longest pause between two ids: ${gap%.*} ms (the client sleeps 20 ms between calls)"
+check_true "no pause of a second between two ids" "$(q -c "SELECT $gap < 1000")"
+check_true "every id unique and larger than the one before" \
+    "$(q -c "SELECT count(DISTINCT id) = count(*) AND bool_and(d) FROM (SELECT id, id > lag(id, 1, 0::bigint) OVER (ORDER BY n) AS d FROM ids) x")"
+check_true "the keeper found its lease freed by the raise" "$(q -c "SELECT leases_lost > $lost FROM cosid_stats()")"
+check_true "the last ids come from a window above the raised floor" \
+    "$(q -c "SELECT (extract(epoch FROM p.ts) * 1000)::bigint > $floor FROM ids, cosid_parse(ids.id, 'w') p ORDER BY n DESC LIMIT 1")"
+check_true "ids below the raised floor all came before ids above it (the held window is used up first)" \
+    "$(q -c "SELECT coalesce(max(n) FILTER (WHERE (extract(epoch FROM p.ts) * 1000)::bigint <= $floor), 0)
+                  < min(n) FILTER (WHERE (extract(epoch FROM p.ts) * 1000)::bigint > $floor) FROM ids, cosid_parse(ids.id, 'w') p")"
+
+# 2. cosid.max_borrow = 0: the next window is waited for, not borrowed.
+set_conf cosid.max_borrow 0
 floor=$(raise_floors)
+release_w  # the held window ends: the next call needs the raised one
 t0=$(now_ms)
 out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('w')" 2>&1 || true)
 took=$(( $(now_ms) - t0 ))
-echo "# first call after the raise: ${took} ms ($(head -1 <<<"$out" | cut -c1-120))"
-check_true "the first call after the raise waits it out (4 s) and gets an id, where acquire_timeout is 1 s" \
+echo "# max_borrow 0, first call on the raised window: ${took} ms ($(head -1 <<<"$out" | cut -c1-120))"
+check_true "the call waits the raise out (4 s) and gets an id, where acquire_timeout is 1 s" \
     "$([[ "$out" =~ ^[0-9]+$ ]] && echo t || echo f)"
 check_true "that id is above the raised floor" "$(q -c "SELECT (extract(epoch FROM ts) * 1000)::bigint > $floor FROM cosid_parse($out, 'w')" 2>/dev/null || echo f)"
 
 # A clock 6 s behind the store's (cosid.clock_offset): after a raise it waits the raise's
 # wait (what is left of it) plus acquire_timeout's 1 s, then ZC004 (not forever).
 floor=$(raise_floors)
+release_w
 t0=$(now_ms)
 out=$(q -v VERBOSITY=verbose -c "SET cosid.clock_offset = -6000" -c "SELECT cosid_next('w')" 2>&1 || true)
 took=$(( $(now_ms) - t0 ))
@@ -42,13 +87,14 @@ check_true "a clock behind the store's still fails with ZC004" "$(grep -q 'ZC004
 rest=$(( floor - t0 ))  # the raise's wait left when the call began (the store's clock is this host's)
 check_true "after the raise's wait left ($rest ms) and the timeout (1 s), not before, nor much later" \
     "$([ "$took" -ge $(( rest + 800 )) ] && [ "$took" -lt $(( rest + 5000 )) ] && echo t || echo f)"
+reset_conf cosid.max_borrow
 
-# The lease a raise freed: its backends moved on without an error (the first call above got
-# an id).  A lease lost otherwise (revoked) after that raise still fails its next call once
-# (ZC001): the keeper tells them apart by the lease row's fence (a raise adds 2^32).
-q -c "SELECT cosid_next('w')" >/dev/null 2>&1 || true   # a lease granted after the raises
-check "the keeper logged the leases the raises freed, without an error" 2 \
+# The leases the raises freed: their backends moved on without an error.  A lease lost
+# otherwise (revoked) after that raise still fails its next call once (ZC001): the keeper
+# tells them apart by the store's last raise.
+check "the keeper logged the leases the raises freed, without an error" 3 \
     "$(grep -c "was freed by the store's raise" "$DIR/server.log")"
+release_w
 out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('w')" \
         -c "SELECT count(*) FROM cosid_pool() p, cosid.revoke(p.namespace, p.slot) WHERE p.namespace = 'w'" \
         -c "DO \$\$
@@ -66,4 +112,5 @@ out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('w')" \
             END \$\$" 2>&1 || true)
 check "a lease revoked after a raise still fails its backend's next call once (ZC001)" ZC001 \
     "$(sed -n 's/.*sqlstate \([0-9A-Z]*\).*/\1/p' <<<"$out" | head -1)"
+assert_store_verified "$DIR" "$PORT" postgres
 exit $FAIL

@@ -80,6 +80,34 @@ TEST(IssueWord, NeverBackAndInsideTheWindow) {
     EXPECT_EQ(claim(c.word, l, 3, ClaimWindow{T0, T0 + 10}, T0 + 11, 0).status, NextStatus::PastCeiling);
 }
 
+// A window whose floor lies ahead of the clock (the store's raise after a failover, a floor
+// pg_upgrade kept): borrowing starts at the floor's next tick at once; a borrow limit waits
+// until the clock is within it; with borrowing off, until the clock passes the floor.
+TEST(IssueWord, AFloorAheadIsBorrowedFromAtOnceWithinTheLimit) {
+    Layout l;
+    const ClaimWindow ahead{T0 + 40000, T0 + 71000};
+    Claim c = claim(issue_word::kFresh, l, 3, ahead, T0, issue_word::kBorrowToCeiling);
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(l.unpack(c.id).tick, T0 + 40001);
+    EXPECT_EQ(l.unpack(c.id).sequence, 0);
+    c = claim(c.word, l, 3, ahead, T0 + 5, issue_word::kBorrowToCeiling);  // the clock stays behind
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(l.unpack(c.id).tick, T0 + 40001);
+    EXPECT_EQ(l.unpack(c.id).sequence, 1);
+    Claim w = claim(issue_word::kFresh, l, 3, ahead, T0, 1000);
+    ASSERT_EQ(w.status, NextStatus::BeforeFloor);
+    EXPECT_EQ(w.wait_until_ms, T0 + 39001);
+    c = claim(issue_word::kFresh, l, 3, ahead, T0 + 39001, 1000);
+    ASSERT_EQ(c.status, NextStatus::Issued);
+    EXPECT_EQ(l.unpack(c.id).tick, T0 + 40001);
+    w = claim(issue_word::kFresh, l, 3, ahead, T0 + 39001, 0);
+    ASSERT_EQ(w.status, NextStatus::BeforeFloor);
+    EXPECT_EQ(w.wait_until_ms, T0 + 40001);
+    // an empty window (floor = ceiling: not yet within the store's reach) issues nothing
+    EXPECT_EQ(claim(issue_word::kFresh, l, 3, ClaimWindow{T0 + 40000, T0 + 40000}, T0, issue_word::kBorrowToCeiling).status,
+              NextStatus::PastCeiling);
+}
+
 // Many threads claim from one word with compare-and-swap, as backends do: every id is
 // unique, each thread's ids increase, every id is inside the window, and the word's last
 // timestamp is the largest issued.  With borrowing the ticks stay dense (every tick a

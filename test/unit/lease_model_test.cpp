@@ -56,7 +56,47 @@ TEST(LeaseRules, CeilingNeverBelowFloor) {
     ASSERT_TRUE(c.lease);
     EXPECT_EQ(c.lease->slot, 0);
     EXPECT_EQ(c.lease->floor, a.lease->ceiling);
-    EXPECT_EQ(c.lease->ceiling, c.lease->floor);
+    // without the store's limits the window holds ttl + tolerance above its floor ...
+    EXPECT_EQ(c.lease->ceiling, c.lease->floor + TTL + TOL);
+    // ... with them, never more than max_ttl + max_tolerance past the store's now: empty here
+    StoreLimits lim;
+    LeaseTable u(1, TOL, lim, NOW);
+    u.acquire(req("a", "i1"), NOW);
+    u.acquire(req("x", "ix"), NOW);
+    u.revoke(0);
+    auto d = u.acquire(req("c", "i3"), NOW - 3600000);
+    ASSERT_TRUE(d.lease);
+    EXPECT_EQ(d.lease->ceiling, d.lease->floor);
+}
+
+// After a raise every floor lies max_ttl + 2 x max_tolerance ahead: a window granted then is
+// empty until the store's clock comes within max_ttl + max_tolerance of the floor, then holds
+// ids ahead of the clock at once; renewals extend it with the clock and never shrink it.
+TEST(LeaseRules, AfterARaiseAWindowOpensWithinMaxToleranceAndNeverReachesPastTheLimit) {
+    StoreLimits lim;  // max_ttl 60 s, max_tolerance 5 s
+    LeaseTable t(1, TOL, lim, NOW);
+    auto a = t.acquire(req("a", "i1"), NOW);
+    t.raise_after_lost_history(NOW + 1000, lim);
+    const int64_t F = NOW + 1000 + lim.raise_margin_ms();
+    auto b = t.acquire(req("b", "i2"), NOW + 1000);
+    ASSERT_TRUE(b.lease);
+    EXPECT_EQ(b.lease->floor, F);
+    EXPECT_EQ(b.lease->ceiling, F);  // empty: F is past now + reach
+    auto r = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, NOW + 1000 + lim.max_tolerance_ms + 2000);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->ceiling, NOW + 1000 + lim.max_tolerance_ms + 2000 + lim.window_reach_ms());
+    EXPECT_EQ(r->ceiling, F + 2000);
+    // the clock passed the floor: an ordinary window again (expires + tolerance)
+    auto n = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, F + 10);
+    ASSERT_TRUE(n);
+    EXPECT_EQ(n->ceiling, std::max(F + TTL, F + 10 + TTL) + TOL);
+    // a window granted once the store is within reach is ttl + tolerance long at once
+    auto c = t.acquire(req("c", "i3"), NOW + 1000 + lim.max_tolerance_ms + lim.max_ttl_ms);
+    ASSERT_TRUE(c.lease);
+    EXPECT_EQ(c.lease->floor, F);
+    EXPECT_EQ(c.lease->ceiling, F + TTL + TOL);
+    for (const LeaseRow& row : t.rows()) EXPECT_LE(row.ceiling, NOW + 1000 + lim.max_tolerance_ms + lim.max_ttl_ms + lim.window_reach_ms());
+    (void)a;
 }
 
 TEST(LeaseRules, RenewRequiresIncarnationAndFenceAndIsReplayable) {

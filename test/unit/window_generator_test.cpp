@@ -18,7 +18,7 @@ TEST(WindowGenerator, ClosedGeneratorIssuesNothing) {
 TEST(WindowGenerator, IssuesOnlyInsideWindow) {
     Layout l;
     WindowGenerator g;
-    g.open(l, 7, T0, T0 + 10);
+    g.open(l, 7, T0, T0 + 10, 0);  // no borrowing: the clock must pass the floor
     // floor is exclusive
     auto r = g.next(T0);
     EXPECT_EQ(r.status, NextStatus::BeforeFloor);
@@ -118,7 +118,7 @@ TEST(WindowGenerator, SecondUnitRule) {
     const int64_t s0 = T0 - T0 % 1000;  // whole second in ms
     WindowGenerator g;
     // floor in the middle of a second: that second's t*1000 <= floor, so not allowed
-    g.open(l, 0, s0 + 500, s0 + 2500);
+    g.open(l, 0, s0 + 500, s0 + 2500, 0);
     auto r = g.next(s0 + 800);
     EXPECT_EQ(r.status, NextStatus::BeforeFloor);
     EXPECT_EQ(r.wait_until_ms, s0 + 1000);
@@ -130,9 +130,13 @@ TEST(WindowGenerator, SecondUnitRule) {
     EXPECT_EQ(g.close(), s0 + 2000);
     // the next holder starts from that timestamp and can never reuse second s0/1000+2
     WindowGenerator h;
-    h.open(l, 0, s0 + 2000, s0 + 9000);
+    h.open(l, 0, s0 + 2000, s0 + 9000, 0);
     EXPECT_EQ(h.next(s0 + 2999).status, NextStatus::BeforeFloor);
     EXPECT_EQ(l.unpack(h.next(s0 + 3000).id).tick, s0 / 1000 + 3);
+    // borrowing (the default) takes that second at once
+    WindowGenerator b;
+    b.open(l, 0, s0 + 2000, s0 + 9000);
+    EXPECT_EQ(l.unpack(b.next(s0 + 2100).id).tick, s0 / 1000 + 3);
 }
 
 TEST(WindowGenerator, OutOfRangeBeforeEpochAndPastField) {
