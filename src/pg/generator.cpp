@@ -382,6 +382,10 @@ int64 issue(Gen* g) {
                                       static_cast<long long>(clock_ms()), g->layout.timestamp_bits)));
         if (wait_start == 0) wait_start = mono_ms();
         int timeout = acquire_timeout_ms();
+        // A window still empty (ceiling = floor: a floor the store raised after a failover or
+        // a restore, beyond what it may grant yet) opens within max_tolerance of the raise,
+        // at a renewal: waited for as a floor ahead of the clock is.
+        const bool empty = c.status == NextStatus::PastCeiling && ceiling <= g->floor;
         if (c.status == NextStatus::PastCeiling) {
             if (!counted_wait) {
                 count(shared->stats.waits_at_ceiling);
@@ -391,7 +395,7 @@ int64 issue(Gen* g) {
                 LWLockRelease(shared->lock);
                 wake_keeper();
             }
-            if (elapsed_ms(wait_start) >= timeout) {
+            if (!empty && elapsed_ms(wait_start) >= timeout) {
                 char static_error[200] = "";
                 LWLockAcquire(shared->lock, LW_SHARED);
                 bool is_static = pg_atomic_read_u64(&e->generation) == g->generation && e->is_static;
@@ -408,19 +412,7 @@ int64 issue(Gen* g) {
                                     errhint("Free space on, or fix the permissions of, the directory of the state "
                                             "file (cosid.state_file).")));
             }
-            // A window still empty (ceiling = floor: a floor the store raised after a failover
-            // or a restore, beyond what it may grant yet) opens within max_tolerance of the
-            // raise: that wait is the store's, sat out before cosid.acquire_timeout counts.
-            if (ceiling <= g->floor && elapsed_ms(wait_start) >= timeout + g->floor_wait_ms)
-                ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
-                                errmsg("cosid window on slot %d of namespace \"%s\" did not open", g->slot, g->ns),
-                                errdetail("The lease store raised the slot's floor to %s (after a failover or a "
-                                          "restore) and grants ids above it once its clock is within max_ttl + "
-                                          "max_tolerance of it; no renewal opened the window within %lld ms.",
-                                          ms_to_text(g->floor), static_cast<long long>(timeout + g->floor_wait_ms)),
-                                errhint("The lease store may be unreachable or locked, or its clock stepped back "
-                                        "after the raise.")));
-            if (ceiling > g->floor && elapsed_ms(wait_start) >= timeout)
+            if (!empty && elapsed_ms(wait_start) >= timeout)
                 ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
                                 errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed",
                                        g->slot, g->ns),
@@ -428,7 +420,8 @@ int64 issue(Gen* g) {
                                           ms_to_text(ceiling), timeout),
                                 errhint("The lease store may be unreachable or locked, or this host's clock runs "
                                         "ahead of the store's.")));
-        } else if (c.status == NextStatus::BeforeFloor) {
+        }
+        if (c.status == NextStatus::BeforeFloor || empty) {
             // A floor the store raised (after a failover: up to max_ttl + 2 x max_tolerance
             // ahead) is waited out first: only a clock still behind it after that is late.
             // The wait is capped (state.cpp: 2 x ttl + 15 s); what is reported is the real
@@ -454,7 +447,8 @@ int64 issue(Gen* g) {
                                               "cosid_release('%s', %d) hands this slot back, so that the next call "
                                               "takes a slot whose window can start now.",
                                               g->ns, g->ns, g->slot)
-                                    : errhint("This host's clock runs behind the lease store's.")));
+                                    : errhint("This host's clock runs behind the lease store's, or the lease store "
+                                              "did not answer.")));
             }
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);

@@ -7,7 +7,9 @@
 #   async: asynchronous replication, and the leader's WAL sender frozen until the leader
 #          has committed lease changes the replica never got: the promoted store lost them,
 #          notices the new timeline and raises every floor (raise_floors_on_new_timeline on).
-#   sync:  synchronous_mode: true, the raise switched off: Patroni promotes only its
+#   sync:  synchronous_mode: true, the store's defaults (the raise on): first two planned
+#          switchovers (patronictl switchover, to n2 and back) during which no client gets
+#          an error or waits 2 s; then the leader dies and Patroni promotes only its
 #          synchronous standby, which holds every committed lease change.
 #   issuer: asynchronous, and the members issue ids themselves too (not cosid.store_only;
 #          clients insert on the leader through a multi-host DSN): the promoted member's store
@@ -231,6 +233,25 @@ node_clients() {
         CLIENT_PIDS+=($!)
     done
 }
+# switchover FROM TO: a planned switchover of the store (patronictl), from node FROM to node TO;
+# "t" once TO leads and FROM streams from it again.
+switchover() {
+    local from=$1 to=$2
+    patronictl -c "$base/n$(( from + 1 ))/patroni.yml" switchover "cosid-store-$mode" --leader "n$(( from + 1 ))" \
+        --candidate "n$(( to + 1 ))" --force > "$base/switchover-$to.log" 2>&1 || { sed 's/^/#   /' "$base/switchover-$to.log" >&2; echo f; return; }
+    [ "$(wait_for 60 "n$(( to + 1 )) as Patroni's leader" rest_is "$to" primary)" = t ] &&
+        wait_for 90 "n$(( from + 1 )) streaming from n$(( to + 1 ))" qnode "$to" -c "
+            SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n$(( from + 1 ))'"
+}
+# window_report DIR FROM TO: the longest time (ms) between two committed inserts of an
+# instance's clients that falls within FROM..TO, and their errors there ("ms errors").
+window_report() {
+    local gap errs
+    gap=$(cat "$1"/clients/*.log | awk '$2 == "ok" {print $1}' | sort -n |
+          awk -v f="$2" -v t="$3" '$1 >= f && p >= f - 5000 && $1 - p > g {g = $1 - p} {p = $1} $1 > t {exit} END {print g + 0}')
+    errs=$(cat "$1"/clients/*.log | awk -v f="$2" -v t="$3" '$2 != "ok" && $1 >= f && $1 <= t' | wc -l)
+    echo "$gap $errs"
+}
 inserted() { [ "$(cat "$1"/clients/*.log 2>/dev/null | grep -c ' ok$')" -gt 2 ] && echo t || echo f; }
 both_insert() { [ "$(inserted "$A")" = t ] && inserted "$B"; }
 gone() { ! kill -0 "$1" 2>/dev/null && ! pgrep -P "$1" >/dev/null && echo t || echo f; }
@@ -246,7 +267,6 @@ drill() {
     local limits=()
     [ -n "$MAX_TTL" ] && limits+=("max_ttl => '$MAX_TTL'")
     [ -n "$MAX_TOL" ] && limits+=("max_tolerance => '$MAX_TOL'")
-    [ "$mode" = sync ] && limits+=("raise_floors_on_new_timeline => false")
     qnode 0 -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN IN ROLE cosid_keeper" \
         -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
@@ -270,6 +290,28 @@ drill() {
     check_true "[$mode] both instances insert" "$(wait_for 60 "rows on A and B" both_insert)"
     [ "$mode" = issuer ] && check_true "[issuer] the leader issues ids itself" \
         "$(wait_for 60 "rows in tn on the leader" qnode 0 -c "SELECT count(*) > 100 FROM tn")"
+    if [ "$mode" = sync ]; then
+        # Two planned switchovers, to n2 and back, with the store's raise on (the default):
+        # nothing was lost, and the instances go on without an error or a pause.
+        local t_sw t_back t_end r
+        t_sw=$(now_ms)
+        check_true "[sync] a planned switchover to n2 (patronictl switchover)" "$(switchover 0 1)"
+        t_back=$(now_ms)
+        check_true "[sync] and back to n1" "$(switchover 1 0)"
+        check_true "[sync] n2 is the synchronous standby again" "$(wait_for 60 "n2 in /sync" rest_is 1 sync)"
+        t_end=$(( $(now_ms) + 3000 ))
+        check_true "[sync] both instances insert after the switchovers" \
+            "$(wait_for 30 "3 s of inserts after the switchovers" bash -c "[ \$(date +%s%3N) -ge $t_end ] && echo t")"
+        for s in a b; do
+            r=($(window_report "$([ $s = a ] && echo "$A" || echo "$B")" "$t_sw" "$t_end"))
+            echo "# [sync] ${s^^} during the switchovers ($(( t_back - t_sw )) ms and $(( t_end - 3000 - t_back )) ms): longest time without a committed insert ${r[0]} ms, errors ${r[1]}"
+            check "[sync] no client error on ${s^^} during the switchovers" 0 "${r[1]}"
+            check_true "[sync] no pause of 2 s in ${s^^}'s inserts during the switchovers (longest ${r[0]} ms)" \
+                "$([ "${r[0]}" -lt 2000 ] && echo t || echo f)"
+        done
+        check "[sync] the store raised its floors at each switchover" 2 \
+            "$(qnode 0 -c "SELECT failovers FROM cosid.store_state")"
+    fi
     local pm; pm=$(head -1 "$base/n1/data/postmaster.pid")
     if [ "$mode" != sync ]; then
         # The replica stops receiving while the leader goes on granting and renewing: the

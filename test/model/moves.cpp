@@ -418,7 +418,7 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story) 
         floor = std::max(floor, static_rows_max(st.core, std::nullopt).value_or(floor));
     record_grant(&x.history, sid, lay, row->slot, row->ceiling);
     x.lease = Lease{true, false, static_cast<int8_t>(s), st.core.layout, row->slot, row->fence, floor, row->ceiling,
-                    issue_word::kFresh};
+                    issue_word::kFresh, static_cast<int16_t>(now), false};
     if (story)
         *story += " got slot " + std::to_string(row->slot) + " window " + win(floor, row->ceiling) + " fence " +
                   std::to_string(row->fence) + " at store time " + std::to_string(now);
@@ -452,8 +452,17 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
     }
     if (r) {
         l.ceiling = std::max(l.ceiling, r->ceiling);
+        l.seen_at = static_cast<int16_t>(std::max<int64_t>(l.seen_at, now));
         record_grant(&x.history, store_id_text(st.core), layout_of(l.layout), l.slot, l.ceiling);
         if (story) *story += " renewed: window " + win(l.floor, l.ceiling);
+    } else if (on(c, R_FENCE) && st.core.raised_at && *st.core.raised_at > l.seen_at) {
+        // keeper_lease.cpp, freed_by_raise: the raise put every next window above this one.
+        // (Not a rule that closes a path: going on to the ceiling after any loss reaches no
+        // duplicate either, since every next window starts at or above the ceiling the store
+        // committed; a loss without a raise ends the window so that a revoke stops a server.)
+        l.raised_out = true;
+        if (story) *story += " renewal found the lease freed by the store's raise: the window goes on to its ceiling " +
+                             win(l.floor, l.ceiling);
     } else if (!on(c, R_FENCE)) {
         l.ceiling = std::max(l.ceiling, now + kTtl + kTolerance);
         if (story) *story += " renewal found the lease lost, but the window goes on to " + win(l.floor, l.ceiling);
@@ -540,11 +549,11 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
         const bool store_ok = x.store >= 0 && w.st[x.store].exists;
         if (fam(c, F_CORE)) {
             if (!x.is_static && store_ok && (!x.lease.held || x.lease.pending_release)) add(K_ACQUIRE, i);
-            if (x.lease.held && !x.lease.pending_release) add(K_RENEW, i);
+            if (x.lease.held && !x.lease.pending_release && !x.lease.raised_out) add(K_RENEW, i);
             if (x.lease.held) add(K_RELEASE, i);
             if ((x.lease.held && !x.lease.pending_release) || x.sw.open) add(K_ISSUE, i);
         }
-        if (fam(c, F_LOSS) && x.lease.held && !x.lease.pending_release) {
+        if (fam(c, F_LOSS) && x.lease.held && !x.lease.pending_release && !x.lease.raised_out) {
             add(K_RENEW_ANSWER_LOST, i);
             if (!on(c, R_COMMIT)) add(K_RENEW_ROLLED_BACK, i);  // with the rule it changes nothing
             add(K_RELEASE_FAILS, i);
@@ -1003,7 +1012,7 @@ void serialize(const World& w, std::string* o) {
         put(o, x.fork_marker), put(o, x.upgraded);
         const Lease& l = x.lease;
         put(o, l.held), put(o, l.pending_release), put(o, l.store), put(o, l.layout), put(o, l.slot);
-        put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word);
+        put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word), put(o, l.seen_at), put(o, l.raised_out);
         put(o, x.history.all_slots_ms), put(o, x.history.layout.epoch_ms);
         put<uint8_t>(o, static_cast<uint8_t>(x.history.slots.size()));
         for (const GrantedSlot& g : x.history.slots) put_str(o, g.store_id), put(o, g.slot), put(o, g.ceiling_ms);

@@ -109,6 +109,8 @@ struct Lease {  // the keeper's pool entry (shared memory)
     int32_t slot = 0;
     int64_t fence = 0, floor = 0, ceiling = 0;
     uint64_t word = 0;
+    int16_t seen_at = -1;     // the store's time in its last answer that held the lease
+    bool raised_out = false;  // freed by the store's raise: not renewed, used up to its ceiling
 };
 
 struct StaticWindow {  // the keeper's static window (shared memory)
