@@ -53,7 +53,12 @@ int main(int argc, char** argv) {
 
     // The namespace is made at store time T0 (below): its slots start there (a new
     // namespace's first floor is the store's now).
-    LeaseTable model(SLOT_BITS, TOL, T0);
+    // With the store's limits close to the ops' ttl (model_compare.sh sets them with
+    // cosid_store_settings; max_tolerance covers the store's default namespace's 1 s):
+    // windows reach at most max_ttl + max_tolerance past the store's now, which a floor ahead
+    // (a release at a ceiling still ahead, a raise) shows.
+    const StoreLimits limits{TTL, 1000};
+    LeaseTable model(SLOT_BITS, TOL, limits, T0);
     std::vector<Owner> owners(5);
     for (int i = 0; i < 5; ++i) {
         owners[i].key = "key" + std::to_string(i % 3);
@@ -123,6 +128,16 @@ int main(int argc, char** argv) {
                          "cosid_r100(next_floor) FROM cosid.release(cosid_model_at(%lld), %d, '%s', %lld, %lld)), 'lost');\n",
                          o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
                          static_cast<long long>(last));
+        } else if (op == 5 && pick(8) == 0) {
+            // the store lost its history (a restore declared): every lease freed, every floor
+            // raised to now + max_ttl + 2 x max_tolerance
+            model.raise_after_lost_history(now, limits);
+            for (Owner& x : owners) x.held.clear();
+            std::fprintf(exp, "raise\n");
+            std::fprintf(sql,
+                         "SELECT cosid_model_at(%lld);\nSELECT cosid_store_follow_timeline(restored => true);\n"
+                         "INSERT INTO out(line) SELECT 'raise';\n",
+                         static_cast<long long>(now));
         } else if (op == 4 && pick(3) == 0) {
             int slot = pick(1 << SLOT_BITS);
             auto r = model.revoke(slot);
