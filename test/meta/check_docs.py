@@ -7,8 +7,8 @@ names what a user does not have: an issue number, DESIGN.md, ../shared, a test's
 (docs/development.md may name anything; docs/faults.md shows evidence: test names there),
 and that every fenced block of README.md and docs/*.md is either run by the test command or
 says why not: a <!-- doc-test: KIND --> marker on the line before it (test/meta/doc_blocks.py),
-`skip REASON` for a block that cannot run here, and a page with file, sh or env blocks run by
-a test/e2e script through doc_blocks.py --steps.
+`skip REASON` for a block that cannot run here, and a page with blocks of other kinds than sql
+(file, sh, env, conf, output) run by a test/e2e script through doc_blocks.py --steps.
 Usage: check_docs.py ROOT       prints "ok - ..." / "not ok - ..." lines, "# warning: ..." lines
        check_docs.py --self-test plants each defect in a small tree and expects it caught"""
 import glob, os, re, shutil, sys, tempfile
@@ -197,18 +197,18 @@ def check_blocks(root, pages):
             where = '%s:%d' % (page, line)
             if kind is None:
                 problems.append(where + ': a fenced block without a marker on the line before it '
-                                '(<!-- doc-test: sql|file NAME|sh|env|skip REASON -->)')
+                                '(<!-- doc-test: sql|file NAME|sh|env|conf NAME|output|skip REASON -->)')
             elif kind not in doc_blocks.KINDS:
                 problems.append('%s: unknown marker kind "%s" (one of %s)' % (where, kind, ', '.join(doc_blocks.KINDS)))
             elif kind == 'skip' and not (arg or '').strip():
                 problems.append(where + ': skip without a reason (<!-- doc-test: skip REASON -->)')
-            elif kind == 'file' and not arg:
-                problems.append(where + ': file without a name (<!-- doc-test: file NAME -->)')
+            elif kind in ('file', 'conf') and not arg:
+                problems.append('%s: %s without a name (<!-- doc-test: %s NAME -->)' % (where, kind, kind))
             else:
                 counts[kind] = counts.get(kind, 0) + 1
-                steps_needed |= kind in ('file', 'sh', 'env')
+                steps_needed |= kind not in ('sql', 'skip')
         if steps_needed and not any(re.search(r'(?<![\w.-])%s\b' % re.escape(page), t) for t in runners):
-            problems.append(page + ': has file, sh or env blocks, but no test/e2e script runs it with doc_blocks.py --steps')
+            problems.append(page + ': has blocks other than sql and skip, but no test/e2e script runs it with doc_blocks.py --steps')
     return problems, counts
 
 

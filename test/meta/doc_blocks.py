@@ -9,6 +9,10 @@ rendered page):
     <!-- doc-test: sh -->           shell commands the reader runs, in the directory of those files
     <!-- doc-test: env -->          `export NAME=value` lines the reader runs first (a test may
                                     point them at its own server)
+    <!-- doc-test: conf NAME -->    lines the reader adds to the configuration file NAME
+                                    (postgresql.conf, pg_hba.conf): a test adds them to its server's
+    <!-- doc-test: output -->       what PostgreSQL prints (a result, a log line, an error): not
+                                    run; the page's test compares it with what its server printed
 A block that cannot run here says so, and why, in a few words:
     <!-- doc-test: skip REASON -->  e.g. "needs two hosts", "PostgreSQL's output, not a command"
 test/meta/check_docs.py fails on a fenced block of README.md or docs/*.md without a marker.
@@ -18,7 +22,7 @@ written as the reader copies it.
 Usage: doc_blocks.py ROOT OUTDIR
   writes OUTDIR/NN-<page>.sql for each page whose marked blocks are all SQL (README.md first,
   then docs/ in name order) and prints one line per page: "<file> <page> <blocks>".  A page
-  with file, sh or env blocks is left to its own test, which runs all its blocks in order:
+  with blocks of another kind (file, sh, env, conf, output) is left to its own test, which runs all its blocks in order:
        doc_blocks.py --steps PAGE OUTDIR
   writes every marked block of PAGE, in page order, to OUTDIR/NN.<kind> and prints one line
   per block: "<file> <kind> <argument or -> <line of its first line in PAGE>"."""
@@ -26,7 +30,7 @@ import glob, os, re, sys
 
 MARKER = re.compile(r'^\s*<!--\s*doc-test:\s*(\w+)(?:\s+((?:(?!-->).)*?))?\s*-->\s*$')
 FENCE = re.compile(r'^(\s*)(```|~~~)\s*([\w-]*)\s*$')
-KINDS = ('sql', 'file', 'sh', 'env', 'skip')  # skip: not run; its argument says why
+KINDS = ('sql', 'file', 'sh', 'env', 'conf', 'output', 'skip')  # skip: not run; its argument says why
 
 
 def fences(path):
