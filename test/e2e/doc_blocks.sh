@@ -2,7 +2,9 @@
 # The docs' marked SQL blocks (<!-- doc-test: sql --> before the fence: test/meta/doc_blocks.py)
 # run as a reader copies them, page after page in one database, against a server that
 # preloads cosid with its default settings: each block runs without an error, and what a page
-# shows of PostgreSQL's answers is what PostgreSQL prints (the plans of docs/ids.md).
+# shows of PostgreSQL's answers is what PostgreSQL prints (the plans and layouts of docs/ids.md,
+# the version of docs/upgrades.md). Blocks marked skip (with their reason) do not run; pages with
+# other kinds of blocks run in their own tests (check_docs.py checks that one does).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/doc_blocks"; PORT=56660
@@ -29,4 +31,8 @@ check_true "ids.md: 'Subplans Removed: 2' and next month's partition scanned, as
     "$(grep -q 'Subplans Removed: 2' "$ids" && grep -qE "Scan on events_$(date -u -d "$(date -u +%Y-%m-15) +1 month" +%Y_%m)" "$ids" && echo t || echo f)"
 check_true "ids.md: cosid_layouts lists web and web_s as the page shows" \
     "$(grep -qE '^ *web +\| +53 +\| +41 +\| +4 +\| +8 +\| ms' "$ids" && grep -qE '^ *web_s +\| +53 +\| +31 +\| +10 +\| +12 +\| s ' "$ids" && echo t || echo f)"
+upgrades=$(ls "$DIR"/blocks/*-upgrades.sql.out 2>/dev/null | head -1)
+shown=$(grep -oE "extname = 'cosid'; +-- [0-9.]+" "$COSID_ROOT/docs/upgrades.md" | grep -oE '[0-9.]+$' || true)
+check "upgrades.md: extversion after ALTER EXTENSION cosid UPDATE is the version the page shows (and cosid.control's)" \
+    "$shown $shown" "$(grep -oE '^ [0-9]+\.[0-9]+$' "$upgrades" | tr -d ' ' | tail -1) $(sed -nE "s/^default_version = '(.*)'/\1/p" "$COSID_ROOT/cosid.control")"
 exit $FAIL
