@@ -137,7 +137,7 @@ for n in C W1 W2; do
         -c "SELECT cosid_next() > 0")"
     # the page's tables, through this node: its namespace (made on the coordinator) included
     psql_at "$d" "$p" app -q -c "INSERT INTO orders(tenant, note) SELECT g, '$n' FROM generate_series(1, 5) g" \
-        -c "INSERT INTO events(payload) SELECT '{}' FROM generate_series(1, 5)" -c "INSERT INTO countries(name) VALUES ('$n')" 2>&1 | sed 's/^/# /'
+        -c "INSERT INTO events(payload) SELECT '{}' FROM generate_series(1, 5)" -c "INSERT INTO countries(name) VALUES ('$n')" 2>&1 | sed 's/^/# /' || true
 done
 check "docs/citus.md's tables took rows through every node (orders, events, countries)" "15 15 3" \
     "$(qc -F' ' -c "SELECT (SELECT count(DISTINCT id) FROM orders), (SELECT count(DISTINCT id) FROM events), (SELECT count(DISTINCT id) FROM countries)")"
