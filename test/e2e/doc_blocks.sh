@@ -36,52 +36,118 @@ shown=$(grep -oE "extname = 'cosid'; +-- [0-9.]+" "$COSID_ROOT/docs/upgrades.md"
 check "upgrades.md: extversion after ALTER EXTENSION cosid UPDATE is the version the page shows (and cosid.control's)" \
     "$shown $shown" "$(grep -oE '^ [0-9]+\.[0-9]+$' "$upgrades" | tr -d ' ' | tail -1) $(sed -nE "s/^default_version = '(.*)'/\1/p" "$COSID_ROOT/cosid.control")"
 
-# docs/stores.md, its setup in page order (doc_blocks.py --steps) on two servers of this machine:
-# the store and instance a. Each SQL block runs where its first line says ("-- on the store
-# server", "-- on every instance"). What the test changes, and nothing else: the store's host
-# and port (store.example:5432 is 127.0.0.1 and its port here), the instances' network in
-# pg_hba.conf, and where the instance's .pgpass is (the instance starts with PGPASSFILE). The
-# store authenticates as Debian's pg_hba.conf does on the socket; over TCP only the page's
-# line lets anyone in.
-STORE="$(dirname "$DIR")/doc_blocks_store"; SP=56661; INST="$(dirname "$DIR")/doc_blocks_instance"; IP=56662
-trap 'stop_server "$DIR" immediate; stop_server "$INST" immediate; stop_server "$STORE" immediate' EXIT
+# docs/stores.md and docs/pooler.md, their setups in page order (doc_blocks.py --steps) on
+# servers of this machine: the store, instance a leasing from it (stores.md) and instance b
+# leasing through PgBouncer (pooler.md). Each SQL block runs where its first line says ("-- on
+# the store server", "-- on every instance"); sh blocks run with PGHOST and PGPORT naming the
+# store. What the test changes, and nothing else: hosts and ports (store.example:5432 and
+# STORE_HOST:5432 are the store here, PGBOUNCER_HOST:6432 this PgBouncer), the instances'
+# network in pg_hba.conf, PgBouncer's listen_addr, and the paths of the files (the instance's
+# .pgpass, given to it by PGPASSFILE; /etc/pgbouncer is a directory of this test). The store
+# authenticates as Debian's pg_hba.conf does on the socket; over TCP only the page's line lets
+# anyone in. PgBouncer's file is Debian's /etc/pgbouncer/pgbouncer.ini with the page's settings
+# put in their sections (its paths and port this test's).
+STORE="$(dirname "$DIR")/doc_blocks_store"; SP=56661
+BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=56664
+bouncer_pid=""
+trap '[ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null
+      for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE"; do stop_server "$d" immediate; done' EXIT
+rm -rf "$BOUNCER"
 start_server "$STORE" "$SP" "listen_addresses = '127.0.0.1'" "password_encryption = 'scram-sha-256'"
 printf 'local   all             postgres                                peer\n' > "$STORE/data/pg_hba.conf"
 as_pg "$PG_BIN/pg_ctl" -D "$STORE/data" reload >/dev/null
-rm -rf "$DIR/stores"; mkdir -p "$DIR/stores"
-steps=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/stores.md" "$DIR/stores")
-chown -R "$PG_USER" "$DIR/stores"
-substitute() {
+substitute() {  # substitute FILE PGPASS
     sed -e "s/store\.example:5432:/127.0.0.1:$SP:/g" -e "s/host=store\.example port=5432/host=127.0.0.1 port=$SP/g" \
-        -e "s|10\.0\.0\.0/24|127.0.0.1/32|g" -e "s|~postgres/\.pgpass|$DIR/stores/pgpass|g" "$1"
+        -e "s/host=STORE_HOST port=5432/host=127.0.0.1 port=$SP/g" -e "s/PGBOUNCER_HOST:6432:/127.0.0.1:$BP:/g" \
+        -e "s/host=PGBOUNCER_HOST port=6432/host=127.0.0.1 port=$BP/g" -e "s/^listen_addr = \*/listen_addr = 127.0.0.1/" \
+        -e "s|10\.0\.0\.0/24|127.0.0.1/32|g" -e "s|~postgres/\.pgpass|$2|g" -e "s|/etc/pgbouncer/|$BOUNCER/|g" "$1"
 }
-instance_conf=()
-while read -r file kind arg line; do
-    [ -n "$file" ] || continue
-    where="stores.md:$line"; status=0
-    case "$kind:$arg:$(head -1 "$file")" in
-    "sql:-:-- on the store server")
-        psql_at "$STORE" "$SP" postgres -f "$file" > "$file.out" 2>&1 || status=$? ;;
-    "sql:-:-- on every instance")
-        # the instance, with the page's settings (restarted: started now, as the page's order allows)
-        PGPASSFILE="$DIR/stores/pgpass" start_server "$INST" "$IP" "${instance_conf[@]}"
-        psql_at "$INST" "$IP" postgres -f "$file" > "$file.out" 2>&1 || status=$? ;;
-    conf:pg_hba.conf:*)
-        substitute "$file" >> "$STORE/data/pg_hba.conf"
-        psql_at "$STORE" "$SP" postgres -qc "SELECT pg_reload_conf()" > "$file.out" 2>&1 || status=$? ;;
-    conf:postgresql.conf:*)
-        mapfile -t instance_conf < <(substitute "$file" | grep -v '^ *#') ;;
-    sh:*)
-        substitute "$file" > "$file.run"
-        (cd "$DIR/stores" && bash -e "$file.run") > "$file.out" 2>&1 || status=$? ;;
-    *) status="a block this test does not know: $kind $arg" ;;
-    esac
-    check "$where: the $kind block runs without an error" 0 "$status"
-    [ "$status" = 0 ] || tail -5 "$file.out" 2>/dev/null | sed 's/^/#   /'
-done <<<"$steps"
+# run_setup PAGE NAME INSTANCE_PORT: the page's blocks; its instance (DIR_NAME) started with the
+# page's postgresql.conf lines when its first SQL block comes, or at the end
+run_setup() {
+    local page=$1 name=$2 ip=$3 steps file kind arg line where status conf=() started=""
+    local inst="${DIR}_$name" out="$DIR/$name"
+    rm -rf "$out"; mkdir -p "$out"
+    steps=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/$page" "$out")
+    chown -R "$PG_USER" "$out"
+    start_instance() {
+        PGPASSFILE="$out/pgpass" start_server "$inst" "$ip" "${conf[@]}"; started=t
+    }
+    while read -r file kind arg line; do
+        [ -n "$file" ] || continue
+        where="$page:$line"; status=0
+        case "$kind:$arg:$(head -1 "$file")" in
+        "sql:-:-- on the store server")
+            psql_at "$STORE" "$SP" postgres -f "$file" > "$file.out" 2>&1 || status=$? ;;
+        "sql:-:-- on every instance")
+            [ -n "$started" ] || start_instance
+            psql_at "$inst" "$ip" postgres -f "$file" > "$file.out" 2>&1 || status=$? ;;
+        conf:pg_hba.conf:*)
+            substitute "$file" "$out/pgpass" >> "$STORE/data/pg_hba.conf"
+            psql_at "$STORE" "$SP" postgres -qc "SELECT pg_reload_conf()" > "$file.out" 2>&1 || status=$? ;;
+        conf:postgresql.conf:*)
+            mapfile -t conf < <(substitute "$file" "$out/pgpass" | grep -v '^ *#') ;;
+        conf:pgbouncer.ini:*)
+            mkdir -p "$BOUNCER"; : > "$BOUNCER/userlist.txt"  # Debian's: empty
+            substitute "$file" "$out/pgpass" > "$file.page"
+            python3 - /etc/pgbouncer/pgbouncer.ini "$file.page" "$BOUNCER" "$BP" > "$BOUNCER/pgbouncer.ini" <<'PY' || status=$?
+import re, sys
+base, page, where, port = sys.argv[1:]
+lines = open(base).read().split('\n')
+subst = {'logfile': where + '/pgbouncer.log', 'pidfile': where + '/pgbouncer.pid',
+         'unix_socket_dir': where, 'auth_file': where + '/userlist.txt', 'listen_port': port}
+def key(l):
+    m = re.match(r'^\s*([\w.*-]+)\s*=', l)
+    return m.group(1) if m else None
+lines = [('%s = %s' % (key(l), subst[key(l)]) if key(l) in subst else l) for l in lines]
+section = None
+for l in open(page).read().split('\n'):
+    if re.match(r'^\s*\[(\w+)\]\s*$', l):
+        section = l.strip(); continue
+    k = key(l)
+    if not k:
+        continue
+    start = lines.index(section)  # the section's header in Debian's file
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith('[')), len(lines))
+    hit = [i for i in range(start + 1, end) if key(lines[i]) == k]
+    if hit:
+        lines[hit[-1]] = l.strip()
+    else:
+        lines.insert(start + 1, l.strip())
+print('\n'.join(lines))
+PY
+            ;;
+        sh:*)
+            substitute "$file" "$out/pgpass" > "$file.run"
+            (cd "$out" && env PGHOST="$STORE" PGPORT="$SP" bash -e "$file.run") > "$file.out" 2>&1 || status=$? ;;
+        *) status="a block this test does not know: $kind $arg" ;;
+        esac
+        check "$where: the $kind block runs without an error" 0 "$status"
+        [ "$status" = 0 ] || tail -5 "$file.out" 2>/dev/null | sed 's/^/#   /'
+    done <<<"$steps"
+    if [ -f "$BOUNCER/pgbouncer.ini" ] && [ -z "$bouncer_pid" ]; then
+        # systemctl restart pgbouncer: Debian's unit runs it as postgres with that file
+        chown -R "$PG_USER" "$BOUNCER"; as_pg pgbouncer -d "$BOUNCER/pgbouncer.ini"
+        wait_for 10 "PgBouncer's pid file" bash -c "[ -s '$BOUNCER/pgbouncer.pid' ] && echo t" >/dev/null || true
+        bouncer_pid=$(cat "$BOUNCER/pgbouncer.pid" 2>/dev/null || true)
+    fi
+    [ -n "$started" ] || start_instance
+}
+run_setup stores.md a 56662
 check "stores.md: instance a holds a slot of orders in the store, under keeper_a" "held keeper_a" \
     "$(psql_at "$STORE" "$SP" postgres -At -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held'" 2>&1)"
 check "stores.md: the instance's id is in its table, from namespace orders" 1 \
-    "$(psql_at "$INST" "$IP" postgres -At -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
+    "$(psql_at "${DIR}_a" 56662 postgres -At -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
+run_setup pooler.md b 56663
+psql_at "${DIR}_b" 56663 postgres -q -c "CREATE EXTENSION cosid" >/dev/null
+t0=$(date +%s%3N)
+check_true "pooler.md: instance b issues an id of namespace orders through PgBouncer" \
+    "$(wait_for 30 "an id on instance b" psql_at "${DIR}_b" 56663 postgres -At -c "SELECT cosid_next('orders') > 0")"
+echo "# pooler.md: instance b's first id $(( $(date +%s%3N) - t0 )) ms after CREATE EXTENSION"
+check "pooler.md: instance b holds a slot of orders in the store, under keeper_b" "held keeper_b" \
+    "$(psql_at "$STORE" "$SP" postgres -At -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
+        JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held' AND x.owner_role = 'keeper_b'" 2>&1)"
+check "pooler.md: instance b's cosid.store_dsn names PgBouncer (port $BP), not the store" \
+    "host=127.0.0.1 port=$BP dbname=store user=keeper_b" "$(psql_at "${DIR}_b" 56663 postgres -At -c "SHOW cosid.store_dsn" 2>&1)"
 exit $FAIL
