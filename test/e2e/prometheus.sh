@@ -82,10 +82,17 @@ while read -r file kind arg line; do
     sql)
         status=0; psql_at "$DIR" "$PORT" postgres -f "$file" > "$file.out" 2>&1 || status=$?
         check "$where: the SQL block runs as postgres without an error" 0 "$status"
-        if grep -q 'cosid_health()' "$file"; then  # the page shows its first two rows
-            check_true "$where: keeper and store ok, as the page shows" "$(grep -qE '^ *keeper +\| ok +\| the keeper \(pid [0-9]+\) serves in database postgres +\|' "$file.out" \
-                && grep -qE '^ *store +\| ok +\| the store answered [0-9]+ ms ago; 1 leases held' "$file.out" && echo t || echo f)"
-        fi ;;
+        last_sql_out="$file.out" ;;
+    output)  # the rows the page shows (abridged: "..."), against the previous SQL block's output
+        shown=$(grep -E '^ *[a-z_]+ +\| ' "$file" | awk -F'|' '{gsub(/ /, "", $1); gsub(/ /, "", $2); print $1, $2}' | awk '$1 != "name"')
+        check_true "$where: the rows the page shows ($(tr '\n' ' ' <<<"$shown")) are in what PostgreSQL printed" \
+            "$([ -n "$shown" ] && while read -r name status; do grep -qE "^ *$name +\| $status +\|" "$last_sql_out" || echo missing; done <<<"$shown" | grep -q missing && echo f || { [ -n "$shown" ] && echo t || echo f; })"
+        # and their details, up to what varies (a pid, a time, a count)
+        check_true "$where: the details shown for keeper and store are what PostgreSQL printed" \
+            "$(grep -qE '^ *keeper +\| ok +\| the keeper \(pid [0-9]+\) serves in database postgres +\|' "$last_sql_out" \
+               && grep -qE '^ *store +\| ok +\| the store answered [0-9]+ ms ago; 1 leases held' "$last_sql_out" \
+               && grep -qE 'the keeper \(pid [0-9]+\) serves in database postgres' "$file" \
+               && grep -qE 'the store answered [0-9]+ ms ago; 1 leases held' "$file" && echo t || echo f)" ;;
     file)
         substitute "$file" > "$ETC/prometheus/$arg" ;;
     sh)
@@ -98,7 +105,7 @@ while read -r file kind arg line; do
             check "$where: the exporter's pg_up is 1 ($(grep -oE 'DATA_SOURCE_NAME=.[a-z]+' "$file" | tail -1 | cut -c19-))" "pg_up 1" "$(grep '^pg_up' "$file.out")"
             check "$where: one cosid_health_status line per check" 14 "$(grep -c '^cosid_health_status{' "$file.out" || true)"
         fi ;;
-    *) check "$where: a known kind of block" "sql/file/sh" "$kind" ;;
+    *) check "$where: a known kind of block" "sql/output/file/sh" "$kind" ;;
     esac
 done <<<"$steps"
 check_true "the exporter ran as the page's DATA_SOURCE_NAME with peer authentication through pg_ident (its last start)" \

@@ -335,6 +335,8 @@ def self_test():
         ('a skip without its reason', append('README.md', '\n<!-- doc-test: skip -->\n```\nLOG: x\n```\n'), 6),
         ('an unknown kind', append('README.md', '\n<!-- doc-test: maybe -->\n```sql\nSELECT 2;\n```\n'), 6),
         ('a file block without its name', append('README.md', '\n<!-- doc-test: file -->\n```js\nx\n```\n'), 6),
+        ('a conf block without its file', append('README.md', '\n<!-- doc-test: conf -->\n```ini\nx = 1\n```\n'), 6),
+        ('output on a page no script runs', append('docs/reference.md', '\n<!-- doc-test: output -->\n```\nERROR:  x\n```\n'), 6),
         ('sh blocks on a page no script runs', append('docs/reference.md', '\n<!-- doc-test: sh -->\n```sh\nls\n```\n'), 6),
         ('sh blocks on a page a script runs with --steps',
          lambda base: (append('docs/reference.md', '\n<!-- doc-test: sh -->\n```sh\nls\n```\n')(base),
