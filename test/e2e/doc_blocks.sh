@@ -51,7 +51,7 @@ STORE="$(dirname "$DIR")/doc_blocks_store"; SP=56661
 BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=56664
 bouncer_pid=""
 trap '[ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null
-      for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE"; do stop_server "$d" immediate; done' EXIT
+      for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE" "$(dirname "$DIR")/doc_blocks_standby"; do stop_server "$d" immediate; done' EXIT
 rm -rf "$BOUNCER"
 start_server "$STORE" "$SP" "listen_addresses = '127.0.0.1'" "password_encryption = 'scram-sha-256'"
 printf 'local   all             postgres                                peer\n' > "$STORE/data/pg_hba.conf"
@@ -139,6 +139,33 @@ check "stores.md: instance a holds a slot of orders in the store, under keeper_a
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held'" 2>&1)"
 check "stores.md: the instance's id is in its table, from namespace orders" 1 \
     "$(psql_at "${DIR}_a" 56662 postgres -At -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
+# docs/failover.md's on_role_change callback (the page's own block), as Patroni calls it (as
+# postgres, with the action, the role and the scope), on a streaming standby of this server,
+# which issued ids above: promoted, the standby's store is a fork until acknowledged. psql finds
+# the standby through PGHOST and PGPORT (Patroni's user reaches its server on Debian's socket).
+FO="$(dirname "$DIR")/doc_blocks_standby"; FP=56665
+rm -rf "$FO" "$DIR/failover"; mkdir -p "$FO" "$DIR/failover"; chown "$PG_USER" "$FO"
+callback=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/failover.md" "$DIR/failover" \
+    | awk '$2 == "file" && $3 == "cosid-promoted" {print $1}')
+chmod 755 "$callback"; chown -R "$PG_USER" "$DIR/failover"
+as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$FO/data" -R -X stream -c fast >/dev/null
+sed -i -e "s/^port = .*/port = $FP/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$FO'|" "$FO/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -l "$FO/server.log" -w start >/dev/null
+on_role_change() { as_pg env PATH="$PG_BIN:$PATH" PGHOST="$FO" PGPORT="$FP" "$callback" on_role_change "$1" doc; }
+status=0; out=$(on_role_change replica 2>&1) || status=$?
+check "failover.md's callback on a replica: does nothing, exits 0" "0 " "$status $out"
+on_role_change primary > "$DIR/failover/callback.out" 2>&1 &
+waiting=$!
+# Patroni calls it as it asks for the promotion: the callback waits for its end
+as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -w promote >/dev/null
+status=0; wait "$waiting" || status=$?
+check "failover.md's callback on the promoted standby exits 0" 0 "$status"
+check_true "failover.md's callback acknowledged the fork (cosid_fork_acknowledge() answered)" \
+    "$(grep -q 'fork acknowledged' "$DIR/failover/callback.out" && echo t || { sed 's/^/#   /' "$DIR/failover/callback.out" >&2; echo f; })"
+check "the promoted standby's fork check is ok after it" ok \
+    "$(psql_at "$FO" "$FP" postgres -At -c "SELECT status FROM cosid_health() WHERE name = 'fork'" 2>&1)"
+stop_server "$FO" immediate
+
 run_setup pooler.md b 56663
 psql_at "${DIR}_b" 56663 postgres -q -c "CREATE EXTENSION cosid" >/dev/null
 t0=$(date +%s%3N)
