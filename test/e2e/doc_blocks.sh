@@ -51,7 +51,7 @@ STORE="$(dirname "$DIR")/doc_blocks_store"; SP=56661
 BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=56664
 bouncer_pid=""
 trap '[ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null
-      for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE" "$(dirname "$DIR")/doc_blocks_standby"; do stop_server "$d" immediate; done' EXIT
+      for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE" "$(dirname "$DIR")/doc_blocks_standby" "$(dirname "$DIR")/doc_blocks_static"; do stop_server "$d" immediate; done' EXIT
 rm -rf "$BOUNCER"
 start_server "$STORE" "$SP" "listen_addresses = '127.0.0.1'" "password_encryption = 'scram-sha-256'"
 printf 'local   all             postgres                                peer\n' > "$STORE/data/pg_hba.conf"
@@ -165,6 +165,34 @@ check_true "failover.md's callback acknowledged the fork (cosid_fork_acknowledge
 check "the promoted standby's fork check is ok after it" ok \
     "$(psql_at "$FO" "$FP" postgres -At -c "SELECT status FROM cosid_health() WHERE name = 'fork'" 2>&1)"
 stop_server "$FO" immediate
+# the page's SQL on another promoted standby, a fork that nobody acknowledged yet
+sqlblock=$(ls "$DIR"/failover/*.sql | head -1); chown "$PG_USER" "$sqlblock"
+rm -rf "$FO"; mkdir -p "$FO"; chown "$PG_USER" "$FO"
+as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$FO/data" -R -X stream -c fast >/dev/null
+sed -i -e "s/^port = .*/port = $FP/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$FO'|" "$FO/data/postgresql.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -l "$FO/server.log" -w start >/dev/null
+as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -w promote >/dev/null
+fork_critical() { [ "$(psql_at "$FO" "$FP" postgres -At -c "SELECT status FROM cosid_health() WHERE name = 'fork'")" = critical ] && echo t; }
+check_true "failover.md: the promoted standby is a fork (its fork check critical)" "$(wait_for 10 "the fork declared" fork_critical)"
+status=0; psql_at "$FO" "$FP" postgres -f "$sqlblock" > "$sqlblock.out" 2>&1 || status=$?
+check "failover.md: its cosid_fork_acknowledge() block runs on the fork without an error" 0 "$status"
+[ "$status" = 0 ] || tail -5 "$sqlblock.out" | sed 's/^/#   /'
+stop_server "$FO" immediate
+
+# docs/static-slots.md's settings on a server of their own: every namespace on slot 7, the
+# state file written before the first id
+SS="$(dirname "$DIR")/doc_blocks_static"; SSP=56666
+rm -rf "$DIR/static"; mkdir -p "$DIR/static"
+conf=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/static-slots.md" "$DIR/static" \
+    | awk '$2 == "conf" && $3 == "postgresql.conf" {print $1}')
+mapfile -t static_conf < <(grep -v '^ *#' "$conf" | grep .)
+start_server "$SS" "$SSP" "${static_conf[@]}"
+check "static-slots.md: its settings give slot 7 to every namespace" "7 7" \
+    "$(psql_at "$SS" "$SSP" postgres -At -F' ' -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
+        -c "SELECT cosid_slot(cosid_next()), cosid_slot(cosid_next('orders'))" 2>&1 | tail -1)"
+check_true "static-slots.md: the state file (cosid.state in the data directory) is written" \
+    "$([ -s "$SS/data/cosid.state" ] && echo t || echo f)"
+stop_server "$SS" immediate
 
 run_setup pooler.md b 56663
 psql_at "${DIR}_b" 56663 postgres -q -c "CREATE EXTENSION cosid" >/dev/null
