@@ -14,8 +14,9 @@
 #   issuer: asynchronous, and the members issue ids themselves too (not cosid.store_only;
 #          clients insert on the leader through a multi-host DSN): the promoted member's store
 #          is a fork of its dead leader's, and the on_role_change callback of docs/failover.md
-#          (the page's own block, pointed at the node by PGHOST and PGPORT) acknowledges it (Patroni promoted only after the leader's key expired); every
-#          member's own ids and the instances' resume, none issued twice.
+#          (the page's own block, pointed at the node by PGHOST and PGPORT) acknowledges it
+#          (Patroni promoted only after the leader's key expired); every member's own ids and
+#          the instances' resume, none issued twice.
 # Checks: zero duplicate ids; every id inside a window the store granted to its own
 # instance, none inside a window of the other (windows recorded by a trigger on the store,
 # read from the new leader and from the dead leader's data directory, started alone
