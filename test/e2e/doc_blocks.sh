@@ -3,8 +3,12 @@
 # run as a reader copies them, page after page in one database, against a server that
 # preloads cosid with its default settings: each block runs without an error, and what a page
 # shows of PostgreSQL's answers is what PostgreSQL prints (the plans and layouts of docs/ids.md,
-# the version of docs/upgrades.md). Blocks marked skip (with their reason) do not run; pages with
-# other kinds of blocks run in their own tests (check_docs.py checks that one does).
+# what docs/safety.md says cosid_verify() and cosid_issuer() return, the version of
+# docs/upgrades.md). Blocks marked skip (with their reason) do not run; pages with
+# other kinds of blocks run in their own tests (check_docs.py checks that one does): here,
+# with servers of their own, docs/failover.md (its Patroni callback and cosid_fork_acknowledge()
+# on a promoted standby), docs/static-slots.md (its settings), docs/stores.md (a store and an
+# instance with password logins) and docs/pooler.md (an instance through Debian's PgBouncer).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/doc_blocks"; PORT=56660
@@ -31,6 +35,11 @@ check_true "ids.md: 'Subplans Removed: 2' and next month's partition scanned, as
     "$(grep -q 'Subplans Removed: 2' "$ids" && grep -qE "Scan on events_$(date -u -d "$(date -u +%Y-%m-15) +1 month" +%Y_%m)" "$ids" && echo t || echo f)"
 check_true "ids.md: cosid_layouts lists web and web_s as the page shows" \
     "$(grep -qE '^ *web +\| +53 +\| +41 +\| +4 +\| +8 +\| ms' "$ids" && grep -qE '^ *web_s +\| +53 +\| +31 +\| +10 +\| +12 +\| s ' "$ids" && echo t || echo f)"
+safety=$(ls "$DIR"/blocks/*-safety.sql.out 2>/dev/null | head -1)
+check "safety.md: cosid_verify() returns no row (\"an empty result is the answer you want\"), cosid_issuer() one" "(0 rows) (1 row)" \
+    "$(grep -E '^\([0-9]+ rows?\)$' "$safety" | paste -sd' ')"
+check_true "safety.md: the row names the window's holder: this store's own server, its store role" \
+    "$(grep -qE "^ held lease \| [^|]*this store's own server \(cluster [0-9]+\), store role postgres \|" "$safety" && echo t || echo f)"
 upgrades=$(ls "$DIR"/blocks/*-upgrades.sql.out 2>/dev/null | head -1)
 shown=$(grep -oE "extname = 'cosid'; +-- [0-9.]+" "$COSID_ROOT/docs/upgrades.md" | grep -oE '[0-9.]+$' || true)
 check "upgrades.md: extversion after ALTER EXTENSION cosid UPDATE is the version the page shows (and cosid.control's)" \
