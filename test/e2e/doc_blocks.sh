@@ -139,6 +139,9 @@ PY
         chown -R "$PG_USER" "$BOUNCER"; as_pg pgbouncer -d "$BOUNCER/pgbouncer.ini"
         wait_for 10 "PgBouncer's pid file" bash -c "[ -s '$BOUNCER/pgbouncer.pid' ] && echo t" >/dev/null || true
         bouncer_pid=$(cat "$BOUNCER/pgbouncer.pid" 2>/dev/null || true)
+        # (a PgBouncer left on the port by an earlier run would answer in this one's place)
+        check_true "PgBouncer started with the page's pgbouncer.ini (port $BP)" \
+            "$([ -n "$bouncer_pid" ] && kill -0 "$bouncer_pid" 2>/dev/null && echo t || { tail -3 "$BOUNCER/pgbouncer.log" | sed 's/^/#   /' >&2; echo f; })"
     fi
     [ -n "$started" ] || start_instance
 }
