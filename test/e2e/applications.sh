@@ -10,8 +10,8 @@
 # strings with every digit (most of them are not exact as a JS number, which the test
 # checks: a rounded id would fail), the 53-bit namespace's as numbers below 2^53.
 # Needs python3-sqlalchemy python3-psycopg2 python3-django ruby-activerecord ruby-pg nodejs
-# npm (scripts/test.sh installs them) and the npm registry (or npm's cache) for pg, sequelize
-# and knex: without them the checks fail, saying why.
+# npm (scripts/test.sh installs them) and the npm registry (or npm's cache) for pg, sequelize,
+# knex and typeorm: without them the checks fail, saying why.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 WORK="${1:-/tmp/cosid-e2e}/applications"; PORT=56670
@@ -117,6 +117,7 @@ orders_django.py shop_order 4 default int
 orders_activerecord.rb customers 4 default int
 products_sequelize.js products 4 default string
 events_knex.js events 4 default string
+invoices_typeorm.js invoices 4 default string
 sessions_web.js sessions 4 web number
 PROGRAMS
 

@@ -25,12 +25,65 @@ base="${1:-/tmp/cosid-e2e}/citus"
 C="$base/coord"; W1="$base/w1"; W2="$base/w2"; W3="$base/w3"; X="$base/wrong_order"
 PC=26001; P1=26002; P2=26003; P3=26004; PX=26005
 [ -n "${KEEP:-}" ] || trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$W3" "$W2" "$W1" "$C" "$X"; do stop_server "$d" immediate; done' EXIT
-qc() { psql_at "$C" "$PC" postgres -At "$@"; }
-q1() { psql_at "$W1" "$P1" postgres -At "$@"; }
-q2() { psql_at "$W2" "$P2" postgres -At "$@"; }
-q3() { psql_at "$W3" "$P3" postgres -At "$@"; }
-dsn="host=127.0.0.1 port=$PC dbname=postgres user=keeper_citus"
-start_node() { citus_node "$@" "cosid.ttl = '3s'"; }
+qc() { psql_at "$C" "$PC" app -At "$@"; }
+q1() { psql_at "$W1" "$P1" app -At "$@"; }
+q2() { psql_at "$W2" "$P2" app -At "$@"; }
+q3() { psql_at "$W3" "$P3" app -At "$@"; }
+
+# The nodes are set up by docs/citus.md's own blocks (test/meta/doc_blocks.py --steps), in page
+# order. What the test changes, and nothing else: the hosts (all nodes are 127.0.0.1, listening
+# there only), the ports (one per node), the network in pg_hba.conf, and where each node's
+# .pgpass is (one per node on this one host: the server is started with PGPASSFILE); for
+# worker 2 (and the worker added later, 3) the keeper role and password of worker 1 are
+# renamed, as the page says. Beside the page's settings the test sets its own: the port and
+# socket, a short cosid.ttl (3 s), an owner key per node, max_connections.
+PAGE="$COSID_ROOT/docs/citus.md"
+rm -rf "$base"; mkdir -p "$base/steps"
+steps=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$PAGE" "$base/steps")
+chown -R "$PG_USER" "$base/steps"
+block() {  # block KIND [TEXT]: the step file of the first block of KIND whose argument is TEXT or whose text has it
+    local file kind arg line
+    while read -r file kind arg line; do
+        [ "$kind" = "$1" ] && { [ -z "${2:-}" ] || [ "$arg" = "$2" ] || grep -qF -- "$2" "$file"; } && { echo "$file"; return; }
+    done <<<"$steps"
+    echo "/nonexistent: no $1 block${2:+ with $2} in docs/citus.md"
+}
+page() {  # page FILE [N]: the page's block for node N (1, 2, 3: a worker; C: the coordinator)
+    local w=${2:-C}
+    sed -e "s/^listen_addresses = '\*'/listen_addresses = '127.0.0.1'/" -e "s|10\.0\.0\.0/24|127.0.0.1/32|g" \
+        -e "s|~postgres/\.pgpass|$base/pgpass.${2:-C}|g" -e "s/\*:5432:/*:*:/g" \
+        -e "s/COORDINATOR:5432:/127.0.0.1:$PC:/g" -e "s/host=COORDINATOR port=5432/host=127.0.0.1 port=$PC/g" \
+        -e "s/'COORDINATOR', 5432/'127.0.0.1', $PC/g" -e "s/COORDINATOR port 5432/127.0.0.1 port $PC/g" \
+        -e "s/'WORKER1', 5432/'127.0.0.1', $P1/g" -e "s/'WORKER2', 5432/'127.0.0.1', $P2/g" \
+        $( [ "$w" = C ] || [ "$w" = 1 ] || echo "-e s/keeper_w1/keeper_w$w/g -e s/w1-secret/w$w-secret/g" ) "$1"
+}
+# page_node DIR PORT N: a node made as the page says (its postgresql.conf lines: for a worker
+# with a store, N 1 2 3, the store's too; its pg_hba.conf line), started; then the page's
+# password and .pgpass step, and its database with Citus.
+page_node() {
+    local d=$1 p=$2 w=$3
+    rm -rf "$d"; mkdir -p "$d"; chown "$PG_USER" "$d"; fresh_cluster "$d/data"
+    { printf "port = %s\nunix_socket_directories = '%s'\nfsync = off\nmax_connections = 100\n" "$p" "$d"
+      printf "cosid.ttl = '3s'\ncosid.owner_key = 'node-%s'\n" "$p"
+      page "$(block conf "shared_preload_libraries")" "$w"
+      case "$w" in [0-9]) page "$(block conf cosid.store_dsn)" "$w" ;; esac
+    } >> "$d/data/postgresql.conf"
+    # Debian's socket line for postgres (the test's own psql), then the page's line: nothing else
+    # lets a node in over TCP.
+    { echo "local   all             postgres                                peer"
+      page "$(block conf pg_hba.conf)" "$w"; } > "$d/data/pg_hba.conf"
+    PGPASSFILE="$base/pgpass.${w%%-*}" as_pg "$PG_BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null
+    for sh in "$(block sh PGPASS)" "$(block sh createdb)"; do
+        local status=0
+        page "$sh" "${w%%-*}" > "$sh.$p.run"
+        (cd "$base" && env PGHOST="$d" PGPORT="$p" bash -e "$sh.$p.run") > "$sh.$p.out" 2>&1 || status=$?
+        check "node $p: docs/citus.md's \`$(head -1 "$sh")\` ... runs without an error" 0 "$status"
+        [ "$status" = 0 ] || sed 's/^/#   /' "$sh.$p.out"
+    done
+}
+# same_lines EXPECTED_FILE ACTUAL_TEXT: t when the page's lines (ports and hosts made this
+# test's) are exactly the ERROR, DETAIL and HINT lines printed
+same_lines() { [ "$(page "$1")" = "$(grep -E '^(ERROR|DETAIL|HINT):' <<<"$2")" ] && echo t || { diff <(page "$1") <(grep -E '^(ERROR|DETAIL|HINT):' <<<"$2") | sed 's/^/#   /' >&2; echo f; }; }
 
 # 'cosid,citus' stops the server (Citus must be loaded first); cosid's line says what to set.
 rm -rf "$X"; mkdir -p "$X"; chown "$PG_USER" "$X"; fresh_cluster "$X/data"
@@ -38,15 +91,19 @@ printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nshared
     "$PX" "$X" >> "$X/data/postgresql.conf"
 as_pg "$PG_BIN/pg_ctl" -D "$X/data" -l "$X/server.log" -w -t 20 start >/dev/null 2>&1 && started=t || started=f
 check "shared_preload_libraries = 'cosid,citus' does not start (Citus must be first)" f "$started"
-check_true "the log's HINT names 'citus,cosid'" "$(grep -q "HINT:  Set shared_preload_libraries = 'citus,cosid'" "$X/server.log" && echo t)"
+logged=$(sed -E 's/^[^]]*\] //' "$X/server.log")
+check_true "the log's lines are those docs/citus.md shows (LOG, DETAIL, HINT naming 'citus,cosid', Citus' FATAL)" \
+    "$(while IFS= read -r l; do grep -qxF -- "$l" <<<"$logged" || echo "missing: $l"; done < "$(block output 'loaded before citus')" | grep -q . && echo f || echo t)"
 
-log "coordinator (the store) and two workers leasing from it"
-start_node "$C" $PC
-start_node "$W1" $P1 "cosid.store_dsn = '$dsn'"
-start_node "$W2" $P2 "cosid.store_dsn = '$dsn'"
-qc -c "SELECT citus_set_coordinator_host('127.0.0.1', $PC)" \
-   -c "SELECT citus_add_node('127.0.0.1', $P1)" -c "SELECT citus_add_node('127.0.0.1', $P2)" >/dev/null
-qc -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_citus LOGIN IN ROLE cosid_keeper" >/dev/null
+log "coordinator (the store) and two workers leasing from it: docs/citus.md's setup"
+page_node "$C" $PC C
+page_node "$W1" $P1 1
+page_node "$W2" $P2 2
+status=0
+page "$(block sql citus_add_node)" > "$base/setup.sql"; chown "$PG_USER" "$base/setup.sql"
+qc -f "$base/setup.sql" > "$base/setup.out" 2>&1 || status=$?
+check "docs/citus.md's SQL on the coordinator (nodes, cosid, keeper roles, namespace, tables) runs without an error" 0 "$status"
+[ "$status" = 0 ] || tail -5 "$base/setup.out" | sed 's/^/#   /'
 # Every change of a lease row in the coordinator's store, in the store's own transaction
 # (test/lib/faults.sh): every window granted or renewed, whoever asked.
 qc >/dev/null <<'SQL'
@@ -76,9 +133,15 @@ INSERT INTO src SELECT g % 16, g FROM generate_series(1, 64) g;
 SQL
 for n in C W1 W2; do
     d=${!n}; p=$(eval echo \$P${n#W}); [ $n = C ] && p=$PC
-    check_true "cosid_next() works on $n" "$(wait_for 60 "a first id on $n" psql_at "$d" "$p" postgres -At \
+    check_true "cosid_next() works on $n" "$(wait_for 60 "a first id on $n" psql_at "$d" "$p" app -At \
         -c "SELECT cosid_next() > 0")"
+    # the page's tables, through this node: its namespace (made on the coordinator) included
+    psql_at "$d" "$p" app -q -c "INSERT INTO orders(tenant, note) SELECT g, '$n' FROM generate_series(1, 5) g" \
+        -c "INSERT INTO events(payload) SELECT '{}' FROM generate_series(1, 5)" -c "INSERT INTO countries(name) VALUES ('$n')" 2>&1 | sed 's/^/# /' || true
 done
+check "docs/citus.md's tables took rows through every node (orders, events, countries)" "15 15 3" \
+    "$(qc -F' ' -c "SELECT (SELECT count(DISTINCT id) FROM orders), (SELECT count(DISTINCT id) FROM events), (SELECT count(DISTINCT id) FROM countries)")"
+check "the orders rows' ids are in the page's namespace orders" 15 "$(qc -c "SELECT count(*) FROM orders WHERE id <= cosid_max_id(now(), 'orders') AND id >= cosid_min_id(now() - interval '1 hour', 'orders')")"
 
 # What Citus refuses, and the IMMUTABLE decoder that serves RETURNING instead (docs/citus.md).
 out=$(qc -c "INSERT INTO by_tenant(tenant, path) VALUES (1, 'values') RETURNING cosid_timestamp(id)" 2>&1 || true)
@@ -117,7 +180,7 @@ client() {
                 echo '\.'
                 echo "INSERT INTO by_tenant(tenant, path) SELECT tenant, 'insert-select' FROM src;"
                 echo "INSERT INTO by_id(path) SELECT 'insert-select' FROM src WHERE k % 4 = $((round % 4));"
-            } | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$d" -p "$p" -d postgres >/dev/null 2>>"$base/clients.err" \
+            } | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$d" -p "$p" -d app >/dev/null 2>>"$base/clients.err" \
                 && echo ok || echo failed
         done > "$base/client.$p.$c.log"
     ) &
@@ -143,7 +206,7 @@ check_true "rows arrived through every node by every path" "$(qc -c "
     SELECT count(DISTINCT path) = 4 FROM by_tenant")"
 
 log "a server issuing from its own store, added as a third worker without cosid.store_dsn"
-start_node "$W3" $P3
+page_node "$W3" $P3 3-no-store  # the page's node settings, its own store (no cosid.store_dsn)
 q3 -c "CREATE EXTENSION cosid" >/dev/null
 check_true "standalone, it issues from its own store" "$(q3 -c "SELECT cosid_next() > 0")"
 qc -c "SELECT citus_add_node('127.0.0.1', $P3)" >/dev/null
@@ -152,8 +215,8 @@ check_true "within 10 s of citus_add_node it stops issuing" "$(wait_for 10 "cosi
     SELECT NOT EXISTS (SELECT 1 FROM cosid_pool() WHERE namespace = 'default')")"
 out=$(q3 -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check "cosid_next() on a worker without cosid.store_dsn is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
-check "its HINT names cosid.store_dsn and the coordinator" 1 \
-    "$(grep -c "HINT:  Set cosid.store_dsn = 'host=127.0.0.1 port=$PC dbname=postgres" <<<"$out")"
+check_true "its ERROR, DETAIL and HINT (naming cosid.store_dsn and the coordinator) are those docs/citus.md shows" \
+    "$(same_lines "$(block output 'ZC006')" "$out")"
 grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/# /' || true
 # Bursts through it and through the node that holds slot 0 of the coordinator's store at
 # once (other tenants: no key to collide on): before the guard w3 issued from slot 0 of its
@@ -166,7 +229,7 @@ burst() {  # burst TENANT PATH: 3 s of 50-row inserts, one after the other (ids 
               INSERT INTO by_tenant(tenant, path) SELECT $1, '$2' FROM generate_series(1, 50);
           END LOOP; END \$\$"
 }
-psql_at "$d0" "${p0:-$PC}" postgres -q -c "$(burst 2 values)" &
+psql_at "$d0" "${p0:-$PC}" app -q -c "$(burst 2 values)" &
 burst=$!
 out=$(q3 -v VERBOSITY=sqlstate -c "$(burst 1 w3-no-store)" 2>&1 || true)
 wait $burst
@@ -175,17 +238,19 @@ check "the worker's own store holds no live lease" 0 "$(q3 -c "SELECT count(*) F
 check "no row came from it" 0 "$(qc -c "SELECT count(*) FROM by_tenant WHERE path = 'w3-no-store'")"
 # Namespaces and adoption belong to the coordinator, whichever worker is asked.
 out=$(q1 -v VERBOSITY=verbose -c "SELECT cosid_namespace_create('elsewhere')" 2>&1 || true)
-check "cosid_namespace_create on a worker is refused (55000), naming the coordinator" 2 \
-    "$(grep -cE "ERROR:  55000|HINT:  Run cosid_namespace_create on the coordinator \(127.0.0.1 port $PC\)" <<<"$out")"
+check_true "cosid_namespace_create on a worker is refused (55000) naming the coordinator, as docs/citus.md shows" \
+    "$(same_lines "$(block output '55000')" "$out")"
 q1 -c "CREATE TABLE legacy (id bigint)" -c "INSERT INTO legacy VALUES (42)" >/dev/null
 out=$(q1 -v VERBOSITY=sqlstate -c "SELECT * FROM cosid_adopt('legacy', 'id')" 2>&1 || true)
 check "cosid_adopt on a worker is refused (55000)" 1 "$(grep -c 'ERROR:  55000' <<<"$out")"
 check "cosid_namespace_create on the coordinator still works" "" "$(qc -c "SELECT cosid_namespace_create('elsewhere')")"
 
 log "the new worker given the coordinator's store joins"
+# its keeper role, made on the coordinator as the page makes worker 1's
+qc -c "$(page "$(block sql citus_add_node)" 3 | grep -m1 'CREATE ROLE keeper_w3')" >/dev/null
 stop_server "$W3"
-echo "cosid.store_dsn = '$dsn'" >> "$W3/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$W3/data" -l "$W3/server.log" -w start >/dev/null
+page "$(block conf cosid.store_dsn)" 3 >> "$W3/data/postgresql.conf"
+PGPASSFILE="$base/pgpass.3" as_pg "$PG_BIN/pg_ctl" -D "$W3/data" -l "$W3/server.log" -w start >/dev/null
 check_true "cosid_next() works on the new worker" "$(wait_for 60 "a first id on w3" q3 -c "SELECT cosid_next() > 0")"
 run_clients 4 "$C:$PC" "$W1:$P1" "$W2:$P2" "$W3:$P3"
 check "no client statement failed with four nodes" 0 "$(cat "$base"/client.*.log | grep -c failed || true)"
@@ -195,12 +260,12 @@ log "time order across nodes: one writer going round the four nodes"
 {
     for i in $(seq 1 6); do
         for np in "$C:$PC" "$W1:$P1" "$W2:$P2" "$W3:$P3"; do
-            echo "\\connect \"host=${np%:*} port=${np#*:} dbname=postgres\""
+            echo "\\connect \"host=${np%:*} port=${np#*:} dbname=app\""
             printf "INSERT INTO by_id(path) VALUES ('probe:%04d:%s');\n" "$n" "${np#*:}"
             n=$((n + 1))
         done
     done
-} | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$C" -p "$PC" -d postgres >/dev/null
+} | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$C" -p "$PC" -d app >/dev/null
 # Each insert happened after the one before it, on another node: its id must be larger.
 check "24 inserts going round the nodes: ids in the order they were made" 0 "$(qc -c "
     SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY path) AS before FROM by_id WHERE path LIKE 'probe:%') x

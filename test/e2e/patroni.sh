@@ -14,8 +14,9 @@
 #   issuer: asynchronous, and the members issue ids themselves too (not cosid.store_only;
 #          clients insert on the leader through a multi-host DSN): the promoted member's store
 #          is a fork of its dead leader's, and the on_role_change callback of docs/failover.md
-#          acknowledges it (Patroni promoted only after the leader's key expired); every
-#          member's own ids and the instances' resume, none issued twice.
+#          (the page's own block, pointed at the node by PGHOST and PGPORT) acknowledges it
+#          (Patroni promoted only after the leader's key expired); every member's own ids and
+#          the instances' resume, none issued twice.
 # Checks: zero duplicate ids; every id inside a window the store granted to its own
 # instance, none inside a window of the other (windows recorded by a trigger on the store,
 # read from the new leader and from the dead leader's data directory, started alone
@@ -148,17 +149,15 @@ EOF
 start_patroni() {  # start_patroni MODE NODE
     local d="$base/n$(( $2 + 1 ))"
     mkdir -p "$d"; chown "$PG_USER" "$d"; chmod 700 "$d"
-    # docs/failover.md's callback, with this node's socket and port; it logs what it did
+    # docs/failover.md's callback as the page shows it (test/meta/doc_blocks.py --steps), called
+    # through a wrapper that points its psql at this node (PGHOST, PGPORT) and logs what it did
+    rm -rf "$base/failover-steps"
+    cp "$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/failover.md" "$base/failover-steps" \
+        | awk '$2 == "file" && $3 == "cosid-promoted" {print $1}')" "$base/cosid-promoted"
+    chmod 755 "$base/cosid-promoted"
     cat > "$base/cosid-promoted-$2.sh" <<EOF
 #!/bin/sh
-[ "\$2" = master ] || [ "\$2" = primary ] || exit 0
-for i in \$(seq 300); do
-    [ "\$($PG_BIN/psql -X -At -h '$d' -p ${PGP[$2]} -d postgres -c 'SELECT pg_is_in_recovery()')" = f ] &&
-        exec $PG_BIN/psql -X -At -h '$d' -p ${PGP[$2]} -d postgres -c "SELECT cosid_fork_acknowledge()" >> '$d/callback.log' 2>&1
-    sleep 0.2
-done
-echo "cosid-promoted: still in recovery after 60 s, nothing acknowledged" >> '$d/callback.log'
-exit 1
+PATH='$PG_BIN':"\$PATH" PGHOST='$d' PGPORT=${PGP[$2]} exec '$base/cosid-promoted' "\$@" >> '$d/callback.log' 2>&1
 EOF
     chmod 755 "$base/cosid-promoted-$2.sh"
     patroni_yml "$1" "$2" > "$d/patroni.yml"

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # contrib/prometheus (issue 25): the alert rules pass promtool's checks and unit tests, and
-# the real prometheus-postgres-exporter, run with cosid_queries.yaml against a test server
-# as a pg_monitor role, serves every cosid series with the values the server has; after a
-# planted renewal failure (the lease table locked against the keeper) the failure counter,
-# the failing time and the health series move.
+# the real prometheus-postgres-exporter, wired by docs/monitoring.md's own blocks (taken from
+# the page by test/meta/doc_blocks.py --steps; only /etc, the ports and the socket directory
+# changed, and Debian's systemd unit emulated) against a test server that authenticates as
+# Debian's pg_hba.conf does: first with the page's password DSN, then through the page's
+# pg_ident map over the socket, each giving pg_up 1. Its Prometheus configuration passes
+# promtool check config. Then the exporter serves every cosid series with the values the
+# server has; after a planted renewal failure (the lease table locked against the keeper) the
+# failure counter, the failing time and the health series move.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 apt_install_missing prometheus prometheus-postgres-exporter curl
 CONTRIB="$COSID_ROOT/contrib/prometheus"
 DIR="${1:-/tmp/cosid-e2e}/prometheus"; PORT=28020; EXPORTER_PORT=28021
 exporter=""
-trap '[ -n "$exporter" ] && kill "$exporter" 2>/dev/null; stop_server "$DIR" immediate' EXIT
+trap '[ -s "$DIR/exporter.pid" ] && kill "$(cat "$DIR/exporter.pid")" 2>/dev/null; stop_server "$DIR" immediate' EXIT
 # A port still taken (an exporter left by an earlier run) would answer in this one's place.
 if curl -s -o /dev/null "http://127.0.0.1:$EXPORTER_PORT/"; then echo "not ok - port $EXPORTER_PORT is taken"; exit 1; fi
 q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
@@ -24,18 +28,90 @@ rules=$(grep -oP '^\s+- alert: \K\w+' "$CONTRIB/cosid_alerts.yml" | sort -u)
 tested=$(grep -oP '^\s+alertname: \K\w+' "$CONTRIB/cosid_alerts_test.yml" | sort -u)
 check "every alert rule is unit-tested" "$rules" "$tested"
 
-echo "# the exporter against a test server"
-start_server "$DIR" "$PORT" "cosid.ttl = '3s'"
-q -c "CREATE EXTENSION cosid" -c "CREATE ROLE cosid_exporter LOGIN IN ROLE pg_monitor" >/dev/null
+echo "# docs/monitoring.md's own blocks: the exporter wired as the page says, against a test server"
+# The server authenticates as Debian's pg_createcluster writes pg_hba.conf: peer on the socket,
+# a password (scram-sha-256) over localhost.
+start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "listen_addresses = 'localhost'" "password_encryption = 'scram-sha-256'"
+cat > "$DIR/data/pg_hba.conf" <<'HBA'
+local   all             postgres                                peer
+local   all             all                                     peer
+host    all             all             127.0.0.1/32            scram-sha-256
+host    all             all             ::1/128                 scram-sha-256
+HBA
+: > "$DIR/data/pg_ident.conf"
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" reload >/dev/null
+q -c "CREATE EXTENSION cosid" >/dev/null
 q -c "SELECT count(cosid_next()) FROM generate_series(1, 1000)" >/dev/null
-cp "$CONTRIB/cosid_queries.yaml" "$DIR/queries.yaml"; chown "$PG_USER" "$DIR/queries.yaml"
-# (its own pid in a file: the trap stops the exporter itself, not only runuser)
-as_pg bash -c 'echo $$ > "$1/exporter.pid"; exec env DATA_SOURCE_NAME="$2" /usr/bin/prometheus-postgres-exporter \
-    --web.listen-address="127.0.0.1:$3" --extend.query-path="$1/queries.yaml" --disable-default-metrics \
-    --disable-settings-metrics' _ "$DIR" "host=$DIR port=$PORT dbname=postgres user=cosid_exporter sslmode=disable" \
-    "$EXPORTER_PORT" >"$DIR/exporter.log" 2>&1 &
-wait_for 10 "exporter pid" bash -c "[ -s '$DIR/exporter.pid' ] && echo t" >/dev/null
-exporter=$(cat "$DIR/exporter.pid")
+# What the test must change in the page's blocks, and nothing else: the system's paths (/etc
+# here is $ETC; the cluster's configuration is this server's data directory), its ports and
+# its socket directory.
+ETC="$DIR/etc"; mkdir -p "$ETC/default" "$ETC/prometheus" "$DIR/bin" "$DIR/steps"
+substitute() {
+    sed -e "s|/etc/postgresql/15/main/|$DIR/data/|g" -e "s|/etc/|$ETC/|g" \
+        -e "s|localhost:5432|localhost:$PORT|g" -e "s|localhost:9187|localhost:$EXPORTER_PORT|g" \
+        -e "s|host=/var/run/postgresql|host=$DIR port=$PORT|g" "$1"
+}
+# systemctl restart prometheus-postgres-exporter: Debian's unit (prometheus-postgres-exporter.service:
+# User=prometheus, EnvironmentFile=/etc/default/prometheus-postgres-exporter,
+# ExecStart=/usr/bin/prometheus-postgres-exporter $ARGS), on this test's port; returns once it listens.
+cat > "$DIR/bin/systemctl" <<UNIT
+#!/usr/bin/env bash
+set -eu
+[ "\$*" = "restart prometheus-postgres-exporter" ] || { echo "systemctl \$*: not part of this test" >&2; exit 1; }
+if [ -s "$DIR/exporter.pid" ]; then
+    old=\$(cat "$DIR/exporter.pid"); kill "\$old" 2>/dev/null || true
+    while kill -0 "\$old" 2>/dev/null; do sleep 0.1; done
+fi
+set -a; . "$ETC/default/prometheus-postgres-exporter"; set +a
+setsid setpriv --reuid=prometheus --regid=prometheus --init-groups \\
+    /usr/bin/prometheus-postgres-exporter \$ARGS --web.listen-address=127.0.0.1:$EXPORTER_PORT \\
+    >>"$DIR/exporter.log" 2>&1 </dev/null &
+echo \$! > "$DIR/exporter.pid"
+for i in \$(seq 1 200); do curl -s -o /dev/null "http://127.0.0.1:$EXPORTER_PORT/" && exit 0; sleep 0.1; done
+echo "the exporter did not listen within 20 s" >&2; exit 1
+UNIT
+chmod +x "$DIR/bin/systemctl"
+steps=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/monitoring.md" "$DIR/steps")
+chown -R "$PG_USER" "$DIR/steps"
+check_true "monitoring.md has marked sql, file and sh blocks" \
+    "$(for k in sql file sh; do awk '{print $2}' <<<"$steps" | grep -qx "$k" || echo no; done | grep -q no && echo f || echo t)"
+while read -r file kind arg line; do
+    [ -n "$file" ] || continue
+    where="monitoring.md:$line"
+    case "$kind" in
+    sql)
+        status=0; psql_at "$DIR" "$PORT" postgres -f "$file" > "$file.out" 2>&1 || status=$?
+        check "$where: the SQL block runs as postgres without an error" 0 "$status"
+        last_sql_out="$file.out" ;;
+    output)  # the rows the page shows (abridged: "..."), against the previous SQL block's output
+        shown=$(grep -E '^ *[a-z_]+ +\| ' "$file" | awk -F'|' '{gsub(/ /, "", $1); gsub(/ /, "", $2); print $1, $2}' | awk '$1 != "name"')
+        check_true "$where: the rows the page shows ($(tr '\n' ' ' <<<"$shown")) are in what PostgreSQL printed" \
+            "$([ -n "$shown" ] && while read -r name status; do grep -qE "^ *$name +\| $status +\|" "$last_sql_out" || echo missing; done <<<"$shown" | grep -q missing && echo f || { [ -n "$shown" ] && echo t || echo f; })"
+        # and their details, up to what varies (a pid, a time, a count)
+        check_true "$where: the details shown for keeper and store are what PostgreSQL printed" \
+            "$(grep -qE '^ *keeper +\| ok +\| the keeper \(pid [0-9]+\) serves in database postgres +\|' "$last_sql_out" \
+               && grep -qE '^ *store +\| ok +\| the store answered [0-9]+ ms ago; 1 leases held' "$last_sql_out" \
+               && grep -qE 'the keeper \(pid [0-9]+\) serves in database postgres' "$file" \
+               && grep -qE 'the store answered [0-9]+ ms ago; 1 leases held' "$file" && echo t || echo f)" ;;
+    file)
+        substitute "$file" > "$ETC/prometheus/$arg" ;;
+    sh)
+        substitute "$file" > "$file.run"
+        status=0
+        (cd "$COSID_ROOT" && env PATH="$DIR/bin:$PATH" PGHOST="$DIR" PGPORT="$PORT" bash -e "$file.run") > "$file.out" 2>&1 || status=$?
+        check "$where: \`$(head -1 "$file")\` ... runs without an error" 0 "$status"
+        [ "$status" = 0 ] || { tail -5 "$file.out"; tail -5 "$DIR/exporter.log"; } | sed 's/^/#   /'
+        if grep -q 'curl' "$file"; then  # "pg_up 1 and one cosid_health_status line per check: it works"
+            check "$where: the exporter's pg_up is 1 ($(grep -oE 'DATA_SOURCE_NAME=.[a-z]+' "$file" | tail -1 | cut -c19-))" "pg_up 1" "$(grep '^pg_up' "$file.out")"
+            check "$where: one cosid_health_status line per check" 14 "$(grep -c '^cosid_health_status{' "$file.out" || true)"
+        fi ;;
+    *) check "$where: a known kind of block" "sql/output/file/sh" "$kind" ;;
+    esac
+done <<<"$steps"
+check_true "the exporter ran as the page's DATA_SOURCE_NAME with peer authentication through pg_ident (its last start)" \
+    "$(grep -q "^DATA_SOURCE_NAME='host=$DIR port=$PORT dbname=postgres user=cosid_exporter" "$ETC/default/prometheus-postgres-exporter" \
+       && grep -q '^cosid_exporter prometheus cosid_exporter' "$DIR/data/pg_ident.conf" && echo t || echo f)"
+exporter=$(cat "$DIR/exporter.pid" 2>/dev/null || true)
 scrape() { curl -sf "http://127.0.0.1:$EXPORTER_PORT/metrics" >"$DIR/metrics" && cat "$DIR/metrics"; }
 # value SERIES [LABELS_REGEX]: the value of the first sample of SERIES whose labels match
 value() { scrape | awk -v s="$1" -v l="${2:-}" '$1 ~ "^"s"({|$)" && $1 ~ l {print $2; exit}'; }

@@ -4,10 +4,17 @@ relative link and anchor in README.md and docs/*.md points somewhere, and docs/r
 documents every public function (sql/cosid--BASE.sql and its update scripts to
 DEFAULT_VERSION, names without a leading underscore) and every cosid.* setting (src/pg/settings.cpp), and that no page a user reads
 names what a user does not have: an issue number, DESIGN.md, ../shared, a test's path or name
-(docs/development.md may name anything; docs/faults.md shows evidence: test names there).
+(docs/development.md may name anything; docs/faults.md shows evidence: test names there),
+and that every fenced block of README.md and docs/*.md is either run by the test command or
+says why not: a <!-- doc-test: KIND --> marker on the line before it (test/meta/doc_blocks.py),
+`skip REASON` for a block that cannot run here, and a page with blocks of other kinds than sql
+(file, sh, env, conf, output) run by a test/e2e script through doc_blocks.py --steps.
 Usage: check_docs.py ROOT       prints "ok - ..." / "not ok - ..." lines, "# warning: ..." lines
        check_docs.py --self-test plants each defect in a small tree and expects it caught"""
 import glob, os, re, shutil, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import doc_blocks  # noqa: E402 (the extractor the tests run the blocks with)
 
 README_MAX_BYTES = 20000
 COMMANDS = ('bash scripts/demo.sh', 'bash scripts/test.sh')
@@ -173,6 +180,38 @@ def check_internal(root, page, patterns):
     return found
 
 
+def check_blocks(root, pages):
+    """'page:line: what' for each fenced block without a marker, with an unknown kind, a skip
+    without a reason, a file without a name, and each page whose file, sh or env blocks no
+    test/e2e script runs (doc_blocks.py --steps and the page's path in one script)."""
+    problems, counts = [], {}
+    runners = []
+    for script in sorted(glob.glob(os.path.join(root, 'test', 'e2e', '*.sh'))):
+        text = open(script, encoding='utf-8').read()
+        if 'doc_blocks.py' in text and '--steps' in text:
+            runners.append(text)
+    for page in pages:
+        path = os.path.join(root, page)
+        steps_needed = False
+        for line, kind, arg in doc_blocks.fences(path):
+            where = '%s:%d' % (page, line)
+            if kind is None:
+                problems.append(where + ': a fenced block without a marker on the line before it '
+                                '(<!-- doc-test: sql|file NAME|sh|env|conf NAME|output|skip REASON -->)')
+            elif kind not in doc_blocks.KINDS:
+                problems.append('%s: unknown marker kind "%s" (one of %s)' % (where, kind, ', '.join(doc_blocks.KINDS)))
+            elif kind == 'skip' and not (arg or '').strip():
+                problems.append(where + ': skip without a reason (<!-- doc-test: skip REASON -->)')
+            elif kind in ('file', 'conf') and not arg:
+                problems.append('%s: %s without a name (<!-- doc-test: %s NAME -->)' % (where, kind, kind))
+            else:
+                counts[kind] = counts.get(kind, 0) + 1
+                steps_needed |= kind not in ('sql', 'skip')
+        if steps_needed and not any(re.search(r'(?<![\w.-])%s\b' % re.escape(page), t) for t in runners):
+            problems.append(page + ': has blocks other than sql and skip, but no test/e2e script runs it with doc_blocks.py --steps')
+    return problems, counts
+
+
 def check(root):
     """[(ok, what)], [warning]"""
     results, warnings = [], []
@@ -211,6 +250,12 @@ def check(root):
     missing = [s for s in names if s not in documented]
     results.append((names and not missing, 'docs/reference.md has a row for each of the %d cosid.* settings of src/pg/settings.cpp%s'
                     % (len(names), (': missing ' + ', '.join(missing)) if missing else '')))
+    block_pages = ['README.md'] + sorted('docs/' + os.path.basename(p) for p in glob.glob(os.path.join(root, 'docs', '*.md')))
+    problems, counts = check_blocks(root, block_pages)
+    results.append((not problems and sum(counts.values()) > 0,
+                    'every fenced block of README.md and docs/*.md is run by the test command or marked skip with its reason (%s)%s'
+                    % (', '.join('%d %s' % (counts[k], k) for k in doc_blocks.KINDS if k in counts),
+                       ''.join('\n#   ' + p for p in problems))))
     return results, warnings
 
 
@@ -228,12 +273,13 @@ def self_test():
             'docs/development.md': '# Development\n\n`test/e2e/t.sh`, `sql/next.sql`, issue 12 and ../shared/pg are fine here.\n',
             'docs/faults.md': '# Faults\n\n| fault | promise | measured |\n|---|---|---|\n| a crash (`t.sh`, `test/e2e/t.sh`) | kept | 0 |\n',
             'src/pg/settings.cpp': 'DefineCustomIntVariable("cosid.ttl", "x");\nDefineCustomStringVariable(\n  "cosid.database", "y");\n',
-            'README.md': '# t\n\n```sh\nbash scripts/demo.sh\nbash scripts/test.sh\n```\n\n'
+            'README.md': '# t\n\n<!-- doc-test: skip the test command itself -->\n```sh\nbash scripts/demo.sh\nbash scripts/test.sh\n```\n\n'
                          '[ref](docs/reference.md#functions), [up](#t)\n',
             'docs/reference.md': '# Reference\n\n## Functions\n\n| function | what |\n|---|---|\n'
                                  '| `cosid_next() → bigint` | x |\n| `cosid.acquire`, view `cosid_owners` | y |\n\n'
                                  '## Settings\n\n| setting | meaning |\n|---|---|\n| `cosid.ttl` | z |\n| `cosid.database` | w |\n'
-                                 '\n```\n[not a link](nowhere.md)\n```\n[readme](../README.md#t) and `[code](nowhere.md)`\n',
+                                 '\n<!-- doc-test: skip an example -->\n```\n[not a link](nowhere.md)\n```\n'
+                                 '\n<!-- doc-test: sql -->\n```sql\nSELECT 1;\n```\n[readme](../README.md#t) and `[code](nowhere.md)`\n',
         }
         for name, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(base, name)) or base, exist_ok=True)
@@ -253,7 +299,7 @@ def self_test():
     cases = [  # (what is planted, change, index of the check that must fail alone)
         ('nothing', None, None),
         ('a README.md over the limit', append('README.md', 'x' * README_MAX_BYTES), 0),
-        ('the commands moved down', replace('README.md', '```sh\n', 'y' * COMMANDS_WITHIN + '\n```sh\n'), 1),
+        ('the commands moved down', replace('README.md', '<!-- doc-test: skip', 'y' * COMMANDS_WITHIN + '\n<!-- doc-test: skip'), 1),
         ('a link to a missing file', append('docs/reference.md', '[gone](gone.md)\n'), 2),
         ('a link to a missing anchor', append('README.md', '[x](docs/reference.md#nowhere)\n'), 2),
         ('a link to a missing anchor in the same page', append('docs/reference.md', '[x](#nowhere)\n'), 2),
@@ -264,7 +310,7 @@ def self_test():
         ('../shared in a user page', append('README.md', '\nUnpack `../shared/pg/x.tar.gz`.\n'), 3),
         ('DESIGN.md cited', append('docs/reference.md', '\nSee DESIGN.md section 5.\n'), 3),
         ('a test path in a user page', append('docs/reference.md', '\n(`test/e2e/t.sh` checks it)\n'), 3),
-        ('a test name in a code block of a user page', append('README.md', '\n```sh\nbash t.sh\n```\n'), 3),
+        ('a test name in a code block of a user page', append('README.md', '\n<!-- doc-test: skip x -->\n```sh\nbash t.sh\n```\n'), 3),
         ('a pg_regress test in a user page', append('docs/reference.md', '\nsee `sql/next.sql`\n'), 3),
         ('an issue number on the evidence page', append('docs/faults.md', '| a crash (issue 8) | kept | 0 |\n'), 3),
         ('a test path in the changelog', append('CHANGELOG.md', '\n- tested by test/e2e/t.sh\n'), 3),
@@ -283,6 +329,18 @@ def self_test():
                        append('sql/cosid--9.9.sql', 'CREATE FUNCTION cosid_old() RETURNS int;\n')(base),
                        append('sql/cosid--9.9--9.10.sql', 'DROP FUNCTION IF EXISTS cosid_old();\n')(base)), None),
         ('a setting without a row', append('src/pg/settings.cpp', 'DefineCustomBoolVariable("cosid.new_flag", "x");\n'), 5),
+        ('a fenced block without a marker', append('docs/reference.md', '\n```sql\nSELECT 2;\n```\n'), 6),
+        ('an indented block without a marker', append('README.md', '\n1. step\n   ```sh\n   ls\n   ```\n'), 6),
+        ('a marker on the line before the one before', append('README.md', '\n<!-- doc-test: sql -->\n\n```sql\nSELECT 2;\n```\n'), 6),
+        ('a skip without its reason', append('README.md', '\n<!-- doc-test: skip -->\n```\nLOG: x\n```\n'), 6),
+        ('an unknown kind', append('README.md', '\n<!-- doc-test: maybe -->\n```sql\nSELECT 2;\n```\n'), 6),
+        ('a file block without its name', append('README.md', '\n<!-- doc-test: file -->\n```js\nx\n```\n'), 6),
+        ('a conf block without its file', append('README.md', '\n<!-- doc-test: conf -->\n```ini\nx = 1\n```\n'), 6),
+        ('output on a page no script runs', append('docs/reference.md', '\n<!-- doc-test: output -->\n```\nERROR:  x\n```\n'), 6),
+        ('sh blocks on a page no script runs', append('docs/reference.md', '\n<!-- doc-test: sh -->\n```sh\nls\n```\n'), 6),
+        ('sh blocks on a page a script runs with --steps',
+         lambda base: (append('docs/reference.md', '\n<!-- doc-test: sh -->\n```sh\nls\n```\n')(base),
+                       append('test/e2e/t.sh', 'python3 test/meta/doc_blocks.py --steps "$ROOT/docs/reference.md" out\n')(base)), None),
     ]
     results = []
     for what, change, expect in cases:

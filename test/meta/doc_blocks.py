@@ -9,24 +9,52 @@ rendered page):
     <!-- doc-test: sh -->           shell commands the reader runs, in the directory of those files
     <!-- doc-test: env -->          `export NAME=value` lines the reader runs first (a test may
                                     point them at its own server)
+    <!-- doc-test: conf NAME -->    lines the reader adds to the configuration file NAME
+                                    (postgresql.conf, pg_hba.conf): a test adds them to its server's
+    <!-- doc-test: output -->       what PostgreSQL prints (a result, a log line, an error): not
+                                    run; the page's test compares it with what its server printed
+A block that cannot run here says so, and why, in a few words:
+    <!-- doc-test: skip REASON -->  e.g. "needs two hosts", "PostgreSQL's output, not a command"
+test/meta/check_docs.py fails on a fenced block of README.md or docs/*.md without a marker.
 The SQL blocks of a page run in order, in one psql session, with ON_ERROR_STOP: each is
 written as the reader copies it.
 
 Usage: doc_blocks.py ROOT OUTDIR
   writes OUTDIR/NN-<page>.sql for each page whose marked blocks are all SQL (README.md first,
   then docs/ in name order) and prints one line per page: "<file> <page> <blocks>".  A page
-  with file, sh or env blocks is left to its own test, which runs all its blocks in order:
+  with blocks of another kind (file, sh, env, conf, output) is left to its own test, which runs all its blocks in order:
        doc_blocks.py --steps PAGE OUTDIR
   writes every marked block of PAGE, in page order, to OUTDIR/NN.<kind> and prints one line
   per block: "<file> <kind> <argument or -> <line of its first line in PAGE>"."""
 import glob, os, re, sys
 
-MARKER = re.compile(r'^\s*<!--\s*doc-test:\s*(\w+)(?:\s+([^\s>]+))?\s*-->\s*$')
-FENCE = re.compile(r'^(\s*)(```|~~~)\s*(\w*)\s*$')
+MARKER = re.compile(r'^\s*<!--\s*doc-test:\s*(\w+)(?:\s+((?:(?!-->).)*?))?\s*-->\s*$')
+FENCE = re.compile(r'^(\s*)(```|~~~)\s*([\w-]*)\s*$')
+KINDS = ('sql', 'file', 'sh', 'env', 'conf', 'output', 'skip')  # skip: not run; its argument says why
+
+
+def fences(path):
+    """[(first line number of the fence, marker kind or None, marker argument or None)] of
+    every fenced block of a page, marked or not."""
+    lines = open(path, encoding='utf-8').read().split('\n')
+    out, i = [], 0
+    while i < len(lines):
+        f = re.match(r'^(\s*)(```|~~~)', lines[i])
+        if not f:
+            i += 1
+            continue
+        m = MARKER.match(lines[i - 1]) if i > 0 else None
+        out.append((i + 1, m.group(1) if m else None, m.group(2) if m else None))
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != f.group(2):
+            j += 1
+        i = j + 1
+    return out
 
 
 def blocks(path):
-    """[(kind, argument or None, first line number, text)] of the marked blocks of a page."""
+    """[(kind, argument or None, first line number, text)] of the blocks of a page marked to
+    run (not those marked skip)."""
     lines = open(path, encoding='utf-8').read().split('\n')
     out, i = [], 0
     while i < len(lines):
@@ -39,7 +67,8 @@ def blocks(path):
         while j < len(lines) and not (lines[j].strip() == fence):
             body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j])
             j += 1
-        out.append((m.group(1), m.group(2), i + 3, '\n'.join(body)))
+        if m.group(1) != 'skip':
+            out.append((m.group(1), m.group(2), i + 3, '\n'.join(body)))
         i = j + 1
     return out
 
