@@ -63,6 +63,18 @@ check_true "ids below the raised floor all came before ids above it (the held wi
     "$(q -c "SELECT coalesce(max(n) FILTER (WHERE (extract(epoch FROM p.ts) * 1000)::bigint <= $floor), 0)
                   < min(n) FILTER (WHERE (extract(epoch FROM p.ts) * 1000)::bigint > $floor) FROM ids, cosid_parse(ids.id, 'w') p")"
 
+# 1b. An instance with no window when the raise comes (it just started, or released its
+# lease) waits only until the store may grant above the raised floor: at most max_tolerance
+# (1 s here) after the raise, then it issues ahead of the clock.
+floor=$(raise_floors)
+release_w
+t0=$(now_ms)
+out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('w')" 2>&1 || true)
+took=$(( $(now_ms) - t0 ))
+echo "# a new window right after a raise: ${took} ms"
+check_true "a new window right after a raise gives an id above the raised floor within max_tolerance" \
+    "$([[ "$out" =~ ^[0-9]+$ ]] && [ "$took" -lt 2500 ] && q -c "SELECT (extract(epoch FROM ts) * 1000)::bigint > $floor FROM cosid_parse($out, 'w')" || echo f)"
+
 # 2. cosid.max_borrow = 0: the next window is waited for, not borrowed.
 set_conf cosid.max_borrow 0
 floor=$(raise_floors)
@@ -92,7 +104,7 @@ reset_conf cosid.max_borrow
 # The leases the raises freed: their backends moved on without an error.  A lease lost
 # otherwise (revoked) after that raise still fails its next call once (ZC001): the keeper
 # tells them apart by the store's last raise.
-check "the keeper logged the leases the raises freed, without an error" 3 \
+check "the keeper logged the leases the raises freed, without an error" 4 \
     "$(grep -c "was freed by the store's raise" "$DIR/server.log")"
 release_w
 out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('w')" \
