@@ -809,29 +809,19 @@ BEGIN
     RETURN NEW;
 END $$;
 
--- How far past the store's now any ceiling it grants may lie: max_ttl + max_tolerance.  The
--- raise after a lost history (max_ttl + 2 x max_tolerance ahead) covers a lost grant only
--- because no grant reached further than this (src/core lease_model.hpp, window_ceiling).
-CREATE FUNCTION cosid._window_reach() RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(pg_catalog.max(s.max_ttl_ms), 60000) + coalesce(pg_catalog.max(s.max_tolerance_ms), 5000)
-      FROM cosid.store_state s
+-- The ceiling of a window granted (p_prior = the floor) or renewed at store time p_now with
+-- the granted ttl and the namespace's tolerance: now + ttl + tolerance, never below the prior
+-- ceiling or the floor.  A floor further ahead (a raise, pg_upgrade's, a release at a ceiling
+-- still ahead) gives an empty window until the store's clock comes within ttl + tolerance of
+-- it; then it is issued from at once, ahead of the clock.  No reach from the floor or from the
+-- store's current limits: the raise after a lost history covers only what a grant's own ttl
+-- and tolerance reached.  The rule is src/core's window_ceiling; model_compare.sh holds the
+-- two to each other.  (Plain SQL without SET: it is inlined into the UPDATE that calls it.)
+CREATE FUNCTION cosid._window_ceiling(p_floor bigint, p_prior bigint, p_ttl bigint, p_tol bigint, p_now bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+    SELECT GREATEST(p_floor, p_prior, p_now + p_ttl + p_tol)
 $$;
-REVOKE ALL ON FUNCTION cosid._window_reach() FROM PUBLIC;
-
--- The ceiling of a window granted (p_prior = the floor) or renewed at store time p_now: at
--- least ttl + tolerance above the later of the clock and the floor, so that a floor ahead of
--- the clock (a raise, pg_upgrade's, a release at a ceiling still ahead) is issued from at
--- once, ahead of the clock; never past p_now + p_reach (_window_reach); never below the
--- prior ceiling or the floor (an empty window until the store comes within reach of it).
--- The rule is src/core's window_ceiling; model_compare.sh holds the two to each other.
--- (Plain SQL without SET: it is inlined into the UPDATE that calls it.)
-CREATE FUNCTION cosid._window_ceiling(p_floor bigint, p_prior bigint, p_expires bigint, p_ttl bigint, p_tol bigint,
-                                      p_now bigint, p_reach bigint) RETURNS bigint
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT GREATEST(p_floor, p_prior, LEAST(GREATEST(p_expires, p_floor + p_ttl) + p_tol, p_now + p_reach))
-$$;
-REVOKE ALL ON FUNCTION cosid._window_ceiling(bigint, bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid._window_ceiling(bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
@@ -850,7 +840,6 @@ DECLARE
     r      cosid.lease;
     v_static bigint;
     v_now_ok text;
-    v_reach bigint;
 BEGIN
     -- Shared with every acquire, exclusive with a change of the namespace's slot range
     -- (cosid._namespace_range_guard): a range is never set while an acquire that read the
@@ -873,7 +862,8 @@ BEGIN
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
-    v_reach := cosid._window_reach();
+    -- never past now + the granted ttl + the namespace's tolerance: a raise of max_ttl or
+    -- max_tolerance a failover loses must not have let a grant reach further
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -950,10 +940,10 @@ BEGIN
                        expires_at  = v_now + p_ttl_ms,
                        ceiling     = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
                                                            greatest(l.next_floor, v_ns.not_before_ms, v_static),
-                                                           v_now + p_ttl_ms, p_ttl_ms, v_ns.tolerance_ms, v_now, v_reach),
+                                                           p_ttl_ms, v_ns.tolerance_ms, v_now),
                        next_floor  = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
                                                            greatest(l.next_floor, v_ns.not_before_ms, v_static),
-                                                           v_now + p_ttl_ms, p_ttl_ms, v_ns.tolerance_ms, v_now, v_reach)
+                                                           p_ttl_ms, v_ns.tolerance_ms, v_now)
                  WHERE l.namespace = p_namespace AND l.slot = c.slot AND l.slot < (1 << v_ns.slot_bits)
                    AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
                    AND (l.incarnation IS NULL
@@ -987,7 +977,6 @@ DECLARE
     v_now bigint := cosid.store_now();
     v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
     r     cosid.lease;
-    v_reach bigint;
 BEGIN
     IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
         RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
@@ -1001,14 +990,11 @@ BEGIN
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
     p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
-    v_reach := cosid._window_reach();
     v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
-           ceiling    = cosid._window_ceiling(l.floor, l.ceiling, greatest(l.expires_at, v_now + p_ttl_ms), p_ttl_ms,
-                                              v_ns.tolerance_ms, v_now, v_reach),
-           next_floor = cosid._window_ceiling(l.floor, l.ceiling, greatest(l.expires_at, v_now + p_ttl_ms), p_ttl_ms,
-                                              v_ns.tolerance_ms, v_now, v_reach),
+           ceiling    = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
+           next_floor = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
            owner_role = session_user
      WHERE l.namespace = p_namespace AND l.slot = p_slot
        AND l.incarnation = p_incarnation AND l.fence = p_fence

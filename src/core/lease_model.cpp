@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "calendar.hpp"
+
 namespace cosid {
 
 namespace {
@@ -107,11 +109,8 @@ int64_t LeaseTable::granted_ttl(int64_t ttl_ms) const {
     return limits_ ? std::min(ttl_ms, limits_->max_ttl_ms) : ttl_ms;
 }
 
-int64_t window_ceiling(int64_t floor, int64_t prior_ceiling, int64_t expires_at, int64_t ttl_ms, int64_t tolerance_ms,
-                       int64_t now, std::optional<int64_t> reach_ms) {
-    int64_t target = std::max(expires_at, floor + ttl_ms) + tolerance_ms;
-    if (reach_ms) target = std::min(target, now + *reach_ms);
-    return std::max({floor, prior_ceiling, target});
+int64_t window_ceiling(int64_t floor, int64_t prior_ceiling, int64_t ttl_ms, int64_t tolerance_ms, int64_t now) {
+    return std::max({floor, prior_ceiling, now + ttl_ms + tolerance_ms});
 }
 
 int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now) {
@@ -120,9 +119,11 @@ int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_n
     return std::max<int64_t>(lease / 3, 100);
 }
 
-int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now, int64_t floor, int64_t ceiling) {
+int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now, int64_t floor, int64_t ceiling,
+                       int64_t unit_ms) {
     const int64_t after = renew_after_ms(asked_ttl_ms, expires_at, store_now);
-    return ceiling <= floor ? std::min(after, kEmptyWindowRenewMs) : after;
+    const int64_t first_tick_ms = (floor_div(floor, unit_ms) + 1) * unit_ms;  // no whole tick in (floor, ceiling]
+    return ceiling < first_tick_ms ? std::min(after, kEmptyWindowRenewMs) : after;
 }
 
 int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {
@@ -163,7 +164,7 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
         r.fence += 1;
         r.floor = r.next_floor;
         r.expires_at = now + ttl_ms;
-        r.ceiling = window_ceiling(r.floor, r.floor, r.expires_at, ttl_ms, tolerance_, now, reach());
+        r.ceiling = window_ceiling(r.floor, r.floor, ttl_ms, tolerance_, now);
         r.next_floor = r.ceiling;
         out.lease = r;
         return out;
@@ -180,7 +181,7 @@ std::optional<LeaseRow> LeaseTable::renew(int32_t slot, const std::string& incar
     LeaseRow& r = rows_.at(static_cast<size_t>(slot));
     if (!r.has_owner() || r.incarnation != incarnation || r.fence != fence) return std::nullopt;
     r.expires_at = std::max(r.expires_at, now + ttl_ms);
-    r.ceiling = window_ceiling(r.floor, r.ceiling, r.expires_at, ttl_ms, tolerance_, now, reach());
+    r.ceiling = window_ceiling(r.floor, r.ceiling, ttl_ms, tolerance_, now);
     r.next_floor = r.ceiling;
     return r;
 }

@@ -44,9 +44,6 @@ struct StoreLimits {
     // How far above its now a store that lost its history starts every next window, and a
     // namespace made after that: see LeaseTable::raise_after_lost_history.
     int64_t raise_margin_ms() const { return max_ttl_ms + 2 * max_tolerance_ms; }
-    // How far past the store's now any ceiling it grants may lie (window_ceiling): the raise
-    // covers a lost grant only because no grant reached further than this.
-    int64_t window_reach_ms() const { return max_ttl_ms + max_tolerance_ms; }
 };
 
 // Asked for more than a StoreLimits allows: a namespace with tolerance > max_tolerance.  The
@@ -79,12 +76,13 @@ int64_t namespace_first_floor(int64_t store_now, std::optional<int64_t> raised_a
 // less (a ttl above max_ttl is granted at max_ttl); never sooner than 100 ms.  Two renewals
 // can then fail before the lease expires.
 int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now);
-// The same for a window from floor to ceiling: one still empty (ceiling <= floor: a floor the
-// store raised beyond its reach, window_ceiling) opens as the store's clock comes within reach
-// of the floor, at most max_tolerance after the raise, so it is renewed every
+// The same for a window from floor to ceiling: one that holds no whole tick of the layout
+// (`unit_ms`) yet (a floor the store raised past now + ttl + tolerance, window_ceiling) opens
+// as the store's clock comes within ttl + tolerance of the floor, so it is renewed every
 // kEmptyWindowRenewMs until it opens.
 constexpr int64_t kEmptyWindowRenewMs = 250;
-int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now, int64_t floor, int64_t ceiling);
+int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now, int64_t floor, int64_t ceiling,
+                       int64_t unit_ms = 1);
 
 // Whether a grant was cut to the store's max_ttl: the lease ends before the ttl asked for.
 inline bool grant_shortened(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now) {
@@ -92,21 +90,17 @@ inline bool grant_shortened(int64_t asked_ttl_ms, int64_t expires_at, int64_t st
 }
 
 // Rule: the ceiling of a window the store grants (acquire) or extends (renew) at store time
-// `now`, for a lease that expires at `expires_at` (now + the granted ttl; a renewal never
-// shortens it) and a window above `floor` whose ceiling was `prior_ceiling` (an acquire: the
-// floor).
-//   - At least ttl + tolerance above max(now, floor): a floor ahead of the clock (the raise
-//     after a failover or a restore, pg_upgrade's, a release at a ceiling still ahead) is
-//     issued from at once, ahead of the clock (cosid.max_borrow), instead of waited for.
-//   - Never more than `reach_ms` past now (the store's max_ttl + max_tolerance,
-//     StoreLimits::window_reach_ms; nothing for a table without limits): the raise after a
-//     lost history covers a lost grant only because no grant reached further.  A floor
-//     beyond that gives an empty window (ceiling = floor) until the store's clock comes within
-//     reach of it: after a raise, max_tolerance at most.
-//   - Never below the prior ceiling (ids may stand up to it) nor the floor.
+// `now` with the granted ttl and the namespace's tolerance, for a window above `floor` whose
+// ceiling was `prior_ceiling` (an acquire: the floor): now + ttl + tolerance, never below the
+// prior ceiling (ids may stand up to it) nor the floor.  A floor ahead of that (the raise after
+// a failover or a restore, pg_upgrade's, a release at a ceiling still ahead) gives an empty
+// window (ceiling = floor) until the store's clock comes within ttl + tolerance of it; then it
+// is issued from at once, ahead of the clock (issue_word::claim, cosid.max_borrow).  The raise
+// covers a lost grant only because no grant reaches further than its ttl + tolerance, both
+// within the store's limits when granted: a reach measured from the floor, or from limits
+// raised since (a raise of max_ttl a failover may lose), would not be covered.
 // The SQL: cosid._window_ceiling.
-int64_t window_ceiling(int64_t floor, int64_t prior_ceiling, int64_t expires_at, int64_t ttl_ms, int64_t tolerance_ms,
-                       int64_t now, std::optional<int64_t> reach_ms);
+int64_t window_ceiling(int64_t floor, int64_t prior_ceiling, int64_t ttl_ms, int64_t tolerance_ms, int64_t now);
 
 // Rule (issue 31, item 3): how far a keeper's login may raise a namespace's floor
 // (cosid.raise_floor, cosid_adopt's raise through the keeper): to at most the store's now +
@@ -210,8 +204,8 @@ public:
     // finds it lost) and raises every slot's next_floor to
     //     max(next_floor, ceiling, now + max_ttl + 2 x max_tolerance).
     // Why that covers the lost tail: a lost grant or renewal made at the old store's time g
-    // issues nothing past its ceiling, and a ceiling is never granted past g + max_ttl +
-    // max_tolerance (window_ceiling; an empty window's floor issues nothing), and g <= now +
+    // issues nothing past its ceiling, and a ceiling is never granted past g + ttl + tolerance
+    // <= g + max_ttl + max_tolerance (window_ceiling; an empty window issues nothing), and g <= now +
     // max_tolerance when the two store servers' clocks are within max_tolerance of each other
     // (the grant happened before the loss, the raise after it).  The margin comes from the
     // store's limits, never from a namespace row or a recorded ttl: those may be the lost part.
@@ -229,9 +223,6 @@ public:
 
 private:
     int64_t granted_ttl(int64_t ttl_ms) const;
-    std::optional<int64_t> reach() const {
-        return limits_ ? std::optional<int64_t>(limits_->window_reach_ms()) : std::nullopt;
-    }
 
     std::vector<LeaseRow> rows_;
     int64_t tolerance_;

@@ -385,7 +385,8 @@ int64 issue(Gen* g) {
         // A window still empty (ceiling = floor: a floor the store raised after a failover or
         // a restore, beyond what it may grant yet) opens within max_tolerance of the raise,
         // at a renewal: waited for as a floor ahead of the clock is.
-        const bool empty = c.status == NextStatus::PastCeiling && ceiling <= g->floor;
+        const int64 unit = g->layout.unit_ms();
+        const bool empty = c.status == NextStatus::PastCeiling && (cosid::floor_div(g->floor, unit) + 1) * unit > ceiling;
         if (c.status == NextStatus::PastCeiling) {
             if (!counted_wait) {
                 count(shared->stats.waits_at_ceiling);

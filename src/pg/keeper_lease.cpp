@@ -249,7 +249,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
         e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, e->floor,
-                                                        static_cast<int64>(pg_atomic_read_u64(&e->ceiling)));
+                                                        static_cast<int64>(pg_atomic_read_u64(&e->ceiling)),
+                                                        e->unit_ms);
         e->backoff_ms = 0;
         // A window its ids used up further ahead than this renewal could reach, or whose next
         // tick lies further ahead of the clock than cosid.max_borrow allows (the clock stepped

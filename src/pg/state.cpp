@@ -163,7 +163,7 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     e->raised_out = false;
     e->next_renew_at = now_mono + (is_static ? setting_static_ahead_ms / 2
                                              : cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now,
-                                                                     r.floor, r.ceiling));
+                                                                     r.floor, r.ceiling, r.unit_ms));
     e->backoff_ms = 0;
     e->error[0] = '\0';
     e->error_hint[0] = '\0';

@@ -202,7 +202,7 @@ bool store_raised_at(int64* raised_at_ms, StoreError* err) {
     StoreResult r;
     memset(&r, 0, sizeof(r));
     // (raised_at_ms: a store of cosid 1.3 or later)
-    if (!run("SELECT pg_catalog.max(raised_at_ms) FROM cosid.store_state", 0, nullptr, read_raised_at, &r, err))
+    if (!run("SELECT pg_catalog.max(raised_at_ms) + pg_catalog.max(max_tolerance_ms) FROM cosid.store_state", 0, nullptr, read_raised_at, &r, err))
         return false;
     *raised_at_ms = r.row ? r.ceiling : 0;
     return true;

@@ -56,47 +56,49 @@ TEST(LeaseRules, CeilingNeverBelowFloor) {
     ASSERT_TRUE(c.lease);
     EXPECT_EQ(c.lease->slot, 0);
     EXPECT_EQ(c.lease->floor, a.lease->ceiling);
-    // without the store's limits the window holds ttl + tolerance above its floor ...
-    EXPECT_EQ(c.lease->ceiling, c.lease->floor + TTL + TOL);
-    // ... with them, never more than max_ttl + max_tolerance past the store's now: empty here
-    StoreLimits lim;
-    LeaseTable u(1, TOL, lim, NOW);
-    u.acquire(req("a", "i1"), NOW);
-    u.acquire(req("x", "ix"), NOW);
-    u.revoke(0);
-    auto d = u.acquire(req("c", "i3"), NOW - 3600000);
-    ASSERT_TRUE(d.lease);
-    EXPECT_EQ(d.lease->ceiling, d.lease->floor);
+    EXPECT_EQ(c.lease->ceiling, c.lease->floor);  // empty: the store's now + ttl is below it
 }
 
 // After a raise every floor lies max_ttl + 2 x max_tolerance ahead: a window granted then is
-// empty until the store's clock comes within max_ttl + max_tolerance of the floor, then holds
-// ids ahead of the clock at once; renewals extend it with the clock and never shrink it.
-TEST(LeaseRules, AfterARaiseAWindowOpensWithinMaxToleranceAndNeverReachesPastTheLimit) {
+// empty until the store's clock comes within ttl + tolerance of the floor (never measured from
+// the floor, nor from the store's limits, which a failover may lose), then holds ids ahead of
+// the clock; renewals extend it with the clock and never shrink it.
+TEST(LeaseRules, AfterARaiseAWindowOpensWithinTtlPlusToleranceOfTheFloor) {
     StoreLimits lim;  // max_ttl 60 s, max_tolerance 5 s
     LeaseTable t(1, TOL, lim, NOW);
-    auto a = t.acquire(req("a", "i1"), NOW);
+    t.acquire(req("a", "i1"), NOW);
     t.raise_after_lost_history(NOW + 1000, lim);
     const int64_t F = NOW + 1000 + lim.raise_margin_ms();
     auto b = t.acquire(req("b", "i2"), NOW + 1000);
     ASSERT_TRUE(b.lease);
     EXPECT_EQ(b.lease->floor, F);
-    EXPECT_EQ(b.lease->ceiling, F);  // empty: F is past now + reach
-    auto r = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, NOW + 1000 + lim.max_tolerance_ms + 2000);
+    EXPECT_EQ(b.lease->ceiling, F);  // empty: F is past now + ttl + tolerance
+    const int64_t opens = F - TTL - TOL;  // the store's now from which a window holds a tick
+    auto r = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, opens);
     ASSERT_TRUE(r);
-    EXPECT_EQ(r->ceiling, NOW + 1000 + lim.max_tolerance_ms + 2000 + lim.window_reach_ms());
+    EXPECT_EQ(r->ceiling, F);
+    r = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, opens + 2000);
+    ASSERT_TRUE(r);
     EXPECT_EQ(r->ceiling, F + 2000);
-    // the clock passed the floor: an ordinary window again (expires + tolerance)
-    auto n = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, F + 10);
-    ASSERT_TRUE(n);
-    EXPECT_EQ(n->ceiling, std::max(F + TTL, F + 10 + TTL) + TOL);
-    // a window granted once the store is within reach is ttl + tolerance long at once
-    auto c = t.acquire(req("c", "i3"), NOW + 1000 + lim.max_tolerance_ms + lim.max_ttl_ms);
+    // a renewal at an earlier store time (its clock stepped back) never shrinks the window
+    r = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, opens + 500);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->ceiling, F + 2000);
+    // a window granted once the store is past the floor is an ordinary one
+    auto c = t.acquire(req("c", "i3"), F + 10);
     ASSERT_TRUE(c.lease);
     EXPECT_EQ(c.lease->floor, F);
-    EXPECT_EQ(c.lease->ceiling, F + TTL + TOL);
-    for (const LeaseRow& row : t.rows()) EXPECT_LE(row.ceiling, NOW + 1000 + lim.max_tolerance_ms + lim.max_ttl_ms + lim.window_reach_ms());
-    (void)a;
+    EXPECT_EQ(c.lease->ceiling, F + 10 + TTL + TOL);
+}
+
+// A window that holds no whole tick of its layout yet is renewed soon: in a seconds layout
+// (floor, floor + 500 ms] after a floor at .300 holds none, in a ms layout it holds 500.
+TEST(LeaseRules, AWindowWithoutAWholeTickIsRenewedSoon) {
+    const int64_t F = NOW + 300;
+    EXPECT_EQ(renew_after_ms(TTL, NOW + TTL, NOW, F, F + 500, 1000), kEmptyWindowRenewMs);
+    EXPECT_EQ(renew_after_ms(TTL, NOW + TTL, NOW, F, F + 700, 1000), TTL / 3);
+    EXPECT_EQ(renew_after_ms(TTL, NOW + TTL, NOW, F, F + 500, 1), TTL / 3);
+    EXPECT_EQ(renew_after_ms(TTL, NOW + TTL, NOW, F, F, 1), kEmptyWindowRenewMs);
 }
 
 TEST(LeaseRules, RenewRequiresIncarnationAndFenceAndIsReplayable) {
