@@ -29,4 +29,5 @@ check_true "ids.md: 'Subplans Removed: 2' and next month's partition scanned, as
     "$(grep -q 'Subplans Removed: 2' "$ids" && grep -qE "Scan on events_$(date -u -d "$(date -u +%Y-%m-15) +1 month" +%Y_%m)" "$ids" && echo t || echo f)"
 check_true "ids.md: cosid_layouts lists web and web_s as the page shows" \
     "$(grep -qE '^ *web +\| +53 +\| +41 +\| +4 +\| +8 +\| ms' "$ids" && grep -qE '^ *web_s +\| +53 +\| +31 +\| +10 +\| +12 +\| s ' "$ids" && echo t || echo f)"
+assert_store_verified "$DIR" "$PORT" postgres "the store the pages' blocks ran on"
 exit $FAIL

@@ -176,6 +176,7 @@ as_pg "$PG_BIN/pg_ctl" -D "$S2/data" -l "$S2/server.log" -w start >/dev/null
 r=$(insert_once "$S2" "$PS2")
 check "after a crash restart it issues at once (${r#* } ms)" ok "${r%% *}"
 check "zero duplicate ids on S2" 0 "$(qd "$S2" "$PS2" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+assert_store_verified "$S2" "$PS2" postgres "S2 (P's, S1's until the split and its own windows)"
 echo "# 6. static slots: a copy marked with a cosid.fork file (its state file names the original's slots)"
 stop_server "$S2" immediate
 C="$base/c"; PC=55605
@@ -191,6 +192,7 @@ echo "a disk snapshot of R" | as_pg tee "$C/data/cosid.fork" >/dev/null
 qd "$R" "$PR" -c "INSERT INTO ts(v) SELECT 1 FROM generate_series(1, 2000)" >/dev/null
 ahead=$(qd "$R" "$PR" -c "SELECT round(extract(epoch FROM max(cosid_timestamp(id, 'st')) - clock_timestamp())) FROM ts")
 qd "$R" "$PR" -c "COPY (SELECT id FROM ts) TO STDOUT" > "$base/r_ids.txt"
+assert_store_verified "$R" "$PR" postgres "R (static windows)"
 stop_server "$R" fast
 stopped_at=$(date -u '+%Y-%m-%d %H:%M:%S.%3N+00')
 as_pg "$PG_BIN/pg_ctl" -D "$C/data" -l "$C/server.log" -w start >/dev/null
@@ -201,6 +203,7 @@ qd "$C" "$PC" -c "SET cosid.acquire_timeout = '40s'" -c "INSERT INTO ts(v) SELEC
 qd "$C" "$PC" -c "CREATE TABLE r_ids (id bigint)" -c "COPY r_ids FROM STDIN" < "$base/r_ids.txt" >/dev/null
 check "after the acknowledgement the copy's static slot issues 2,000 ids, none of R's (R's last id ${ahead} s ahead at its stop)" \
     "2000|0" "$(qd "$C" "$PC" -c "SELECT count(*) FILTER (WHERE v = 3) || '|' || count(*) FILTER (WHERE v = 3 AND id IN (SELECT id FROM r_ids)) FROM ts")"
+assert_store_verified "$C" "$PC" postgres "the acknowledged copy C (R's windows until the copy and its own)"
 stop_server "$C" immediate
 
 echo "# 7. a base backup of a server that has issued nothing yet"
@@ -245,4 +248,5 @@ as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
 check_true "its record is cleared" "$(wait_until 20 qd "$P" "$PP" -c "SELECT issuer_incarnation IS NULL FROM cosid.store_state")"
 out=$(qd "$P" "$PP" -v VERBOSITY=verbose -c "INSERT INTO t(v) VALUES (1)" 2>&1 || true)
 check "cosid_next() there: ZC006" ZC006 "$(sqlstate_of "$out")"
+assert_store_verified "$P" "$PP" postgres "P made again (store-only at the end)"
 exit $FAIL

@@ -233,6 +233,7 @@ upgrade_case() {
                   FROM b JOIN cosid.lease l ON l.namespace = b.ns AND l.slot = b.slot")"
     check "$name: namespaces after the upgrade" "default,orders" \
         "$(qn -c "SELECT string_agg(name, ',' ORDER BY name) FROM cosid.namespace")"
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
     stop_pg "$nbin" "$D/new/data"
 
     # The same old data directory (copy mode) upgraded a second time, into another new cluster,
@@ -317,6 +318,7 @@ static_case() {
         "$(qn -c "SELECT count(*) = 2 AND bool_or(c.system_identifier = s.system_identifier
                          AND c.ceiling_ms >= (SELECT max(extract(epoch FROM cosid_timestamp(id, 'st')) * 1000) FROM t_static))
                   FROM cosid.static_ceiling c, pg_control_system() s WHERE c.namespace = 'st' AND c.slot = 5")"
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store (static windows of both clusters)"
     stop_pg "$bin" "$D/new/data"
 }
 

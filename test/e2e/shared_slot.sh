@@ -125,4 +125,5 @@ out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '2s'" -c "SELECT co
 check "past cosid.max_namespaces (220): 53000 naming the setting" 1 "$(grep -c 'ERROR:  53000: cosid.s lease pool is full' <<<"$out")"
 grep -E 'DETAIL|HINT' <<<"$out" | sed 's/^/#   /'
 
+assert_store_verified "$dir" "$port" postgres
 exit $FAIL
