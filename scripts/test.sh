@@ -6,6 +6,7 @@
 # Run as root on a fresh Debian 12 machine; it installs what it needs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+stage() { log "$* [at $SECONDS s]"; }  # a phase's heading, with the time since the start
 install_prerequisites
 apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
 # test/e2e/applications.sh: the frameworks of docs/applications.md (npm comes with NodeSource's
@@ -27,7 +28,7 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
     total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-0}))
 }
 
-log "GoogleTest: the pure C++ core"
+stage "GoogleTest: the pure C++ core"
 make -C "$COSID_ROOT" -s test/unit/run_unit
 unit_status=0
 "$COSID_ROOT/test/unit/run_unit" > "$work/unit.log" 2>&1 || unit_status=$?
@@ -39,17 +40,17 @@ count_line "$work/unit.log"
 # on, then each rule switched off and the violation it closes reached (~50 s of one core).  It
 # needs no server: it runs in the background, beside the checks and the end-to-end lanes
 # below, and its result is counted after them.
-log "the model checker: every interleaving of the operations to a bound, and its teeth (in the background)"
+stage "the model checker: every interleaving of the operations to a bound, and its teeth (in the background)"
 if ! make -C "$COSID_ROOT" -s test/model/run_model COSID_WERROR=1; then
     echo "not ok - make test/model/run_model"; echo "total: $total_passed passed, $((total_failed + 1)) failed"; exit 1
 fi
 {
-    bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
+    nice -n 10 bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
         || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
 } &
 model_pid=$!
 
-log "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
+stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
 for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too
     python3 "$COSID_ROOT/test/meta/check_docs.py" "$arg" > "$work/docs.log" 2>&1 \
@@ -81,7 +82,7 @@ chown -R "$PG_USER" "$work"
 
 # pg_regress and the isolation specs run in the background too (temporary instances on
 # sockets of their own), beside the end-to-end lanes; their result is counted after them.
-log "pg_regress and isolation specs (in the background)"
+stage "pg_regress and isolation specs (in the background)"
 regress_started=$SECONDS
 {
     as_pg make -C "$work" -s installcheck > "$work/installcheck.log" 2>&1; echo $? > "$work/installcheck.rc"
@@ -92,22 +93,28 @@ regress_pid=$!
 # The other PostgreSQL majors (../shared/pg) run beside the end-to-end scripts below, one
 # major at a time, in their own build trees, servers and sockets (scripts/majors.sh), and
 # then pg_upgrade between majors (test/e2e/pg_upgrade.sh; 15 -> 15 without ../shared/pg).
-log "the Debian package (scripts/package.sh), then PostgreSQL 16 to 19 and pg_upgrade (scripts/majors.sh), in the background"
+# The Debian package is built beside them, niced (it is installed and tried after the suites).
+stage "in the background: the Debian package (scripts/package.sh, niced), and PostgreSQL 16 to 19 and pg_upgrade (scripts/majors.sh)"
 majors_started=$SECONDS
 {
-    bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1; echo $? > "$work/package.rc"
-    echo "# the package was built $((SECONDS - majors_started)) s after this lane started" > "$work/majors.times"
+    nice -n 10 bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1; echo $? > "$work/package.rc"
+    echo "# the package was built in $((SECONDS - majors_started)) s" > "$work/package.times"
+} &
+package_pid=$!
+{
     bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" > "$work/majors.log" 2>&1
-    echo "# this lane ended $((SECONDS - majors_started)) s after it started" >> "$work/majors.times"
+    echo "# the majors' lane ended $((SECONDS - majors_started)) s after it started" > "$work/majors.times"
 } &
 majors_pid=$!
 
-# The end-to-end scripts on PostgreSQL 15 run in two lanes beside the majors' lane.  Both
-# lanes take the next script from one queue, longest first (the times of a run on 2 cores
-# below; a script not listed is short and comes after them, in name order), so that they end
-# together whatever the load.  The scripts that may install packages (apt) all run in lane 2,
-# one after the other, before it takes from the queue.  Each lane has its own work directory,
-# and the initdb template both copy from is made before they start (scripts/lib.sh).
+# The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (3, or
+# COSID_E2E_LANES: most of a script's time is waiting for leases, clocks and servers, not
+# CPU).  Every lane takes the next script from one queue, longest first (the times of a run on
+# 2 cores below; a script not listed is short and comes after them, in name order), so that
+# they end together whatever the load.  The scripts that may install packages (apt) all run in
+# lane 2, one after the other, before it takes from the queue.  Each lane has its own work
+# directory, and the initdb template they copy from is made before they start (scripts/lib.sh).
+LANES=${COSID_E2E_LANES:-3}
 LANE2_ONLY=(patroni.sh citus.sh health.sh pgbouncer.sh prometheus.sh)
 LONGEST_FIRST=(chaos.sh static_switch.sh static_ceiling_ops.sh fork.sh static_slots.sh static_ceiling.sh
                store_failover.sh store_change.sh faults_clock_store.sh faults_process.sh store_restore_race.sh
@@ -147,18 +154,18 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
     echo "# e2e lane $lane ended $((SECONDS - lanes_started)) s after the lanes started"
     echo "e2e lane $lane: $passed passed, $failed failed"
 }
-log "end-to-end scripts on PostgreSQL 15: lane 2 in the background (its output follows lane 1's)"
-run_lane 2 > "$work/lane2.log" 2>&1 &
-lane2_pid=$!
+stage "end-to-end scripts on PostgreSQL 15 in $LANES lanes: lanes 2 to $LANES in the background (their output follows lane 1's)"
+lane_pids=()
+for lane in $(seq 2 "$LANES"); do run_lane "$lane" > "$work/lane$lane.log" 2>&1 & lane_pids+=($!); done
 run_lane 1 | tee "$work/lane1.log"
-wait "$lane2_pid" || true
-cat "$work/lane2.log"
+for p in "${lane_pids[@]}"; do wait "$p" || true; done
+for lane in $(seq 2 "$LANES"); do cat "$work/lane$lane.log"; done
 status=0
 passed=0
 failed=0
-for f in "$work/lane1.log" "$work/lane2.log"; do
-    p=$(grep -oE '^e2e lane [12]: [0-9]+ passed' "$f" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
-    q=$(grep -oE '^e2e lane [12]: [0-9]+ passed, [0-9]+ failed' "$f" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
+for f in $(seq -f "$work/lane%g.log" 1 "$LANES"); do
+    p=$(grep -oE '^e2e lane [0-9]+: [0-9]+ passed' "$f" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+    q=$(grep -oE '^e2e lane [0-9]+: [0-9]+ passed, [0-9]+ failed' "$f" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
     [ -z "$p" ] && { q=$((${q:-0} + 1)); echo "# $(basename "$f"): the lane did not finish"; }
     passed=$((passed + ${p:-0})); failed=$((failed + ${q:-0}))
 done
@@ -167,7 +174,7 @@ echo
 echo "e2e (PostgreSQL 15): $passed passed, $failed failed"
 total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
 
-log "pg_regress and isolation specs (they ran beside the end-to-end scripts)"
+stage "pg_regress and isolation specs (they ran beside the end-to-end scripts)"
 wait "$regress_pid" || true; regress_pid=""
 cat "$work/installcheck.log"
 if [ "$(cat "$work/installcheck.rc" 2>/dev/null)" != 0 ]; then
@@ -180,7 +187,7 @@ if [ "$(cat "$work/installcheck.rc" 2>/dev/null)" != 0 ]; then
 fi
 total_passed=$((total_passed + $(grep -cE '\.\.\. ok' "$work/installcheck.log")))
 
-log "the model checker (it ran beside the end-to-end scripts)"
+stage "the model checker (it ran beside the end-to-end scripts)"
 wait "$model_pid" || true; model_pid=""
 grep -E '^(ok|not ok)|^# the model' "$work/model.log" || true
 grep -q '^not ok' "$work/model.log" && sed -n '/^not ok/,+3p;/^#   /p' "$work/model.log" | head -80
@@ -189,11 +196,11 @@ echo "model checker: $model_ok passed, $model_bad failed"
 total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_bad))
 [ "$model_bad" = 0 ] || status=1
 
-log "PostgreSQL 16 to 19, pg_upgrade"
+stage "PostgreSQL 16 to 19, pg_upgrade"
 majors_status=0
 wait "$majors_pid" || majors_status=$?
 cat "$work/majors.log"
-cat "$work/majors.times" 2>/dev/null || true
+cat "$work/majors.times" "$work/package.times" 2>/dev/null || true
 echo "# the other majors took $((SECONDS - majors_started)) s (beside the end-to-end scripts)"
 mp=$(grep -oE '^majors: [0-9]+ passed' "$work/majors.log" | grep -oE '[0-9]+' || true)
 mf=$(grep -oE '^majors: [0-9]+ passed, [0-9]+ failed' "$work/majors.log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
@@ -204,7 +211,8 @@ if [ "$majors_status" != 0 ]; then
 fi
 
 # dpkg -i replaces the development install of PostgreSQL 15's cosid: only after the suites.
-log "the Debian package: dpkg -i into PostgreSQL 15, smoke test, dpkg -r"
+stage "the Debian package: dpkg -i into PostgreSQL 15, smoke test, dpkg -r"
+wait "$package_pid" || true
 tail -3 "$work/package.log"
 deb=$(ls "$work"/deb/postgresql-15-cosid_*_amd64.deb 2>/dev/null | head -1 || true)
 if [ "$(cat "$work/package.rc" 2>/dev/null)" = 0 ] && [ -n "$deb" ]; then
@@ -222,7 +230,7 @@ make -C "$COSID_ROOT" -s install >/dev/null  # the development install again, as
 # the check's line and the script it came from.
 if [ "$status" != 0 ]; then
     echo "failures:"
-    for f in "$work/installcheck.log" "$work/model.log" "$work/lane1.log" "$work/lane2.log" "$work/majors.log" "$work/smoke.log"; do
+    for f in "$work/installcheck.log" "$work/model.log" $(seq -f "$work/lane%g.log" 1 "$LANES") "$work/majors.log" "$work/smoke.log"; do
         [ -f "$f" ] && awk -v lane="$(basename "$f" .log)" '
             /^==> end-to-end/ { script = $NF }
             /^# FAILED: / { print "  " lane ": " $3 " failed" }
