@@ -16,8 +16,8 @@ command -v npm >/dev/null || apt_install_missing nodejs npm
 build_and_install COSID_WERROR=1  # a warning fails the test command
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
-# (an early exit ends the model checker and pg_regress running in the background, if any)
-trap 'for p in ${model_pid:-} ${regress_pid:-}; do kill_tree "$p"; done; rm -rf "$work"' EXIT
+# (an early exit ends what runs in the background)
+trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-}; do kill_tree "$p"; done; rm -rf "$work"' EXIT
 
 total_passed=0
 total_failed=0
@@ -28,6 +28,89 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
     total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-0}))
 }
 
+# Everything that needs only the build starts now, in the background, beside the unit tests,
+# the checks of the docs and the end-to-end lanes below; each result is counted after the lanes.
+# The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
+# on, then each rule switched off and the violation it closes reached (~50 s of one core; no
+# server).
+stage "in the background: the model checker (every interleaving of the operations to a bound, and its teeth)"
+{
+    bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
+        || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
+} &
+model_pid=$!
+
+# pg_regress and the isolation specs (temporary instances on sockets of their own).  pg_regress
+# and initdb refuse root: they run as postgres in a copy of the tree.
+cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
+      "$COSID_ROOT/test" "$COSID_ROOT/src" "$work/"
+chown -R "$PG_USER" "$work"
+stage "in the background: pg_regress and isolation specs"
+regress_started=$SECONDS
+{
+    rc=0; as_pg make -C "$work" -s installcheck > "$work/installcheck.log" 2>&1 || rc=$?
+    echo "$rc" > "$work/installcheck.rc"
+    echo "# pg_regress and isolation took $((SECONDS - regress_started)) s" >> "$work/installcheck.log"
+} &
+regress_pid=$!
+
+# The other PostgreSQL majors (../shared/pg), each in its own build tree, servers and sockets
+# (scripts/majors.sh): in two lanes of their own (every other major), then pg_upgrade between
+# majors (test/e2e/pg_upgrade.sh; 15 -> 15 without ../shared/pg) once both have installed
+# theirs.  The Debian package is built beside them, niced (it is installed and tried after the
+# suites).
+stage "in the background: the Debian package (scripts/package.sh, niced), PostgreSQL 16 to 19 in two lanes (scripts/majors.sh), then pg_upgrade"
+majors_started=$SECONDS
+{
+    rc=0; nice -n 10 bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1 || rc=$?
+    echo "$rc" > "$work/package.rc"
+    echo "# the package was built in $((SECONDS - majors_started)) s" > "$work/package.times"
+} &
+package_pid=$!
+SHARED_PG="${COSID_SHARED_PG:-$COSID_ROOT/../shared/pg}"
+found_majors=()
+for f in "$SHARED_PG"/pg-*-bookworm-x86_64.tar.gz; do
+    [ -e "$f" ] && found_majors+=("$(basename "$f" | cut -d- -f2)")
+done
+{
+    set +e; rc=0  # (a failure is counted and reported, never the end of this lane)
+    if [ "${#found_majors[@]}" -lt 2 ]; then
+        bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" > "$work/majors.log" 2>&1 || rc=$?
+    else
+        # (majors.sh runs pg_upgrade.sh itself only when it is given no major)
+        halves=("" "")
+        for i in "${!found_majors[@]}"; do halves[$((i % 2))]+=" ${found_majors[$i]}"; done
+        pids=()
+        for h in 0 1; do
+            # shellcheck disable=SC2086
+            bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" ${halves[$h]} > "$work/majors$h.log" 2>&1 & pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || rc=1; done
+        echo "# the majors' two lanes ended $((SECONDS - majors_started)) s after they started" > "$work/majors.times"
+        started=$SECONDS
+        if bash "$COSID_ROOT/test/e2e/pg_upgrade.sh" "$work/majors/e2e-upgrade" > "$work/majors/pg_upgrade.log" 2>&1; then
+            up=1; down=0
+        else
+            up=0; down=1; rc=1
+        fi
+        {
+            grep -hv '^majors: ' "$work/majors0.log" "$work/majors1.log"
+            [ "$down" = 0 ] || { grep -E '^not ok' "$work/majors/pg_upgrade.log" || true; tail -8 "$work/majors/pg_upgrade.log"; } |
+                sed "s/^/#   pg_upgrade.sh: /"
+            grep -E '^# (skipped|so |no builds|first id)' "$work/majors/pg_upgrade.log" | sed "s/^# /#   pg_upgrade.sh: /"
+            echo "pg_upgrade.sh: $(grep -c '^ok' "$work/majors/pg_upgrade.log") ok, $(grep -c '^not ok' "$work/majors/pg_upgrade.log") not ok in $((SECONDS - started)) s"
+            awk -v up="$up" -v down="$down" '  # a half that did not finish counts as one failure
+                FNR == 1 { files++ }
+                /^majors: [0-9]+ passed, [0-9]+ failed/ { p += $2; f += $4; done++ }
+                END { printf "majors: %d passed, %d failed\n", p + up, f + down + files - done }' \
+                "$work/majors0.log" "$work/majors1.log"
+        } > "$work/majors.log" 2>&1
+    fi
+    echo "# the majors' lane ended $((SECONDS - majors_started)) s after it started" >> "$work/majors.times"
+    exit $rc
+} &
+majors_pid=$!
+
 stage "GoogleTest: the pure C++ core"
 make -C "$COSID_ROOT" -s test/unit/run_unit
 unit_status=0
@@ -35,20 +118,6 @@ unit_status=0
 grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' "$work/unit.log" || true
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
-
-# The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
-# on, then each rule switched off and the violation it closes reached (~50 s of one core).  It
-# needs no server: it runs in the background, beside the checks and the end-to-end lanes
-# below, and its result is counted after them.
-stage "the model checker: every interleaving of the operations to a bound, and its teeth (in the background)"
-if ! make -C "$COSID_ROOT" -s test/model/run_model COSID_WERROR=1; then
-    echo "not ok - make test/model/run_model"; echo "total: $total_passed passed, $((total_failed + 1)) failed"; exit 1
-fi
-{
-    nice -n 10 bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
-        || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
-} &
-model_pid=$!
 
 stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
@@ -74,38 +143,6 @@ meta_ok=$(grep -c '^ok' "$work/meta.log" || true); meta_bad=$(grep -c '^not ok' 
 echo "META.json, make dist and docs: $meta_ok passed, $meta_bad failed"
 total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_bad))
 [ "$meta_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
-
-# pg_regress and initdb refuse root: run them as postgres in a copy of the tree.
-cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
-      "$COSID_ROOT/test" "$COSID_ROOT/src" "$work/"
-chown -R "$PG_USER" "$work"
-
-# pg_regress and the isolation specs run in the background too (temporary instances on
-# sockets of their own), beside the end-to-end lanes; their result is counted after them.
-stage "pg_regress and isolation specs (in the background)"
-regress_started=$SECONDS
-{
-    as_pg make -C "$work" -s installcheck > "$work/installcheck.log" 2>&1; echo $? > "$work/installcheck.rc"
-    echo "# pg_regress and isolation took $((SECONDS - regress_started)) s" >> "$work/installcheck.log"
-} &
-regress_pid=$!
-
-# The other PostgreSQL majors (../shared/pg) run beside the end-to-end scripts below, one
-# major at a time, in their own build trees, servers and sockets (scripts/majors.sh), and
-# then pg_upgrade between majors (test/e2e/pg_upgrade.sh; 15 -> 15 without ../shared/pg).
-# The Debian package is built beside them, niced (it is installed and tried after the suites).
-stage "in the background: the Debian package (scripts/package.sh, niced), and PostgreSQL 16 to 19 and pg_upgrade (scripts/majors.sh)"
-majors_started=$SECONDS
-{
-    nice -n 10 bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1; echo $? > "$work/package.rc"
-    echo "# the package was built in $((SECONDS - majors_started)) s" > "$work/package.times"
-} &
-package_pid=$!
-{
-    bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" > "$work/majors.log" 2>&1
-    echo "# the majors' lane ended $((SECONDS - majors_started)) s after it started" > "$work/majors.times"
-} &
-majors_pid=$!
 
 # The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (3, or
 # COSID_E2E_LANES: most of a script's time is waiting for leases, clocks and servers, not
@@ -199,6 +236,7 @@ total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_
 stage "PostgreSQL 16 to 19, pg_upgrade"
 majors_status=0
 wait "$majors_pid" || majors_status=$?
+majors_pid=""
 cat "$work/majors.log"
 cat "$work/majors.times" "$work/package.times" 2>/dev/null || true
 echo "# the other majors took $((SECONDS - majors_started)) s (beside the end-to-end scripts)"
@@ -212,7 +250,7 @@ fi
 
 # dpkg -i replaces the development install of PostgreSQL 15's cosid: only after the suites.
 stage "the Debian package: dpkg -i into PostgreSQL 15, smoke test, dpkg -r"
-wait "$package_pid" || true
+wait "$package_pid" || true; package_pid=""
 tail -3 "$work/package.log"
 deb=$(ls "$work"/deb/postgresql-15-cosid_*_amd64.deb 2>/dev/null | head -1 || true)
 if [ "$(cat "$work/package.rc" 2>/dev/null)" = 0 ] && [ -n "$deb" ]; then
