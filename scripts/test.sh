@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test of cosid: GoogleTest on the core, then, side by side, the model checker,
 # pg_regress and isolation specs against temporary instances that preload cosid, and the
-# end-to-end scripts under test/e2e in two lanes, on Debian's PostgreSQL 15; and, beside them,
+# end-to-end scripts under test/e2e in three lanes, on Debian's PostgreSQL 15; and, beside them,
 # the other majors in ../shared/pg (scripts/majors.sh).
 # Run as root on a fresh Debian 12 machine; it installs what it needs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -28,8 +28,16 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
     total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-0}))
 }
 
-# Everything that needs only the build starts now, in the background, beside the unit tests,
-# the checks of the docs and the end-to-end lanes below; each result is counted after the lanes.
+stage "GoogleTest: the pure C++ core"
+make -C "$COSID_ROOT" -s test/unit/run_unit
+unit_status=0
+"$COSID_ROOT/test/unit/run_unit" > "$work/unit.log" 2>&1 || unit_status=$?
+grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' "$work/unit.log" || true
+count_line "$work/unit.log"
+[ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
+
+# Everything else that needs only the build starts now, in the background, beside the checks
+# of the docs and the end-to-end lanes below; each result is counted after the lanes.
 # The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
 # on, then each rule switched off and the violation it closes reached (~50 s of one core; no
 # server).
@@ -110,14 +118,6 @@ done
     exit $rc
 } &
 majors_pid=$!
-
-stage "GoogleTest: the pure C++ core"
-make -C "$COSID_ROOT" -s test/unit/run_unit
-unit_status=0
-"$COSID_ROOT/test/unit/run_unit" > "$work/unit.log" 2>&1 || unit_status=$?
-grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' "$work/unit.log" || true
-count_line "$work/unit.log"
-[ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
 stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true

@@ -108,7 +108,7 @@ check "the promoted S2 refuses with ZC009" ZC009 "${r%% *}"
 check_true "... at once, not after cosid.acquire_timeout (${r#* } ms)" "$([ "${r#* }" -lt 8000 ] && echo t || echo f)"
 check "cosid_health() on S2: fork critical" critical "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
 n=$(qd "$S1" "$PS1" -c "SELECT count(*) FROM t")
-check_true "S1 goes on issuing meanwhile" "$(wait_until 30 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
+check_true "S1 goes on issuing meanwhile" "$(wait_until 120 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
 r=$(insert_once "$S2" "$PS2")
 check "S2 still refuses while S1 issues" ZC009 "${r%% *}"
 touch "$base/stop"; wait
@@ -150,7 +150,7 @@ stop_server "$S1" immediate
 echo "# 3. a base backup of S2 restored as a new server (recovery.signal: a new timeline)"
 rm -f "$base/stop"; inserter "$S2" "$PS2" s2b
 n=$(qd "$S2" "$PS2" -c "SELECT count(*) FROM t")
-check_true "S2 issues" "$(wait_until 30 qd "$S2" "$PS2" -c "SELECT count(*) > $n FROM t")"
+check_true "S2 issues" "$(wait_until 60 qd "$S2" "$PS2" -c "SELECT count(*) > $n FROM t")"
 standby_of "$S2" "$PS2" "$R" "$PR" recovery
 check_true "R recovered and is writable" "$(wait_until 30 qd "$R" "$PR" -c "SELECT NOT pg_is_in_recovery()")"
 r=$(insert_once "$R" "$PR")
