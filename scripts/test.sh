@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Every test of cosid: GoogleTest on the core, pg_regress and isolation specs against
-# temporary instances that preload cosid, then the end-to-end scripts under test/e2e, on
-# Debian's PostgreSQL 15; and, beside them, the other majors in ../shared/pg (scripts/majors.sh).
+# Every test of cosid: GoogleTest on the core, then, side by side, the model checker,
+# pg_regress and isolation specs against temporary instances that preload cosid, and the
+# end-to-end scripts under test/e2e in three lanes, on Debian's PostgreSQL 15; and, beside them,
+# the other majors in ../shared/pg (scripts/majors.sh).
 # Run as root on a fresh Debian 12 machine; it installs what it needs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+stage() { log "$* [at $SECONDS s]"; }  # a phase's heading, with the time since the start
 install_prerequisites
 apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
 # test/e2e/applications.sh: the frameworks of docs/applications.md (npm comes with NodeSource's
@@ -13,7 +15,9 @@ apt_install_missing python3-sqlalchemy python3-psycopg2 python3-django ruby-acti
 command -v npm >/dev/null || apt_install_missing nodejs npm
 build_and_install COSID_WERROR=1  # a warning fails the test command
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
+# (an early exit ends what runs in the background)
+trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-}; do kill_tree "$p"; done; rm -rf "$work"' EXIT
 
 total_passed=0
 total_failed=0
@@ -24,7 +28,7 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
     total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-0}))
 }
 
-log "GoogleTest: the pure C++ core"
+stage "GoogleTest: the pure C++ core"
 make -C "$COSID_ROOT" -s test/unit/run_unit
 unit_status=0
 "$COSID_ROOT/test/unit/run_unit" > "$work/unit.log" 2>&1 || unit_status=$?
@@ -32,20 +36,90 @@ grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' 
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
+# Everything else that needs only the build starts now, in the background, beside the checks
+# of the docs and the end-to-end lanes below; each result is counted after the lanes.
 # The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
-# on, then each rule switched off and the violation it closes reached (~45 s on 2 cores, before
-# anything else runs).
-log "the model checker: every interleaving of the operations to a bound, and its teeth"
-bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
-    || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
-grep -E '^(ok|not ok)|^# the model' "$work/model.log" || true
-grep -q '^not ok' "$work/model.log" && sed -n '/^not ok/,+3p;/^#   /p' "$work/model.log" | head -80
-model_ok=$(grep -c '^ok' "$work/model.log" || true); model_bad=$(grep -c '^not ok' "$work/model.log" || true)
-echo "model checker: $model_ok passed, $model_bad failed"
-total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_bad))
-[ "$model_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
+# on, then each rule switched off and the violation it closes reached (~50 s of one core; no
+# server).
+stage "in the background: the model checker (every interleaving of the operations to a bound, and its teeth)"
+{
+    bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
+        || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
+} &
+model_pid=$!
 
-log "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
+# pg_regress and the isolation specs (temporary instances on sockets of their own).  pg_regress
+# and initdb refuse root: they run as postgres in a copy of the tree.
+cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
+      "$COSID_ROOT/test" "$COSID_ROOT/src" "$work/"
+chown -R "$PG_USER" "$work"
+stage "in the background: pg_regress and isolation specs"
+regress_started=$SECONDS
+{
+    rc=0; as_pg make -C "$work" -s installcheck > "$work/installcheck.log" 2>&1 || rc=$?
+    echo "$rc" > "$work/installcheck.rc"
+    echo "# pg_regress and isolation took $((SECONDS - regress_started)) s" >> "$work/installcheck.log"
+} &
+regress_pid=$!
+
+# The other PostgreSQL majors (../shared/pg), each in its own build tree, servers and sockets
+# (scripts/majors.sh): in two lanes of their own (every other major), then pg_upgrade between
+# majors (test/e2e/pg_upgrade.sh; 15 -> 15 without ../shared/pg) once both have installed
+# theirs.  The Debian package is built beside them, niced (it is installed and tried after the
+# suites).
+stage "in the background: the Debian package (scripts/package.sh, niced), PostgreSQL 16 to 19 in two lanes (scripts/majors.sh), then pg_upgrade"
+majors_started=$SECONDS
+{
+    rc=0; nice -n 10 bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1 || rc=$?
+    echo "$rc" > "$work/package.rc"
+    echo "# the package was built in $((SECONDS - majors_started)) s" > "$work/package.times"
+} &
+package_pid=$!
+SHARED_PG="${COSID_SHARED_PG:-$COSID_ROOT/../shared/pg}"
+found_majors=()
+for f in "$SHARED_PG"/pg-*-bookworm-x86_64.tar.gz; do
+    [ -e "$f" ] && found_majors+=("$(basename "$f" | cut -d- -f2)")
+done
+{
+    set +e; rc=0  # (a failure is counted and reported, never the end of this lane)
+    if [ "${#found_majors[@]}" -lt 2 ]; then
+        bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" > "$work/majors.log" 2>&1 || rc=$?
+    else
+        # (majors.sh runs pg_upgrade.sh itself only when it is given no major)
+        halves=("" "")
+        for i in "${!found_majors[@]}"; do halves[$((i % 2))]+=" ${found_majors[$i]}"; done
+        pids=()
+        for h in 0 1; do
+            # shellcheck disable=SC2086
+            bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" ${halves[$h]} > "$work/majors$h.log" 2>&1 & pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || rc=1; done
+        echo "# the majors' two lanes ended $((SECONDS - majors_started)) s after they started" > "$work/majors.times"
+        started=$SECONDS
+        if bash "$COSID_ROOT/test/e2e/pg_upgrade.sh" "$work/majors/e2e-upgrade" > "$work/majors/pg_upgrade.log" 2>&1; then
+            up=1; down=0
+        else
+            up=0; down=1; rc=1
+        fi
+        {
+            grep -hv '^majors: ' "$work/majors0.log" "$work/majors1.log"
+            [ "$down" = 0 ] || { grep -E '^not ok' "$work/majors/pg_upgrade.log" || true; tail -8 "$work/majors/pg_upgrade.log"; } |
+                sed "s/^/#   pg_upgrade.sh: /"
+            grep -E '^# (skipped|so |no builds|first id)' "$work/majors/pg_upgrade.log" | sed "s/^# /#   pg_upgrade.sh: /"
+            echo "pg_upgrade.sh: $(grep -c '^ok' "$work/majors/pg_upgrade.log") ok, $(grep -c '^not ok' "$work/majors/pg_upgrade.log") not ok in $((SECONDS - started)) s"
+            awk -v up="$up" -v down="$down" '  # a half that did not finish counts as one failure
+                FNR == 1 { files++ }
+                /^majors: [0-9]+ passed, [0-9]+ failed/ { p += $2; f += $4; done++ }
+                END { printf "majors: %d passed, %d failed\n", p + up, f + down + files - done }' \
+                "$work/majors0.log" "$work/majors1.log"
+        } > "$work/majors.log" 2>&1
+    fi
+    echo "# the majors' lane ended $((SECONDS - majors_started)) s after it started" >> "$work/majors.times"
+    exit $rc
+} &
+majors_pid=$!
+
+stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
 for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too
     python3 "$COSID_ROOT/test/meta/check_docs.py" "$arg" > "$work/docs.log" 2>&1 \
@@ -70,68 +144,65 @@ echo "META.json, make dist and docs: $meta_ok passed, $meta_bad failed"
 total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_bad))
 [ "$meta_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
 
-# pg_regress and initdb refuse root: run them as postgres in a copy of the tree.
-cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
-      "$COSID_ROOT/test" "$COSID_ROOT/src" "$work/"
-chown -R "$PG_USER" "$work"
-
-log "pg_regress and isolation specs"
-started=$SECONDS
-if ! as_pg make -C "$work" -s installcheck 2>&1 | tee "$work/installcheck.log"; then
-    for f in "$work"/test/out/regression.diffs "$work"/test/out_isolation/regression.diffs; do
-        [ -f "$f" ] && cat "$f"
-    done
-    echo "pg_regress: $(grep -cE '\.\.\. ok' "$work/installcheck.log") passed, $(grep -cE '\.\.\. FAILED' "$work/installcheck.log") failed"
-    exit 1
-fi
-total_passed=$((total_passed + $(grep -cE '\.\.\. ok' "$work/installcheck.log")))
-echo "# pg_regress and isolation took $((SECONDS - started)) s"
-
-# The other PostgreSQL majors (../shared/pg) run beside the end-to-end scripts below, one
-# major at a time, in their own build trees, servers and sockets (scripts/majors.sh), and
-# then pg_upgrade between majors (test/e2e/pg_upgrade.sh; 15 -> 15 without ../shared/pg).
-log "the Debian package (scripts/package.sh), then PostgreSQL 16 to 19 and pg_upgrade (scripts/majors.sh), in the background"
-majors_started=$SECONDS
-{
-    bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1; echo $? > "$work/package.rc"
-    bash "$COSID_ROOT/scripts/majors.sh" "$work/majors" > "$work/majors.log" 2>&1
-} &
-majors_pid=$!
-
-# The end-to-end scripts on PostgreSQL 15 run in two lanes beside the majors' lane: the
-# second takes the deployments (Citus, Patroni, PgBouncer, regional stores, the exporter) and
-# the longest fault runs; the first everything else.  Each lane has its own work directory,
-# and the initdb template both copy from is made before they start (scripts/lib.sh).
-LANE2=(chaos.sh static_slots.sh store_failover.sh citus.sh patroni.sh pgbouncer.sh regional.sh prometheus.sh health.sh static_ceiling.sh static_ceiling_ops.sh)
-in_lane2() { local x; for x in "${LANE2[@]}"; do [ "$x" = "$1" ] && return 0; done; return 1; }
+# The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (3, or
+# COSID_E2E_LANES: most of a script's time is waiting for leases, clocks and servers, not
+# CPU).  Every lane takes the next script from one queue, longest first (the times of a run on
+# 2 cores below; a script not listed is short and comes after them, in name order), so that
+# they end together whatever the load.  The scripts that may install packages (apt) all run in
+# lane 2, one after the other, before it takes from the queue.  Each lane has its own work
+# directory, and the initdb template they copy from is made before they start (scripts/lib.sh).
+LANES=${COSID_E2E_LANES:-3}
+LANE2_ONLY=(patroni.sh citus.sh health.sh pgbouncer.sh prometheus.sh)
+LONGEST_FIRST=(chaos.sh static_switch.sh static_ceiling_ops.sh fork.sh static_slots.sh static_ceiling.sh
+               store_failover.sh store_change.sh faults_clock_store.sh faults_process.sh store_restore_race.sh
+               store_restore.sh store_restore_staged.sh shared_store.sh store_restart.sh model_compare.sh
+               floor_bounds.sh lease_edges.sh bind_defaults.sh static_no_file.sh static_release_race.sh
+               applications.sh clock_jump.sh remote_store_edges.sh adopt.sh concurrency.sh no_preload.sh)
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
-run_lane() {  # run_lane N: the lane's scripts in order; "e2e lane N: P passed, F failed" at the end
-    local lane=$1 t name passed=0 failed=0 started
+listed() { local x n=$1; shift; for x in "$@"; do [ "$x" = "$n" ] && return 0; done; return 1; }  # listed NAME LIST...
+printf '%s\n' "${LANE2_ONLY[@]}" > "$work/queue2"
+{
+    printf '%s\n' "${LONGEST_FIRST[@]}"
     for t in "$COSID_ROOT"/test/e2e/*.sh; do
-        [ -e "$t" ] || continue
         name=$(basename "$t")
         # pg_upgrade between majors runs at the end of the majors' lane (scripts/majors.sh says why)
         [ "$name" = pg_upgrade.sh ] && continue
-        if in_lane2 "$name"; then [ "$lane" = 2 ] || continue; else [ "$lane" = 1 ] || continue; fi
+        listed "$name" "${LANE2_ONLY[@]}" "${LONGEST_FIRST[@]}" || echo "$name"
+    done
+} > "$work/queue"
+next_script() {  # next_script LANE: takes the next script for the lane off the queues ("" when none is left)
+    local q name
+    for q in $([ "$1" = 2 ] && echo "$work/queue2") "$work/queue"; do
+        name=$( (flock 9; n=$(head -1 "$q"); [ -z "$n" ] || sed -i 1d "$q"; echo "$n") 9>"$work/queue.lock" )
+        [ -z "$name" ] || { echo "$name"; return 0; }
+    done
+}
+lanes_started=$SECONDS
+run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N: P passed, F failed" at the end
+    local lane=$1 t name passed=0 failed=0 started
+    while name=$(next_script "$lane") && [ -n "$name" ]; do
+        t="$COSID_ROOT/test/e2e/$name"
+        [ -e "$t" ] || continue  # a listed script that is gone
         log "end-to-end (lane $lane): $name"
         started=$SECONDS
         if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "# FAILED: $name"; fi
         echo "# $name took $((SECONDS - started)) s"
     done
+    echo "# e2e lane $lane ended $((SECONDS - lanes_started)) s after the lanes started"
     echo "e2e lane $lane: $passed passed, $failed failed"
 }
-log "end-to-end scripts on PostgreSQL 15: lane 2 in the background (its output follows lane 1's)"
-run_lane 2 > "$work/lane2.log" 2>&1 &
-lane2_pid=$!
+stage "end-to-end scripts on PostgreSQL 15 in $LANES lanes: lanes 2 to $LANES in the background (their output follows lane 1's)"
+lane_pids=()
+for lane in $(seq 2 "$LANES"); do run_lane "$lane" > "$work/lane$lane.log" 2>&1 & lane_pids+=($!); done
 run_lane 1 | tee "$work/lane1.log"
-wait "$lane2_pid" || true
-cat "$work/lane2.log"
+for p in "${lane_pids[@]}"; do wait "$p" || true; done
+for lane in $(seq 2 "$LANES"); do cat "$work/lane$lane.log"; done
 status=0
 passed=0
 failed=0
-for f in "$work/lane1.log" "$work/lane2.log"; do
-    p=$(grep -oE '^e2e lane [12]: [0-9]+ passed' "$f" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
-    q=$(grep -oE '^e2e lane [12]: [0-9]+ passed, [0-9]+ failed' "$f" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
+for f in $(seq -f "$work/lane%g.log" 1 "$LANES"); do
+    p=$(grep -oE '^e2e lane [0-9]+: [0-9]+ passed' "$f" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || true)
+    q=$(grep -oE '^e2e lane [0-9]+: [0-9]+ passed, [0-9]+ failed' "$f" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
     [ -z "$p" ] && { q=$((${q:-0} + 1)); echo "# $(basename "$f"): the lane did not finish"; }
     passed=$((passed + ${p:-0})); failed=$((failed + ${q:-0}))
 done
@@ -140,10 +211,34 @@ echo
 echo "e2e (PostgreSQL 15): $passed passed, $failed failed"
 total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
 
-log "PostgreSQL 16 to 19, pg_upgrade"
+stage "pg_regress and isolation specs (they ran beside the end-to-end scripts)"
+wait "$regress_pid" || true; regress_pid=""
+cat "$work/installcheck.log"
+if [ "$(cat "$work/installcheck.rc" 2>/dev/null)" != 0 ]; then
+    for f in "$work"/test/out/regression.diffs "$work"/test/out_isolation/regression.diffs; do
+        [ -f "$f" ] && cat "$f"
+    done
+    bad=$(grep -cE '\.\.\. FAILED' "$work/installcheck.log" || true)
+    echo "not ok - pg_regress and isolation: ${bad:-0} failed (or did not run)"
+    total_failed=$((total_failed + (${bad:-0} > 0 ? ${bad:-0} : 1))); status=1
+fi
+total_passed=$((total_passed + $(grep -cE '\.\.\. ok' "$work/installcheck.log")))
+
+stage "the model checker (it ran beside the end-to-end scripts)"
+wait "$model_pid" || true; model_pid=""
+grep -E '^(ok|not ok)|^# the model' "$work/model.log" || true
+grep -q '^not ok' "$work/model.log" && sed -n '/^not ok/,+3p;/^#   /p' "$work/model.log" | head -80
+model_ok=$(grep -c '^ok' "$work/model.log" || true); model_bad=$(grep -c '^not ok' "$work/model.log" || true)
+echo "model checker: $model_ok passed, $model_bad failed"
+total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_bad))
+[ "$model_bad" = 0 ] || status=1
+
+stage "PostgreSQL 16 to 19, pg_upgrade"
 majors_status=0
 wait "$majors_pid" || majors_status=$?
+majors_pid=""
 cat "$work/majors.log"
+cat "$work/majors.times" "$work/package.times" 2>/dev/null || true
 echo "# the other majors took $((SECONDS - majors_started)) s (beside the end-to-end scripts)"
 mp=$(grep -oE '^majors: [0-9]+ passed' "$work/majors.log" | grep -oE '[0-9]+' || true)
 mf=$(grep -oE '^majors: [0-9]+ passed, [0-9]+ failed' "$work/majors.log" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+' || true)
@@ -154,7 +249,8 @@ if [ "$majors_status" != 0 ]; then
 fi
 
 # dpkg -i replaces the development install of PostgreSQL 15's cosid: only after the suites.
-log "the Debian package: dpkg -i into PostgreSQL 15, smoke test, dpkg -r"
+stage "the Debian package: dpkg -i into PostgreSQL 15, smoke test, dpkg -r"
+wait "$package_pid" || true; package_pid=""
 tail -3 "$work/package.log"
 deb=$(ls "$work"/deb/postgresql-15-cosid_*_amd64.deb 2>/dev/null | head -1 || true)
 if [ "$(cat "$work/package.rc" 2>/dev/null)" = 0 ] && [ -n "$deb" ]; then
@@ -172,7 +268,7 @@ make -C "$COSID_ROOT" -s install >/dev/null  # the development install again, as
 # the check's line and the script it came from.
 if [ "$status" != 0 ]; then
     echo "failures:"
-    for f in "$work/lane1.log" "$work/lane2.log" "$work/majors.log" "$work/smoke.log"; do
+    for f in "$work/installcheck.log" "$work/model.log" $(seq -f "$work/lane%g.log" 1 "$LANES") "$work/majors.log" "$work/smoke.log"; do
         [ -f "$f" ] && awk -v lane="$(basename "$f" .log)" '
             /^==> end-to-end/ { script = $NF }
             /^# FAILED: / { print "  " lane ": " $3 " failed" }

@@ -127,4 +127,6 @@ for t in serial_t ident_t foreign_t; do
     check_true "$t on the restored server: new ids above every restored one" \
         "$(tq -c "SELECT min(id) FILTER (WHERE phase = 'restored') > max(id) FILTER (WHERE phase <> 'restored') FROM $t")"
 done
+assert_store_verified "$DIR" "$PORT" postgres "the first server's store"
+assert_store_verified "$TARGET" "$TPORT" dst "the restored store (its history came with the dump)"
 exit $FAIL

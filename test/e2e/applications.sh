@@ -122,4 +122,5 @@ sessions_web.js sessions 4 web number
 PROGRAMS
 
 echo "# applications.sh took $((SECONDS - started)) s"
+assert_store_verified "$DIR" "$PORT" postgres
 exit $FAIL

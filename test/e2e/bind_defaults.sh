@@ -178,4 +178,5 @@ check "no default of old15 is left unbound, and none became a member of the exte
               AND ((classid = 'pg_class'::regclass AND objid IN ('by_postgres'::regclass, 'by_app'::regclass, 'old_view'::regclass))
                    OR (classid = 'pg_type'::regclass AND objid = 'old_id'::regtype)))")"
 check "the event trigger is there after the update" "A" "$(qdb old15 -c "SELECT evtenabled FROM pg_event_trigger WHERE evtname = 'cosid_bind_defaults'")"
+assert_store_verified "$dir" "$port" postgres "the store (leased and static windows)"
 exit $FAIL

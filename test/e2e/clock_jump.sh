@@ -189,4 +189,5 @@ check "no leased window starts below an id issued in an earlier window of its sl
     WHERE EXISTS (SELECT FROM i WHERE i.slot = earlier.slot AND i.ts > earlier.floor AND i.ts <= earlier.ceiling
                     AND i.ts > later.floor)")"
 echo "# run time $(( ($(now_ms) - t_start) / 1000 )) s"
+assert_store_verified "$DIR" "$PORT" postgres "the store (its clock moved back and forth)"
 exit $FAIL

@@ -77,4 +77,5 @@ check_true "with every slot released and every window behind the store's clock, 
     "$(wait_until 20 q postgres -q -c "SET client_min_messages = warning" -c "DROP EXTENSION cosid CASCADE" -c "SELECT count(*) = 0 FROM pg_extension WHERE extname = 'cosid'")"
 check "and a store made again serves ids" "t" \
     "$(q postgres -c "CREATE EXTENSION cosid" >/dev/null; q postgres -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" | tail -1)"
+assert_store_verified "$dir" "$port" postgres "the store made again"
 exit $FAIL

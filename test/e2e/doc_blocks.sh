@@ -217,4 +217,5 @@ check "pooler.md: instance b holds a slot of orders in the store, under keeper_b
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held' AND x.owner_role = 'keeper_b'" 2>&1)"
 check "pooler.md: instance b's cosid.store_dsn names PgBouncer (port $BP), not the store" \
     "host=127.0.0.1 port=$BP dbname=store user=keeper_b" "$(psql_at "${DIR}_b" 56663 postgres -At -c "SHOW cosid.store_dsn" 2>&1)"
+assert_store_verified "$DIR" "$PORT" postgres "the store the pages' blocks ran on"
 exit $FAIL

@@ -94,6 +94,8 @@ out=$(as_pg "$PG_BIN/psql" -X -q -h "$A" -p "$PA" -d postgres -v VERBOSITY=verbo
 check "no background worker slot for the check: 53000, the database kept" "53000 1" \
     "$(sqlstate_of "$out") $(qa -c "SELECT count(*) FROM pg_database WHERE datname = 'spare'")"
 
+assert_store_verified "$S" "$PS" fleet "A's store (S's database fleet)"
+assert_store_verified "$S" "$PS" postgres "S's own store"
 echo "# once A has stopped (its slots released, their next floors behind the clock)"
 stop_server "$A"
 drop_fleet() {

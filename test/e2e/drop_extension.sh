@@ -68,4 +68,5 @@ out=$(err "DROP OWNED BY ops")
 check "DROP OWNED BY the extension's owner refused with 55006 while a lease is live, the extension still there" "55006 1" \
     "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-) $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
 check "DROP OWNED BY a role owning nothing of cosid goes through" "" "$(err "DROP OWNED BY bystander")"
+assert_store_verified "$dir" "$port" postgres "the store made again"
 exit $FAIL

@@ -75,4 +75,5 @@ out=$(err postgres "SET statement_timeout = '20s'; BEGIN; ALTER DATABASE twice R
                     ALTER DATABASE twice2 RENAME TO twice3; COMMIT")
 check "both go through (no wait for the check's worker)" " twice3" \
     "$out $(q postgres -c "SELECT datname FROM pg_database WHERE datname LIKE 'twice%'")"
+assert_store_verified "$S" "$PS" postgres
 exit $FAIL

@@ -21,4 +21,6 @@ check "the windows of 'orders' kept their next_floor" "$before" \
       "$(q dst -c "SELECT string_agg(slot || ':' || next_floor, ',' ORDER BY slot) FROM cosid.lease WHERE namespace = 'orders'")"
 check "rows restored" 1000 "$(q dst -c "SELECT count(*) FROM t")"
 check "'default' recreated with its 1024 slots" 1024 "$(q dst -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'default'")"
+assert_store_verified "$dir" "$port" src "the store (database src)"
+assert_store_verified "$dir" "$port" dst "the restored store (database dst: the history of src's windows)"
 exit $FAIL

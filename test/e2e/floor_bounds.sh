@@ -86,4 +86,5 @@ check_true "its DETAIL says how far the floor really is (years) and when" \
 check_true "not the capped wait as the distance" "$(grep -qE '19000 ms ahead' <<<"$out" && echo f || echo t)"
 check_true "its HINT says what to do" "$(grep -E '^HINT:' <<<"$out" | grep -q 'cosid_namespace_lower_floor' && echo t || echo f)"
 check_true "A still answers" "$(qa -c "SELECT true")"
+assert_store_verified "$S" "$PS" postgres "S, the store of A"
 exit $FAIL

@@ -78,7 +78,7 @@ qd "$P" "$PP" -c "CREATE EXTENSION cosid" \
 echo "# 1. a planned switchover: the primary stops cleanly, its standby is promoted"
 standby_of "$P" "$PP" "$S1" "$PS1"
 rm -f "$base/stop"; inserter "$P" "$PP" p1
-check_true "P issues" "$(wait_until 30 qd "$P" "$PP" -c "SELECT count(*) >= 2000 FROM t")"
+check_true "P issues" "$(wait_until 120 qd "$P" "$PP" -c "SELECT count(*) >= 2000 FROM t")"
 check_true "P's keeper recorded itself as the server issuing from its store" \
     "$(qd "$P" "$PP" -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
 touch "$base/stop"; wait
@@ -108,7 +108,7 @@ check "the promoted S2 refuses with ZC009" ZC009 "${r%% *}"
 check_true "... at once, not after cosid.acquire_timeout (${r#* } ms)" "$([ "${r#* }" -lt 8000 ] && echo t || echo f)"
 check "cosid_health() on S2: fork critical" critical "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
 n=$(qd "$S1" "$PS1" -c "SELECT count(*) FROM t")
-check_true "S1 goes on issuing meanwhile" "$(wait_until 30 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
+check_true "S1 goes on issuing meanwhile" "$(wait_until 120 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
 r=$(insert_once "$S2" "$PS2")
 check "S2 still refuses while S1 issues" ZC009 "${r%% *}"
 touch "$base/stop"; wait
@@ -124,7 +124,7 @@ check_true "cosid_fork_acknowledge() on S2" "$(qd "$S2" "$PS2" -c "SELECT cosid_
 check "cosid_health() on S2: fork ok" ok "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
 rm -f "$base/stop"; inserter "$S2" "$PS2" s2
 check_true "S2 issues 4,000 rows after the acknowledgement" \
-    "$(wait_until 60 qd "$S2" "$PS2" -c "SELECT count(*) >= 4000 FROM t WHERE src = $PS2")"
+    "$(wait_until 120 qd "$S2" "$PS2" -c "SELECT count(*) >= 4000 FROM t WHERE src = $PS2")"
 touch "$base/stop"; wait
 qd "$S2" "$PS2" -c "CREATE TABLE s1_ids (id bigint, src int)" >/dev/null
 qd "$S2" "$PS2" -c "COPY s1_ids FROM STDIN" < "$base/s1_ids.txt"
@@ -150,7 +150,7 @@ stop_server "$S1" immediate
 echo "# 3. a base backup of S2 restored as a new server (recovery.signal: a new timeline)"
 rm -f "$base/stop"; inserter "$S2" "$PS2" s2b
 n=$(qd "$S2" "$PS2" -c "SELECT count(*) FROM t")
-check_true "S2 issues" "$(wait_until 30 qd "$S2" "$PS2" -c "SELECT count(*) > $n FROM t")"
+check_true "S2 issues" "$(wait_until 60 qd "$S2" "$PS2" -c "SELECT count(*) > $n FROM t")"
 standby_of "$S2" "$PS2" "$R" "$PR" recovery
 check_true "R recovered and is writable" "$(wait_until 30 qd "$R" "$PR" -c "SELECT NOT pg_is_in_recovery()")"
 r=$(insert_once "$R" "$PR")
@@ -176,6 +176,7 @@ as_pg "$PG_BIN/pg_ctl" -D "$S2/data" -l "$S2/server.log" -w start >/dev/null
 r=$(insert_once "$S2" "$PS2")
 check "after a crash restart it issues at once (${r#* } ms)" ok "${r%% *}"
 check "zero duplicate ids on S2" 0 "$(qd "$S2" "$PS2" -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+assert_store_verified "$S2" "$PS2" postgres "S2 (P's, S1's until the split and its own windows)"
 echo "# 6. static slots: a copy marked with a cosid.fork file (its state file names the original's slots)"
 stop_server "$S2" immediate
 C="$base/c"; PC=55605
@@ -191,6 +192,7 @@ echo "a disk snapshot of R" | as_pg tee "$C/data/cosid.fork" >/dev/null
 qd "$R" "$PR" -c "INSERT INTO ts(v) SELECT 1 FROM generate_series(1, 2000)" >/dev/null
 ahead=$(qd "$R" "$PR" -c "SELECT round(extract(epoch FROM max(cosid_timestamp(id, 'st')) - clock_timestamp())) FROM ts")
 qd "$R" "$PR" -c "COPY (SELECT id FROM ts) TO STDOUT" > "$base/r_ids.txt"
+assert_store_verified "$R" "$PR" postgres "R (static windows)"
 stop_server "$R" fast
 stopped_at=$(date -u '+%Y-%m-%d %H:%M:%S.%3N+00')
 as_pg "$PG_BIN/pg_ctl" -D "$C/data" -l "$C/server.log" -w start >/dev/null
@@ -201,6 +203,7 @@ qd "$C" "$PC" -c "SET cosid.acquire_timeout = '40s'" -c "INSERT INTO ts(v) SELEC
 qd "$C" "$PC" -c "CREATE TABLE r_ids (id bigint)" -c "COPY r_ids FROM STDIN" < "$base/r_ids.txt" >/dev/null
 check "after the acknowledgement the copy's static slot issues 2,000 ids, none of R's (R's last id ${ahead} s ahead at its stop)" \
     "2000|0" "$(qd "$C" "$PC" -c "SELECT count(*) FILTER (WHERE v = 3) || '|' || count(*) FILTER (WHERE v = 3 AND id IN (SELECT id FROM r_ids)) FROM ts")"
+assert_store_verified "$C" "$PC" postgres "the acknowledged copy C (R's windows until the copy and its own)"
 stop_server "$C" immediate
 
 echo "# 7. a base backup of a server that has issued nothing yet"
@@ -245,4 +248,5 @@ as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
 check_true "its record is cleared" "$(wait_until 20 qd "$P" "$PP" -c "SELECT issuer_incarnation IS NULL FROM cosid.store_state")"
 out=$(qd "$P" "$PP" -v VERBOSITY=verbose -c "INSERT INTO t(v) VALUES (1)" 2>&1 || true)
 check "cosid_next() there: ZC006" ZC006 "$(sqlstate_of "$out")"
+assert_store_verified "$P" "$PP" postgres "P made again (store-only at the end)"
 exit $FAIL

@@ -84,6 +84,7 @@ check_true "store: critical once it has not answered for a ttl" "$(wait_for 20 "
 as_pg "$PG_BIN/pg_ctl" -D "$P/data" -l "$P/server.log" -w start >/dev/null
 check_true "store: ok again once it answers" "$(wait_for 20 "store ok" is "$R" "$PR" store ok)"
 check "renewals: a warning while the failures are recent" warning "$(status "$R" "$PR" renewals)"
+assert_store_verified "$P" "$PP" postgres "P, the store of itself, of R and of the other incarnation"
 stop_server "$R"
 
 echo "# cosid.database without the extension; then a keeper that cannot start ($SECONDS s)"

@@ -81,7 +81,12 @@ check "an idle pool slot of 'mono'" t "$(q -c "SELECT cosid_next('mono') > 0")"
 lease0=$(q -c "SELECT slot || ':' || fence FROM cosid.lease WHERE namespace = 'mono' AND incarnation IS NOT NULL")
 ren0=$(stat renewals); lost0=$(stat leases_lost)
 set_conf cosid.clock_offset -10000
-sleep 5   # longer than ttl + tolerance: a lease not renewed meanwhile has expired
+# the lease's expiry (+ tolerance) as the step found it: a lease not renewed after the step
+# has expired once the store's clock is past it
+exp0=$(q -c "SELECT l.expires_at + n.tolerance_ms FROM cosid.lease l JOIN cosid.namespace n ON n.name = l.namespace
+             WHERE l.namespace = 'mono' AND l.incarnation IS NOT NULL")
+check_true "the store's clock passes the lease's expiry as the step found it (+ tolerance)" \
+    "$(wait_for 30 "the store's clock past $exp0" q -c "SELECT cosid.store_now() > $exp0")"
 check_true "renewals went on while the keeper's clock was 10 s back" "$(wait_for 30 "3 renewals" q -c "SELECT renewals >= $ren0 + 3 FROM cosid_stats()")"
 check "no lease lost" "$lost0" "$(stat leases_lost)"
 check "the lease of 'mono' is still held, same slot and fence, not expired" "$lease0 true" "$(q -c "

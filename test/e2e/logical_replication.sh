@@ -202,6 +202,8 @@ for s in B:sub_b E:sub_e F:sub_f D:sub_d; do
     check "no ERROR in ${s%%:*}'s log" 0 "$(errors_in_log ${s%%:*})"
 done
 
+# each store's history: A's (its own windows and D's), B's (its own and C's), E's
+for s in A B E; do p=P$s; assert_store_verified "${!s}" "${!p}" postgres "$s's store"; done
 echo "# [$SECONDS s] 6. A truncates its store (cosid.lease and cosid.namespace in one transaction), then inserts a mark"
 fp_b=$(fingerprint B)
 # (A's own windows are ahead of its clock, and cosid._lease_forget_guard holds a TRUNCATE of

@@ -31,5 +31,7 @@ for seed in 1 2 3 4 5; do
     else
         echo "not ok - seed $seed: SQL store differs from model"; head -30 "$dir/diff.txt"; FAIL=1
     fi
+    # the model's store, as any other: no two windows of one slot overlap in its history
+    assert_store_verified "$dir" "$port" "model_$seed" "seed $seed: the SQL store"
 done
 exit $FAIL

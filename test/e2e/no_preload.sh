@@ -41,6 +41,7 @@ sed 's/^/#   /' <<<"$out"
 check "a keeper role's SET of the placeholder does not move the store's clock" 1 "$(grep -c '^shift false' <<<"$out")"
 check "... nor lets it take the live lease on slot 0" 0 "$(grep -c '^slot 0$' <<<"$out")"
 check "slot 0 is still the holder's" holder "$(psql_at "$dir" "$port" postgres -At -c "SELECT owner_key FROM cosid.lease WHERE namespace = 'default' AND slot = 0")"
+assert_store_verified "$dir" "$port" postgres "the store without preload (the holder's window)"
 stop_server "$dir"
 
 # Preloaded, store in database 'postgres', extension not created there yet (a new user's
@@ -74,6 +75,7 @@ check "cosid_next in the transaction that created the extension: 55000, commit f
 out=$(psql_at "$dir" "$port" postgres -c "CREATE EXTENSION cosid" -c "SET cosid.acquire_timeout = '5s'" -c "SELECT cosid_next() > 0" -At 2>&1 || true)
 check "cosid_next once the extension exists (committed)" "t" "$(tail -1 <<<"$out")"
 check "and in the other database now" "t" "$(psql_at "$dir" "$port" other -At -c "SELECT cosid_next() > 0" 2>&1)"
+assert_store_verified "$dir" "$port" postgres "the store in database postgres"
 stop_server "$dir"
 
 # cosid.database names a database that does not exist yet: the keeper backs off (one log
@@ -110,4 +112,5 @@ grep -E 'ERROR|HINT' <<<"$out" | sed 's/^/#   /'
 check "cosid_next() on a hot standby: 25006 at once, not after the acquire timeout" 1 \
     "$(grep -c 'ERROR:  25006: cosid_next() cannot run during recovery' <<<"$out")"
 check "cosid_parse works on the standby" 1 "$(psql_at "$standby" "$sport" later -At -c "SELECT (cosid_parse(4194304 + 4096)).slot")"
+assert_store_verified "$dir" "$port" later "the store in database later"
 exit $FAIL

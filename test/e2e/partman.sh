@@ -84,4 +84,5 @@ check "the plan scans only yesterday's partition ($yesterday)" "on $yesterday " 
 check "and finds yesterday's rows" 3 "$(q -c "SELECT count(*) FROM events
               WHERE id BETWEEN cosid_min_id(date_trunc('day', now(), 'UTC') - interval '1 day')
                            AND cosid_max_id(date_trunc('day', now(), 'UTC') - interval '1 day' + interval '3 hours')")"
+assert_store_verified "$dir" "$port" postgres
 exit $FAIL

@@ -37,4 +37,5 @@ echo "b: $ok ids, $fails failures${last:+ (last: $last)}; renewals during the lo
 grep -E "renewal of slot|lost|lock timeout|canceling" "$S/server.log" | head -5
 wait
 check "cosid_next('b') failures while a's row is locked" 0 "$fails"
+assert_store_verified "$S" "$PS" postgres
 exit $FAIL

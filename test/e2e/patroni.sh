@@ -439,6 +439,8 @@ final() {
         WITH w AS (SELECT src, slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3, 4)
         SELECT count(*) FROM w x JOIN w y ON x.slot = y.slot AND x.owner_key < y.owner_key
         WHERE x.floor < y.ceiling AND y.floor < x.ceiling")"
+    # the store's own history on the new leader (in async, without the tail the failover lost)
+    assert_store_verified 127.0.0.1 "${PGP[1]}" postgres "[$mode] the promoted leader's store"
 }
 
 for mode in ${COSID_PATRONI_MODES:-async sync issuer}; do drill "$mode"; done

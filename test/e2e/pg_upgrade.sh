@@ -233,6 +233,7 @@ upgrade_case() {
                   FROM b JOIN cosid.lease l ON l.namespace = b.ns AND l.slot = b.slot")"
     check "$name: namespaces after the upgrade" "default,orders" \
         "$(qn -c "SELECT string_agg(name, ',' ORDER BY name) FROM cosid.namespace")"
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
     stop_pg "$nbin" "$D/new/data"
 
     # The same old data directory (copy mode) upgraded a second time, into another new cluster,
@@ -317,6 +318,7 @@ static_case() {
         "$(qn -c "SELECT count(*) = 2 AND bool_or(c.system_identifier = s.system_identifier
                          AND c.ceiling_ms >= (SELECT max(extract(epoch FROM cosid_timestamp(id, 'st')) * 1000) FROM t_static))
                   FROM cosid.static_ceiling c, pg_control_system() s WHERE c.namespace = 'st' AND c.slot = 5")"
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store (static windows of both clusters)"
     stop_pg "$bin" "$D/new/data"
 }
 
@@ -410,6 +412,8 @@ lost_tail_case() {
     check "$name: no id after the upgrade repeats one of the original's tail ($(wc -l < "$D/tail.ids") ids)" "3001|0" \
         "$(qn -c "CREATE TEMP TABLE tail (id bigint)" -c "\\copy tail FROM '$D/tail.ids'" \
               -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM tail)) FROM t_orders WHERE phase = 'after'")"
+    # (its history lacks the original's tail: no overlap among what it has)
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
     stop_pg "$nbin" "$D/new/data"
 }
 
@@ -435,6 +439,7 @@ marked_copy_case() {
     start_pg "$nbin" "$D/new/data"
     refused_as_fork "the new cluster grants nothing (ZC009): the copy's mark was declared by pg_upgrade's read" t \
         "A cosid.fork file in the data directory pg_upgrade read: a copy of the issuing server"
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store (the original's windows until the copy)"
     stop_pg "$nbin" "$D/new/data"
 }
 
@@ -460,6 +465,7 @@ stale_note_case() {
         "WITH i AS (INSERT INTO t(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
     check "$name: the store raised its floors: the note was not of this run" "1|1" \
         "$(grep -c 'next_floor raised' "$D/new/server.log" || true)|$(grep -c 'with no note of its own' "$D/new/server.log" || true)"
+    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
     stop_pg "$nbin" "$D/new/data"
 }
 

@@ -158,4 +158,5 @@ for s in A B; do
     check "$s's keeper logged the restart as one outage" 1 \
         "$(grep -cE 'cosid: renewal of slot [0-9]+ in "pb" failed' "$d/server.log")"
 done
+assert_store_verified "$S" "$PS" postgres "S, the store behind PgBouncer"
 exit $FAIL

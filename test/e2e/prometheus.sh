@@ -173,4 +173,5 @@ wait "$locker" 2>/dev/null || true
 check_true "renewals succeed again: cosid_keeper_renewal_failing_seconds 0" \
     "$(wait_for 20 "failing 0" has_value cosid_keeper_renewal_failing_seconds "" 0)"
 check "cosid_health_status{check=renewals} 1 (recent failures)" 1 "$(value cosid_health_status 'check="renewals"')"
+assert_store_verified "$DIR" "$PORT" postgres
 exit $FAIL

@@ -78,4 +78,6 @@ q "$A2" "$PA2" -c "SELECT cosid._namespace_range_forget('orders')" >/dev/null
 check "after forgetting, the moved instance issues on region B's slots" t \
     "$(q "$A2" "$PA2" -c "SELECT (cosid_parse(cosid_next('orders'), 'orders')).slot >= 512")"
 check "region B's instances go on" 100 "$(q "$B1" "$PB1" -c "SELECT count(cosid_next()) FROM generate_series(1, 100)")"
+assert_store_verified "$SA" "$PSA" postgres "region A's store"
+assert_store_verified "$SB" "$PSB" postgres "region B's store"
 exit $FAIL

@@ -49,4 +49,6 @@ check "with the function back: the store's range (every slot) differs from the [
 qa -c "SELECT cosid._namespace_range_forget('default')" >/dev/null
 check "cosid._namespace_range_forget() clears it on the instance" t \
     "$(qa -c "SELECT slot_range IS NULL FROM cosid.namespace WHERE name = 'default'")"
+assert_store_verified "$S" "$PS" postgres "S, the regional store"
+assert_store_verified "$A" "$PA" postgres "A's own store (before it moved)"
 exit $FAIL

@@ -52,4 +52,6 @@ dups=$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)
 echo "ids: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids"), in both: $dups (e.g. $(sort "$base/a.ids" "$base/b.ids" | uniq -d | head -2 | tr '\n' ' '))"
 check "no slot of SA granted outside its range (or the range refused)" 0 "$(qsa -c "SELECT count(*) FROM cosid.lease l JOIN cosid.namespace n ON n.name = l.namespace WHERE l.incarnation IS NOT NULL AND NOT l.slot <@ n.slot_range")"
 if [ "$set_rc" = 0 ]; then check "duplicate ids across the regions" 0 "$dups"; else echo "ok - range refused: SA is no regional store (told: rc=$set_rc)"; fi
+assert_store_verified "$SA" "$PSA" postgres "SA"
+assert_store_verified "$SB" "$PSB" postgres "SB"
 exit $FAIL

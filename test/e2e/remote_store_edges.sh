@@ -83,4 +83,5 @@ check_true "S flushed the acquire before A issued" "$(qs -c "SELECT pg_current_w
 kill -9 $stopped; stopped=""
 check_true "S is back after its crash" "$(wait_until 60 qs -c "SELECT true")"
 check "A's acquire survived S's crash" "$inc" "$(qs -c "SELECT incarnation FROM cosid.lease WHERE namespace = 'r2' AND fence > 0")"
+assert_store_verified "$S" "$PS" postgres "S, the store of A (after its crash)"
 exit $FAIL

@@ -50,6 +50,7 @@ check "renewals never failed" 0 "$(qa -c "SELECT renewal_failures FROM cosid_sta
 check "the keeper said it once in the log (WARNING)" 1 \
     "$(grep -c 'WARNING:  cosid: cosid.ttl is 6000 ms, but the lease store grants leases of 2000 ms' "$A/server.log")"
 check "zero duplicate ids" 0 "$(qa -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+assert_store_verified "$A" "$PA" postgres "A's store"
 stop_server "$A"
 
 echo "# 2. row_security off for the server, for a database, and in a session"
@@ -68,4 +69,5 @@ check "a session's SET row_security = off (a dump run through psql): the restore
     0 "$(qr d2 -c "SELECT max(system_identifier) FROM cosid.store_state")"
 out=$(qr d2 -v VERBOSITY=verbose -c "SELECT * FROM cosid.acquire('default', 'k', gen_random_uuid(), 1000)" 2>&1 || true)
 check "... whose store grants nothing until the origin's record comes (55000)" 55000 "$(sqlstate_of "$out")"
+assert_store_verified "$R" "$PR" postgres "R's store (row_security off)"
 exit $FAIL

@@ -121,8 +121,9 @@ check "no id ahead of the clock that read it (200,000 ids in a tight loop)" 0 "$
 q -c "ALTER SYSTEM RESET cosid.max_borrow" -c "SELECT pg_reload_conf()" >/dev/null
 echo "# 6. one namespace past cosid.max_namespaces"
 q -c "SELECT cosid_namespace_create('n' || g, slot_bits => 4) FROM generate_series(201, 230) g" >/dev/null
-out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '2s'" -c "SELECT count(cosid_next('n' || g)) FROM generate_series(1, 230) g" 2>&1 || true)
+out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '30s'" -c "SELECT count(cosid_next('n' || g)) FROM generate_series(1, 230) g" 2>&1 || true)
 check "past cosid.max_namespaces (220): 53000 naming the setting" 1 "$(grep -c 'ERROR:  53000: cosid.s lease pool is full' <<<"$out")"
 grep -E 'DETAIL|HINT' <<<"$out" | sed 's/^/#   /'
 
+assert_store_verified "$dir" "$port" postgres
 exit $FAIL

@@ -62,6 +62,7 @@ qo -c "ALTER EXTENSION cosid UPDATE" >/dev/null
 qo -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
 got=$(qo -c "SET cosid.acquire_timeout = '15s'" -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
 check "c) synchronous standby down: a static id within 15 s (static slots need no store)" "t" "$got"
+assert_store_verified "$D" "$OPORT" postgres "c) the store updated from 1.4"
 qo -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
 qo -c "DROP EXTENSION cosid" >/dev/null
 stop_pg "$D/old/data"
@@ -78,6 +79,7 @@ qo -c "ALTER SYSTEM RESET default_transaction_read_only" -c "SELECT pg_reload_co
 got=$(qo -c "SET cosid.acquire_timeout = '20s'" -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
 check "e) 10 s with the database read-only: the state file's ceiling at most static_ahead (10 s) ahead; an id within 20 s after" \
     "ahead<=10|t" "ahead<=$([ "$ahead" -le 10 ] && echo 10 || echo "$ahead")|$got"
+assert_store_verified "$D" "$OPORT" postgres "e) the store after its read-only time"
 qo -c "DROP EXTENSION cosid" >/dev/null
 stop_pg "$D/old/data"
 rm -f "$D/old/data/cosid.state"
@@ -126,6 +128,7 @@ check "a) the old cluster's row came over: its stop recorded the window opened u
     "$(qn -c "SELECT count(*) FROM cosid.static_ceiling c, pg_control_system() s WHERE c.system_identifier <> s.system_identifier")"
 check "a) 2000 ids after pg_upgrade, all above $max_id, none refused" "2000|true|" \
     "$(qn -c "SELECT count(*) || '|' || coalesce(min(id) > $max_id, false) FROM t_static WHERE phase = 'after'")|$(head -1 "$D/after.err")"
+assert_store_verified "$D" "$NPORT" postgres "a) the upgraded cluster's store"
 stop_pg "$D/new/data"
 
 # --- f) cosid_adopt into a static namespace, then pg_upgrade -------------------------------------
@@ -153,6 +156,7 @@ as_pg "$B/pg_ctl" -D "$F/new" -l "$F/new.log" -w start >/dev/null; RUNNING+=("$F
 qfn -c "INSERT INTO t_adopt(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$F/after.err" || true
 check "f) cosid_adopt into a static namespace, then pg_upgrade onto another static slot: 2000 ids after it, all above the adopted $max_id" "2000|" \
     "$(qfn -c "SELECT count(*) FROM t_adopt WHERE phase = 'after' AND id > $max_id")|$(head -1 "$F/after.err")"
+assert_store_verified "$F" 55706 postgres "f) the upgraded cluster's store"
 as_pg "$B/pg_ctl" -D "$F/new" -m fast -w stop >/dev/null
 
 # --- d) logical replication switchover ----------------------------------------------------------
@@ -172,6 +176,7 @@ wait_for 60 "2000 rows on the subscriber" qb -c "SELECT count(*) = 2000 FROM t_s
 before=$(qa -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_static")
 max_id=${before%%|*}; max_ms=${before#*|}
 rows=$(qb -c "SELECT count(*) FROM cosid.static_ceiling")
+assert_store_verified "$L" 55703 postgres "d) the publisher's store"
 as_pg "$B/pg_ctl" -D "$L/pub" -m fast -w stop >/dev/null
 qb -c "ALTER SUBSCRIPTION s DISABLE" >/dev/null
 as_pg "$B/pg_ctl" -D "$L/sub" -m fast -w stop >/dev/null
@@ -180,4 +185,5 @@ as_pg "$B/pg_ctl" -D "$L/sub" -l "$L/sub-run/server.log" -w start >/dev/null
 qb -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$L/after.err" || true
 check "d) after a logical-replication switchover: the publisher's ceiling on the subscriber, 2000 ids above $max_id" "1|2000|" \
     "$rows|$(qb -c "SELECT count(*) FROM t_static WHERE phase = 'after' AND id > $max_id")|$(head -1 "$L/after.err")"
+assert_store_verified "$L" 55704 postgres "d) the subscriber's store"
 exit $FAIL

@@ -53,6 +53,7 @@ q $PA -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFA
 max_id=$(q $PA -c "SELECT max(id) FROM t")
 mid_ms=$(q $PA -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
 as_pg "$B/pg_dump" -h "$D" -p $PA -Fc -f "$D/a.dump" postgres
+assert_store_verified "$D" $PA postgres "h) A"
 down a
 # B's clock in the middle of A's ids (another host's clock)
 echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/postgresql.conf"
@@ -75,6 +76,7 @@ as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=post-data "$D/a.dump"
 q $PB -c "CREATE TABLE t_after (id bigint)" -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/h.err" || true
 check "h) after the restore: 20000 ids on B, none at or below A's $max_id, none of A's" "20000|0|0|" \
     "$(q $PB -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM t)) FROM t_after")|$(head -1 "$D/h.err")"
+assert_store_verified "$D" $PB postgres "h) B after the restore of A"
 down b
 
 # --- i) DELETE FROM cosid.static_ceiling after an adopt, then pg_upgrade onto another slot -------
@@ -98,6 +100,7 @@ up n
 q $PN -c "INSERT INTO t_adopt SELECT cosid_next('st'), 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$D/i.err" || true
 check "i) then pg_upgrade onto slot 2: 2000 ids, none at or below the adopted $max_id" "2000|0|" \
     "$(q $PN -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_adopt WHERE phase = 'after'")|$(head -1 "$D/i.err")"
+assert_store_verified "$D" $PN postgres "i) N after pg_upgrade"
 down n
 
 # --- j) the table locked after a TRUNCATE: the keeper is not held up ------------------------------
@@ -125,6 +128,7 @@ check_true "j) the keeper waited for the lock in fewer than half of 20 looks ($w
 got=$(q $PJ -c "SET cosid.acquire_timeout = '8s'" -c "SELECT count(cosid_next('d1')) FROM generate_series(1, 1000)" 2>&1 | head -1 || true)
 check "j) meanwhile a dynamic namespace leased before issues 1,000 ids within cosid.acquire_timeout = 8 s" "1000" "$got"
 kill $(jobs -p) 2>/dev/null || true
+assert_store_verified "$D" $PJ postgres "j) J"
 down j
 
 # --- k) pg_restore --clean into the same cluster ---------------------------------------------------
@@ -146,6 +150,7 @@ check "k) the restore reports no error; its rows are there" "0 1000" \
 q $PK -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 1000) g" >/dev/null 2>"$D/k2.err" || true
 check "k) after it, 1000 more ids, all above $max_id" "1000|" \
     "$(q $PK -c "SELECT count(*) FROM t WHERE id > $max_id")|$(head -1 "$D/k2.err")"
+assert_store_verified "$D" $PK postgres "k) K after pg_restore --clean"
 down k
 
 # --- l) a data-only restore into an extension made beforehand, a window already open ---------------
@@ -158,6 +163,7 @@ q $PL -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFA
 max_id=$(q $PL -c "SELECT max(id) FROM t")
 mid_ms=$(q $PL -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
 as_pg "$B/pg_dump" -h "$D" -p $PL -Fc -f "$D/l.dump" postgres
+assert_store_verified "$D" $PL postgres "l) LA"
 down la
 echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/lb/postgresql.conf"
 up lb
@@ -169,5 +175,6 @@ check_true "l) the keeper closed the window that opened below the restored rows"
 q $PM -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/l2.err" || true
 check "l) then 20000 ids, none at or below the restored $max_id" "20000|0|" \
     "$(q $PM -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_after")|$(head -1 "$D/l2.err")"
+assert_store_verified "$D" $PM postgres "l) LB after the data-only restore"
 down lb
 exit $FAIL

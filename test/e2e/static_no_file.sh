@@ -74,4 +74,5 @@ check_true "ZC004, saying that static slots without a state file issue nothing a
     "$(grep -q 'ZC004' <<<"$out" && grep -q 'without a state file issue no id ahead of the clock' <<<"$out" && echo t)"
 check_true "the start WARNING names the cost: no id ahead of the clock" \
     "$(grep -q 'none is issued ahead of the clock' "$DIR/server.log" && echo t)"
+assert_store_verified "$DIR" "$PORT" postgres "the database's history of its static windows"
 exit $FAIL

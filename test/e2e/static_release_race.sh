@@ -56,4 +56,5 @@ check "cosid_release() released the window" "released" "$(cat "$DIR/release.out"
 check "the state file never held less than the last timestamp issued ($samples samples)" 0 "$violations"
 check "one window of st is active, none other open" 1 \
     "$(q -c "SELECT count(*) FROM cosid_pool() WHERE namespace = 'st' AND state = 'active'")"
+assert_store_verified "$DIR" "$PORT" postgres "the database's history (static windows)"
 exit $FAIL

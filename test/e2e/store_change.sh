@@ -77,4 +77,7 @@ check "nothing inserted" "$n" "$(qa -c "SELECT count(*) FROM t2")"
 as_pg rm "$A/data/cosid.history"
 check "with the file removed (no store change since it was written) ids flow" 1 \
     "$(qa -c "INSERT INTO t2(phase) VALUES ('mended')" -c "SELECT count(*) FROM t2 WHERE phase = 'mended'")"
+assert_store_verified "$A" "$PA" postgres "A's first store (database postgres)"
+assert_store_verified "$A" "$PA" other "A's store in database other"
+assert_store_verified "$C" "$PC" postgres "C, the central store"
 exit $FAIL

@@ -74,4 +74,5 @@ check "the store takes the password now: the next call issues an id, without a r
     "$(wait_for 10 "an id" qa -c "SELECT cosid_next() > 0" 2>/dev/null)"
 stop_server "$A"
 check "the server log never shows a password" 0 "$(grep -c 'WrongPass33\|RightPass33' "$A/server.log" || true)"
+assert_store_verified "$S" "$PS" postgres "S, once it granted A a window"
 exit $FAIL

@@ -46,4 +46,5 @@ fi
 wait
 check "no INSERT failed across the restart" "0" "$(cat "$base"/writer*.err 2>/dev/null | grep -c ERROR || true)"
 check "no id twice" "0" "$(qa -c "SELECT count(*) - count(DISTINCT id) FROM t")"
+assert_store_verified "$S" "$PS" postgres "S, restarted between renewals"
 exit $FAIL

@@ -89,4 +89,5 @@ check "no id issued by both" 0 "$(q "$I1" "$P1" -c "SELECT count(*) FROM t JOIN 
 check "no (slot, tick) issued by both" 0 "$(q "$I1" "$P1" -c "
     SELECT count(*) FROM (SELECT DISTINCT id >> 12 FROM t) a(k) JOIN (SELECT DISTINCT id >> 12 FROM t2) b(k) USING (k)")"
 grep -h 'cosid store:' "$ST2/server.log" | head -2 | sed 's/^/# /'
+assert_store_verified "$ST" "$PST" postgres "the restored store (its history from the dump, then its own)"
 exit $FAIL

@@ -63,8 +63,10 @@ barrier_open() {
 # stops.  The overlaps found, if any, are printed.
 assert_store_verified() {
     local dir="$1" port="$2" db="$3" what="${4:-the store}" out windows
-    windows=$(psql_at "$dir" "$port" "$db" -At -c "SELECT count(*) FROM cosid.window_history" 2>&1 || true)
-    out=$(psql_at "$dir" "$port" "$db" -At -F ' | ' -c "SELECT * FROM cosid_verify()" 2>&1 || echo "(cosid_verify failed)")
+    # one session: the history's size on the first line, the overlaps (if any) after it
+    out=$(psql_at "$dir" "$port" "$db" -At -F ' | ' -c "SELECT count(*) FROM cosid.window_history" \
+              -c "SELECT * FROM cosid_verify()" 2>&1 || echo "(cosid_verify failed)")
+    windows=$(head -1 <<<"$out"); out=$(tail -n +2 <<<"$out")
     if [ -z "$out" ] && [[ "$windows" =~ ^[0-9]+$ ]] && [ "$windows" -gt 0 ]; then
         echo "ok - $what: cosid_verify() finds no two overlapping windows among the $windows of its history"
     else
