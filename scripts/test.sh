@@ -155,6 +155,7 @@ LANES=${COSID_E2E_LANES:-3}
 LANE2_ONLY=(patroni.sh citus.sh health.sh pgbouncer.sh prometheus.sh)
 LONGEST_FIRST=(chaos.sh static_switch.sh static_ceiling_ops.sh fork.sh static_slots.sh static_ceiling.sh
                store_failover.sh store_change.sh faults_clock_store.sh faults_process.sh store_restore_race.sh
+               limit_raise_lost.sh raised_floor_wait.sh
                store_restore.sh store_restore_staged.sh shared_store.sh store_restart.sh model_compare.sh
                floor_bounds.sh lease_edges.sh bind_defaults.sh static_no_file.sh static_release_race.sh
                applications.sh clock_jump.sh remote_store_edges.sh adopt.sh concurrency.sh no_preload.sh)

@@ -175,6 +175,15 @@ check_true "l) the keeper closed the window that opened below the restored rows"
 q $PM -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/l2.err" || true
 check "l) then 20000 ids, none at or below the restored $max_id" "20000|0|" \
     "$(q $PM -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_after")|$(head -1 "$D/l2.err")"
-assert_store_verified "$D" $PM postgres "l) LB after the data-only restore"
+# The history shows what the restore came too late for, as an audit should: the window LB
+# opened on slot 5 before LA's rows arrived (its one id lies among LA's ticks: same slot and
+# tick, another sequence) overlaps LA's restored windows; no other window of LB does.  (The
+# docs: let a restore finish before the application issues ids.)
+max_ms=$(q $PM -c "SELECT (extract(epoch FROM cosid_timestamp($max_id)) * 1000)::bigint")
+check_true "l) cosid_verify() on LB reports the window opened before the restore, against LA's, and nothing else" \
+    "$(q $PM -c "SELECT count(*) > 0
+                        AND bool_and((first_holder LIKE '%(this server)%') <> (second_holder LIKE '%(this server)%'))
+                        AND bool_and(CASE WHEN first_holder LIKE '%(this server)%' THEN first_floor ELSE second_floor END < $max_ms)
+                   FROM cosid_verify()")"
 down lb
 exit $FAIL
