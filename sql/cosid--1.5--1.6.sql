@@ -88,7 +88,7 @@ CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_st
 LANGUAGE plpgsql AS $$
 DECLARE
     v_tli     int := cosid._timeline();
-    v_sys     bigint := (SELECT system_identifier FROM pg_catalog.pg_control_system());
+    v_sys     bigint := cosid._system_identifier();
     v_count   bigint;
     v_here    boolean;
     v_raise   boolean;
@@ -296,10 +296,13 @@ REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 -- keeper renews them in time and logs a warning (src/core/lease_model.hpp, granted_ttl).
 -- Called only by the store's own SECURITY DEFINER functions (their owner, their search_path):
 -- neither of its own, which would cost every renewal a second switch of user and settings.
+-- (PL/pgSQL: its plan is kept for the session; a SQL function's would be made again in
+-- every transaction, and this one cannot be inlined.)
 CREATE FUNCTION cosid._granted_ttl(p_ttl_ms bigint) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT LEAST(p_ttl_ms, pg_catalog.min(s.max_ttl_ms)) FROM cosid.store_state s
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT LEAST(p_ttl_ms, pg_catalog.min(s.max_ttl_ms)) FROM cosid.store_state s);
+END $$;
 REVOKE ALL ON FUNCTION cosid._granted_ttl(bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
@@ -812,11 +815,13 @@ END $$;
 -- How far past the store's now any ceiling it grants may lie: max_ttl + max_tolerance.  The
 -- raise after a lost history (max_ttl + 2 x max_tolerance ahead) covers a lost grant only
 -- because no grant reached further than this (src/core lease_model.hpp, window_ceiling).
+-- (PL/pgSQL, as cosid._granted_ttl is, for its plan kept for the session.)
 CREATE FUNCTION cosid._window_reach() RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(pg_catalog.max(s.max_ttl_ms), 60000) + coalesce(pg_catalog.max(s.max_tolerance_ms), 5000)
-      FROM cosid.store_state s
-$$;
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(pg_catalog.max(s.max_ttl_ms), 60000) + coalesce(pg_catalog.max(s.max_tolerance_ms), 5000)
+              FROM cosid.store_state s);
+END $$;
 REVOKE ALL ON FUNCTION cosid._window_reach() FROM PUBLIC;
 
 -- The ceiling of a window granted (p_prior = the floor) or renewed at store time p_now: at
@@ -1369,6 +1374,17 @@ BEGIN
         coalesce(v_max::text, 'none (empty)'), $3, coalesce(to_timestamp(v_floor / 1000.0)::text, 'any id already');
     RETURN QUERY SELECT tbl, col, $3, v_max, to_timestamp(v_floor / 1000.0), v_old, v_new, v_seq, v_action;
 END $$;
+
+-- Where this server writes, from shared memory (src/pg/wal_position.cpp): the store asks
+-- both first in every acquire and renewal (cosid._follow_timeline).  cosid._timeline() names
+-- the timeline pg_walfile_name(pg_current_wal_lsn()) named, and fails as that did during
+-- recovery; cosid._system_identifier() is pg_control_system()'s, without reading pg_control
+-- from disk.
+CREATE OR REPLACE FUNCTION cosid._timeline() RETURNS int
+AS 'MODULE_PATHNAME', 'cosid_timeline' LANGUAGE C VOLATILE;
+CREATE FUNCTION cosid._system_identifier() RETURNS bigint
+AS 'MODULE_PATHNAME', 'cosid_system_identifier' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._system_identifier() FROM PUBLIC;
 
 -- >>> CREATE EXTENSION only
 -- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one
