@@ -101,6 +101,15 @@ DECLARE
     v_read_here text;
     m         record;
 BEGIN
+    -- The common case first, without an aggregate (setting one up would cost each renewal
+    -- more than the rest of this look): the one record, of this cluster and timeline, nothing
+    -- pending.  Then nothing below applies.  Anything else takes the full look.
+    IF NOT p_fork_ack
+       AND ARRAY(SELECT s.system_identifier = v_sys AND s.timeline = v_tli
+                        AND s.fork_pending IS NULL AND s.upgrade_origin_system IS NULL
+                   FROM cosid.store_state s LIMIT 2) = ARRAY[true] THEN
+        RETURN;
+    END IF;
     SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
                                        AND s.fork_pending IS NULL AND s.upgrade_origin_system IS NULL), false)
       INTO v_count, v_here FROM cosid.store_state s;
@@ -290,20 +299,26 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 
--- The ttl an acquire or renewal grants: what the keeper asked, at most the store's max_ttl
--- (a raise after a lost history covers no longer lease).  A longer cosid.ttl (reloaded on an
+-- What an acquire or renewal grants, from the store's limits, in one read of its record:
+-- ttl_ms, the ttl it grants: what the keeper asked, at most the store's max_ttl (a raise
+-- after a lost history covers no longer lease).  A longer cosid.ttl (reloaded on an
 -- instance, or a store whose limit was lowered) gets shorter windows instead of an error: its
 -- keeper renews them in time and logs a warning (src/core/lease_model.hpp, granted_ttl).
--- Called only by the store's own SECURITY DEFINER functions (their owner, their search_path):
--- neither of its own, which would cost every renewal a second switch of user and settings.
--- (PL/pgSQL: its plan is kept for the session; a SQL function's would be made again in
--- every transaction, and this one cannot be inlined.)
-CREATE FUNCTION cosid._granted_ttl(p_ttl_ms bigint) RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (SELECT LEAST(p_ttl_ms, pg_catalog.min(s.max_ttl_ms)) FROM cosid.store_state s);
-END $$;
-REVOKE ALL ON FUNCTION cosid._granted_ttl(bigint) FROM PUBLIC;
+-- reach_ms, how far past the store's now any ceiling it grants may lie: max_ttl +
+-- max_tolerance.  The raise after a lost history (max_ttl + 2 x max_tolerance ahead) covers a
+-- lost grant only because no grant reached further than this (src/core lease_model.hpp,
+-- window_ceiling).
+-- Called only by the store's own SECURITY DEFINER functions (their owner, their search_path),
+-- in their FROM: plain SQL without SET or SECURITY DEFINER, it is inlined into the calling
+-- query, whose plan lasts the session (a function call would plan its query again in every
+-- transaction).
+CREATE FUNCTION cosid._grant_limits(p_ttl_ms bigint) RETURNS TABLE (ttl_ms bigint, reach_ms bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT LEAST(p_ttl_ms, pg_catalog.min(s.max_ttl_ms)),
+           coalesce(pg_catalog.max(s.max_ttl_ms), 60000) + coalesce(pg_catalog.max(s.max_tolerance_ms), 5000)
+      FROM cosid.store_state s
+$$;
+REVOKE ALL ON FUNCTION cosid._grant_limits(bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -812,22 +827,10 @@ BEGIN
     RETURN NEW;
 END $$;
 
--- How far past the store's now any ceiling it grants may lie: max_ttl + max_tolerance.  The
--- raise after a lost history (max_ttl + 2 x max_tolerance ahead) covers a lost grant only
--- because no grant reached further than this (src/core lease_model.hpp, window_ceiling).
--- (PL/pgSQL, as cosid._granted_ttl is, for its plan kept for the session.)
-CREATE FUNCTION cosid._window_reach() RETURNS bigint
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    RETURN (SELECT coalesce(pg_catalog.max(s.max_ttl_ms), 60000) + coalesce(pg_catalog.max(s.max_tolerance_ms), 5000)
-              FROM cosid.store_state s);
-END $$;
-REVOKE ALL ON FUNCTION cosid._window_reach() FROM PUBLIC;
-
 -- The ceiling of a window granted (p_prior = the floor) or renewed at store time p_now: at
 -- least ttl + tolerance above the later of the clock and the floor, so that a floor ahead of
 -- the clock (a raise, pg_upgrade's, a release at a ceiling still ahead) is issued from at
--- once, ahead of the clock; never past p_now + p_reach (_window_reach); never below the
+-- once, ahead of the clock; never past p_now + p_reach (_grant_limits' reach_ms); never below the
 -- prior ceiling or the floor (an empty window until the store comes within reach of it).
 -- The rule is src/core's window_ceiling; model_compare.sh holds the two to each other.
 -- (Plain SQL without SET: it is inlined into the UPDATE that calls it.)
@@ -877,8 +880,7 @@ BEGIN
                   HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
-    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
-    v_reach := cosid._window_reach();
+    SELECT g.ttl_ms, g.reach_ms INTO p_ttl_ms, v_reach FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -982,7 +984,7 @@ BEGIN
                             AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range));
 END $$;
 
--- Grants at most max_ttl (cosid._granted_ttl) instead of refusing a longer ttl.
+-- Grants at most max_ttl (cosid._grant_limits) instead of refusing a longer ttl.
 CREATE OR REPLACE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
                             p_ttl_ms bigint)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -1005,8 +1007,7 @@ BEGIN
                   HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
-    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
-    v_reach := cosid._window_reach();
+    SELECT g.ttl_ms, g.reach_ms INTO p_ttl_ms, v_reach FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
