@@ -1387,6 +1387,14 @@ CREATE FUNCTION cosid._system_identifier() RETURNS bigint
 AS 'MODULE_PATHNAME', 'cosid_system_identifier' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION cosid._system_identifier() FROM PUBLIC;
 
+-- The lease rules (cosid--1.0.sql), checked on every change of a lease row, whoever makes it:
+-- the same rules, in the same order, with the same error, from C (src/pg/lease_guard.cpp,
+-- the rules in src/core/lease_rule.hpp).  Every acquire, renewal and release fires it, and
+-- a PL/pgSQL trigger would build its expressions again in each of their transactions.  The
+-- trigger lease_guard keeps calling it (ENABLE ALWAYS).
+CREATE OR REPLACE FUNCTION cosid._lease_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'cosid_lease_guard' LANGUAGE C;
+
 -- >>> CREATE EXTENSION only
 -- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one
 -- included; what only a new store needs is here, and runs when the extension was created by
@@ -1591,7 +1599,11 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION cosid._window_history_lease() FROM PUBLIC;
 -- WHEN: a renewal (same fence) queues nothing, nor a raise's change of a free slot.
-CREATE TRIGGER window_history AFTER UPDATE ON cosid.lease
+-- OF fence: an UPDATE that does not set the fence (a renewal) does not even evaluate the WHEN,
+-- which PostgreSQL would read and build again in every such UPDATE.  Only a BEFORE trigger
+-- could change the fence without setting it, and cosid's own (lease_guard, keep_local) never
+-- change a row; one an administrator adds could as well change a row after lease_guard.
+CREATE TRIGGER window_history AFTER UPDATE OF fence ON cosid.lease
     FOR EACH ROW WHEN (OLD.fence IS DISTINCT FROM NEW.fence AND (OLD.incarnation IS NOT NULL OR NEW.incarnation IS NOT NULL))
     EXECUTE FUNCTION cosid._window_history_lease();
 CREATE TRIGGER window_history_delete AFTER DELETE ON cosid.lease
