@@ -1395,6 +1395,11 @@ REVOKE ALL ON FUNCTION cosid._system_identifier() FROM PUBLIC;
 CREATE OR REPLACE FUNCTION cosid._lease_guard() RETURNS trigger
 AS 'MODULE_PATHNAME', 'cosid_lease_guard' LANGUAGE C;
 
+-- Every store write durable (cosid--1.0.sql): the same rule from C (src/pg/durable.cpp), which
+-- raises a weaker synchronous_commit to "on" for the transaction, as before.
+CREATE OR REPLACE FUNCTION cosid._durable() RETURNS void
+AS 'MODULE_PATHNAME', 'cosid_durable' LANGUAGE C VOLATILE;
+
 -- >>> CREATE EXTENSION only
 -- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one
 -- included; what only a new store needs is here, and runs when the extension was created by
