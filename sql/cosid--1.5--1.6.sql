@@ -88,7 +88,7 @@ CREATE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_st
 LANGUAGE plpgsql AS $$
 DECLARE
     v_tli     int := cosid._timeline();
-    v_sys     bigint := (SELECT system_identifier FROM pg_catalog.pg_control_system());
+    v_sys     bigint := cosid._system_identifier();
     v_count   bigint;
     v_here    boolean;
     v_raise   boolean;
@@ -101,6 +101,15 @@ DECLARE
     v_read_here text;
     m         record;
 BEGIN
+    -- The common case first, without an aggregate (setting one up would cost each renewal
+    -- more than the rest of this look): the one record, of this cluster and timeline, nothing
+    -- pending.  Then nothing below applies.  Anything else takes the full look.
+    IF NOT p_fork_ack
+       AND ARRAY(SELECT s.system_identifier = v_sys AND s.timeline = v_tli
+                        AND s.fork_pending IS NULL AND s.upgrade_origin_system IS NULL
+                   FROM cosid.store_state s LIMIT 2) = ARRAY[true] THEN
+        RETURN;
+    END IF;
     SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
                                        AND s.fork_pending IS NULL AND s.upgrade_origin_system IS NULL), false)
       INTO v_count, v_here FROM cosid.store_state s;
@@ -290,17 +299,20 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 
--- The ttl an acquire or renewal grants: what the keeper asked, at most the store's max_ttl
--- (a raise after a lost history covers no longer lease).  A longer cosid.ttl (reloaded on an
--- instance, or a store whose limit was lowered) gets shorter windows instead of an error: its
--- keeper renews them in time and logs a warning (src/core/lease_model.hpp, granted_ttl).
--- Called only by the store's own SECURITY DEFINER functions (their owner, their search_path):
--- neither of its own, which would cost every renewal a second switch of user and settings.
-CREATE FUNCTION cosid._granted_ttl(p_ttl_ms bigint) RETURNS bigint
+-- What an acquire or renewal grants, from the store's limits: ttl_ms, the ttl it grants: what
+-- the keeper asked, at most the store's max_ttl (a raise after a lost history covers no longer
+-- lease).  A longer cosid.ttl (reloaded on an instance, or a store whose limit was lowered)
+-- gets shorter windows instead of an error: its keeper renews them in time and logs a warning
+-- (src/core/lease_model.hpp, granted_ttl).
+-- Called only by the store's own SECURITY DEFINER functions (their owner, their search_path),
+-- in their FROM: plain SQL without SET or SECURITY DEFINER, it is inlined into the calling
+-- query, whose plan lasts the session (a function call would plan its query again in every
+-- transaction).
+CREATE FUNCTION cosid._grant_limits(p_ttl_ms bigint) RETURNS TABLE (ttl_ms bigint)
 LANGUAGE sql STABLE AS $$
     SELECT LEAST(p_ttl_ms, pg_catalog.min(s.max_ttl_ms)) FROM cosid.store_state s
 $$;
-REVOKE ALL ON FUNCTION cosid._granted_ttl(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid._grant_limits(bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -861,9 +873,7 @@ BEGIN
                   HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms);
-    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
-    -- never past now + the granted ttl + the namespace's tolerance: a raise of max_ttl or
-    -- max_tolerance a failover loses must not have let a grant reach further
+    SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -967,7 +977,7 @@ BEGIN
                             AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range));
 END $$;
 
--- Grants at most max_ttl (cosid._granted_ttl) instead of refusing a longer ttl.
+-- Grants at most max_ttl (cosid._grant_limits) instead of refusing a longer ttl.
 CREATE OR REPLACE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
                             p_ttl_ms bigint)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -989,7 +999,7 @@ BEGIN
                   HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
     PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
-    p_ttl_ms := cosid._granted_ttl(p_ttl_ms);
+    SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();
     UPDATE cosid.lease l
        SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
@@ -1356,6 +1366,30 @@ BEGIN
     RETURN QUERY SELECT tbl, col, $3, v_max, to_timestamp(v_floor / 1000.0), v_old, v_new, v_seq, v_action;
 END $$;
 
+-- Where this server writes, from shared memory (src/pg/wal_position.cpp): the store asks
+-- both first in every acquire and renewal (cosid._follow_timeline).  cosid._timeline() names
+-- the timeline pg_walfile_name(pg_current_wal_lsn()) named, and fails as that did during
+-- recovery; cosid._system_identifier() is pg_control_system()'s, without reading pg_control
+-- from disk.
+CREATE OR REPLACE FUNCTION cosid._timeline() RETURNS int
+AS 'MODULE_PATHNAME', 'cosid_timeline' LANGUAGE C VOLATILE;
+CREATE FUNCTION cosid._system_identifier() RETURNS bigint
+AS 'MODULE_PATHNAME', 'cosid_system_identifier' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._system_identifier() FROM PUBLIC;
+
+-- The lease rules (cosid--1.0.sql), checked on every change of a lease row, whoever makes it:
+-- the same rules, in the same order, with the same error, from C (src/pg/lease_guard.cpp,
+-- the rules in src/core/lease_rule.hpp).  Every acquire, renewal and release fires it, and
+-- a PL/pgSQL trigger would build its expressions again in each of their transactions.  The
+-- trigger lease_guard keeps calling it (ENABLE ALWAYS).
+CREATE OR REPLACE FUNCTION cosid._lease_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'cosid_lease_guard' LANGUAGE C;
+
+-- Every store write durable (cosid--1.0.sql): the same rule from C (src/pg/durable.cpp), which
+-- raises a weaker synchronous_commit to "on" for the transaction, as before.
+CREATE OR REPLACE FUNCTION cosid._durable() RETURNS void
+AS 'MODULE_PATHNAME', 'cosid_durable' LANGUAGE C VOLATILE;
+
 -- >>> CREATE EXTENSION only
 -- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one
 -- included; what only a new store needs is here, and runs when the extension was created by
@@ -1560,7 +1594,11 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION cosid._window_history_lease() FROM PUBLIC;
 -- WHEN: a renewal (same fence) queues nothing, nor a raise's change of a free slot.
-CREATE TRIGGER window_history AFTER UPDATE ON cosid.lease
+-- OF fence: an UPDATE that does not set the fence (a renewal) does not even evaluate the WHEN,
+-- which PostgreSQL would read and build again in every such UPDATE.  Only a BEFORE trigger
+-- could change the fence without setting it, and cosid's own (lease_guard, keep_local) never
+-- change a row; one an administrator adds could as well change a row after lease_guard.
+CREATE TRIGGER window_history AFTER UPDATE OF fence ON cosid.lease
     FOR EACH ROW WHEN (OLD.fence IS DISTINCT FROM NEW.fence AND (OLD.incarnation IS NOT NULL OR NEW.incarnation IS NOT NULL))
     EXECUTE FUNCTION cosid._window_history_lease();
 CREATE TRIGGER window_history_delete AFTER DELETE ON cosid.lease

@@ -5,6 +5,10 @@
 -- would leave it, for a store nobody issued from on its own server (issuer_incarnation NULL:
 -- with it, the copy is a fork, fork.sql).  Runs last: the raise frees every lease of the
 -- store, the keeper's too.
+-- The store's own reading of where this server writes (shared memory) is what
+-- pg_walfile_name() and pg_control_system() say.
+SELECT cosid._timeline() = ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int AS timeline_of_wal,
+       cosid._system_identifier() = (SELECT system_identifier FROM pg_control_system()) AS system_of_control;
 SELECT cosid_namespace_create('fo', slot_bits => 2, tolerance => '1 second');
 SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 20000) \gset

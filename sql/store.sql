@@ -87,3 +87,14 @@ SELECT next_floor = :fl0 AS released_down_to_floor FROM cosid.release('st', 2, '
 -- Raising a free slot's next_floor is allowed; lowering it again is not (only a release may).
 UPDATE cosid.lease SET next_floor = next_floor + 5 WHERE namespace = 'st' AND slot = 2;
 SELECT expect_error($$UPDATE cosid.lease SET next_floor = next_floor - 1 WHERE namespace = 'st' AND slot = 2$$);
+-- Every store write is durable: cosid._durable() raises a weaker synchronous_commit to "on"
+-- for its transaction only, and keeps a stronger one.
+SET synchronous_commit = off;
+BEGIN;
+SELECT FROM cosid._durable();
+SELECT current_setting('synchronous_commit') AS in_the_transaction;
+COMMIT;
+SELECT current_setting('synchronous_commit') AS after_it;
+SET synchronous_commit = remote_apply;
+SELECT current_setting('synchronous_commit') AS stronger_kept FROM cosid._durable() d;
+RESET synchronous_commit;

@@ -49,6 +49,12 @@ standby_of() {
         "$3/data/postgresql.conf"
     [ -n "${EXTRA_CONF:-}" ] && echo "$EXTRA_CONF" >> "$3/data/postgresql.conf"
     as_pg "$PG_BIN/pg_ctl" -D "$3/data" -l "$3/server.log" -w start >/dev/null
+    # a recovered copy takes read-only connections (hot_standby) before its recovery ends: a
+    # call in between meets a standby (25006), not the copy
+    if [ "${5:-}" = recovery ]; then
+        wait_for 60 "the end of $3's recovery" as_pg "$PG_BIN/psql" -X -At -h "$3" -p "$4" -d postgres \
+            -c "SELECT NOT pg_is_in_recovery()" >/dev/null
+    fi
 }
 # inserter DIR PORT NAME: inserts 20 rows a statement until $base/stop, one line per statement
 # ("ok" or the SQLSTATE) in $base/NAME.log

@@ -431,6 +431,9 @@ marked_copy_case() {
     stop_pg "$obin" "$D/old/data"
     cp -a "$D/old/data" "$D/copy"; mkdir -p "$D/copydir"; mv "$D/copy" "$D/copydir/data"; chown -R "$PG_USER" "$D/copydir"
     echo "a copy of the issuing server's data directory, made while it was stopped" > "$D/copydir/data/cosid.fork"
+    # made before pg_upgrade starts the copy: a mark counts only when older than the server's
+    # start, to the second, and on an idle machine the start can come within the same second
+    touch -d "@$(( $(date +%s) - 2 ))" "$D/copydir/data/cosid.fork"
     chown "$PG_USER" "$D/copydir/data/cosid.fork"
     start_pg "$obin" "$D/old/data"
     qo -c "INSERT INTO t(phase) SELECT 'original' FROM generate_series(1, 500)" >/dev/null
