@@ -298,5 +298,5 @@ echo "# id time minus clock_timestamp(): $(qc -c "SELECT format('min %s ms, max 
     FROM (SELECT extract(epoch FROM cosid_timestamp(id) - at) * 1000 AS d FROM ($rows) r) x")"
 echo "# rows by path: $(qc -F= -c "SELECT split_part(path, ':', 1), count(*) FROM ($rows) r GROUP BY 1 ORDER BY 1" | tr '\n' ' ')"
 echo "# citus.sh took $(( $(date +%s) - t_start )) s"
-assert_store_verified "$C" "$PC" postgres "the coordinator's store"
+assert_store_verified "$C" "$PC" app "the coordinator's store (database app)"
 exit $FAIL

@@ -236,11 +236,17 @@ node_clients() {
 # "t" once TO leads and FROM streams from it again.
 switchover() {
     local from=$1 to=$2
+    # with synchronous_mode Patroni switches over only to its synchronous standby
+    if [ "$mode" = sync ] && [ "$(wait_for 90 "n$(( to + 1 )) as the synchronous standby" rest_is "$to" sync)" != t ]; then
+        echo f; return
+    fi
     patronictl -c "$base/n$(( from + 1 ))/patroni.yml" switchover "cosid-store-$mode" --leader "n$(( from + 1 ))" \
         --candidate "n$(( to + 1 ))" --force > "$base/switchover-$to.log" 2>&1 || { sed 's/^/#   /' "$base/switchover-$to.log" >&2; echo f; return; }
-    [ "$(wait_for 60 "n$(( to + 1 )) as Patroni's leader" rest_is "$to" primary)" = t ] &&
-        wait_for 90 "n$(( from + 1 )) streaming from n$(( to + 1 ))" qnode "$to" -c "
-            SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n$(( from + 1 ))'"
+    if [ "$(wait_for 60 "n$(( to + 1 )) as Patroni's leader" rest_is "$to" primary)" != t ]; then
+        sed 's/^/#   patronictl: /' "$base/switchover-$to.log" >&2; echo f; return
+    fi
+    wait_for 90 "n$(( from + 1 )) streaming from n$(( to + 1 ))" qnode "$to" -c "
+        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n$(( from + 1 ))'"
 }
 # window_report DIR FROM TO: the longest time (ms) between two committed inserts of an
 # instance's clients that falls within FROM..TO, and their errors there ("ms errors").

@@ -46,6 +46,9 @@ q -c "SELECT count(cosid_next()) FROM generate_series(1, 1000)" >/dev/null
 # here is $ETC; the cluster's configuration is this server's data directory), its ports and
 # its socket directory.
 ETC="$DIR/etc"; mkdir -p "$ETC/default" "$ETC/prometheus" "$DIR/bin" "$DIR/steps"
+# The exporter runs as Debian's user prometheus, as its service does: it must reach the
+# server's socket and this test's /etc under the suite's work directory (mktemp: mode 0700).
+d="$DIR"; while [ "$d" != / ] && [ "$d" != /tmp ]; do chmod o+x "$d"; d=$(dirname "$d"); done
 substitute() {
     sed -e "s|/etc/postgresql/15/main/|$DIR/data/|g" -e "s|/etc/|$ETC/|g" \
         -e "s|localhost:5432|localhost:$PORT|g" -e "s|localhost:9187|localhost:$EXPORTER_PORT|g" \
