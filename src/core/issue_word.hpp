@@ -58,6 +58,13 @@ struct ClaimWindow {
     int64_t ceiling_ms;  // inclusive
 };
 
+// Whether (floor, ceiling] holds no whole tick of a layout of `unit_ms`: nothing can be
+// claimed in it yet (a floor the store raised past what it grants, lease_model.hpp's
+// window_ceiling).  A ms window needs ceiling > floor; a seconds one the next whole second.
+inline bool holds_no_tick(const ClaimWindow& window, int64_t unit_ms) {
+    return (floor_div(window.floor_ms, unit_ms) + 1) * unit_ms > window.ceiling_ms;
+}
+
 struct Claim {
     NextStatus status;
     uint64_t word = 0;          // for Issued: the word to install with a compare-and-swap

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "calendar.hpp"
+#include "issue_word.hpp"
 
 namespace cosid {
 
@@ -122,8 +122,7 @@ int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_n
 int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now, int64_t floor, int64_t ceiling,
                        int64_t unit_ms) {
     const int64_t after = renew_after_ms(asked_ttl_ms, expires_at, store_now);
-    const int64_t first_tick_ms = (floor_div(floor, unit_ms) + 1) * unit_ms;  // no whole tick in (floor, ceiling]
-    return ceiling < first_tick_ms ? std::min(after, kEmptyWindowRenewMs) : after;
+    return holds_no_tick(ClaimWindow{floor, ceiling}, unit_ms) ? std::min(after, kEmptyWindowRenewMs) : after;
 }
 
 int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {

@@ -84,6 +84,18 @@ constexpr int64_t kEmptyWindowRenewMs = 250;
 int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now, int64_t floor, int64_t ceiling,
                        int64_t unit_ms = 1);
 
+// Rule: a lease a renewal or release finds gone was freed by the store's raise after a lost
+// history (a failover, a restore, a fork acknowledged) when that raise, at store time
+// `raised_at` (nothing: none), came after the store's last answer that held the lease, at
+// `seen_at`; within `max_tolerance_ms` counts as after, since the raising store's clock may be
+// that far behind the one that answered.  Such a lease's window goes on to its ceiling: the
+// raise put every next floor above anything it can issue.  (Going on after any loss would
+// issue no id twice either, since every next window starts at or above the ceiling the store
+// committed; the rule keeps ZC001 for a revoke, which is meant to stop a server.)
+inline bool freed_by_raise(int64_t seen_at, std::optional<int64_t> raised_at, int64_t max_tolerance_ms) {
+    return raised_at && *raised_at + max_tolerance_ms > seen_at;
+}
+
 // Whether a grant was cut to the store's max_ttl: the lease ends before the ttl asked for.
 inline bool grant_shortened(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_now) {
     return store_now > 0 && expires_at - store_now < asked_ttl_ms;

@@ -382,11 +382,11 @@ int64 issue(Gen* g) {
                                       static_cast<long long>(clock_ms()), g->layout.timestamp_bits)));
         if (wait_start == 0) wait_start = mono_ms();
         int timeout = acquire_timeout_ms();
-        // A window still empty (ceiling = floor: a floor the store raised after a failover or
-        // a restore, beyond what it may grant yet) opens within max_tolerance of the raise,
-        // at a renewal: waited for as a floor ahead of the clock is.
-        const int64 unit = g->layout.unit_ms();
-        const bool empty = c.status == NextStatus::PastCeiling && (cosid::floor_div(g->floor, unit) + 1) * unit > ceiling;
+        // A window that holds no tick yet (a floor the store raised after a failover or a
+        // restore, beyond what it may grant yet) opens at a renewal once the store's clock is
+        // within the lease's ttl + tolerance of it: waited for as a floor ahead of the clock is.
+        const bool empty = c.status == NextStatus::PastCeiling &&
+                           cosid::holds_no_tick(ClaimWindow{g->floor, ceiling}, g->layout.unit_ms());
         if (c.status == NextStatus::PastCeiling) {
             if (!counted_wait) {
                 count(shared->stats.waits_at_ceiling);

@@ -98,17 +98,15 @@ bool release_prepare(int i, DueLease* d) {
     return true;
 }
 
-// Whether the store's raise after a failover or a restore freed this lease: a raise came
-// after the store's last answer that held it (cosid.store_state.raised_at_ms, the raise's
-// store time).  The raise put every next floor above now + max_ttl + 2 x max_tolerance, so
-// above anything this lease can issue (its ceiling is at most its last renewal's store time
-// + ttl + tolerance), whatever happened to the slot since.  Its backends move on without an
-// error.  A lease revoked or taken over without a raise since is lost (ZC001); so is one
+// Whether the store's raise after a failover or a restore freed this lease (the rule:
+// src/core lease_model.hpp, freed_by_raise).  Its backends then go on to its ceiling without
+// an error.  A lease revoked or taken over without a raise since is lost (ZC001); so is one
 // whose store cannot be read.  Asked only when a renewal or release finds the lease gone.
 bool freed_by_raise(int64 seen_at) {
-    int64 raised_at = 0;
+    int64 raised_at = 0, max_tolerance = 0;
     StoreError err;
-    return seen_at > 0 && store_raised_at(&raised_at, &err) && raised_at > seen_at;
+    return seen_at > 0 && store_raised_at(&raised_at, &max_tolerance, &err) &&
+           cosid::freed_by_raise(seen_at, raised_at > 0 ? std::optional<int64>(raised_at) : std::nullopt, max_tolerance);
 }
 
 bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {

@@ -194,17 +194,20 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
 namespace {
 void read_raised_at(const TextRow& r, StoreResult* out) {
     out->ceiling = get_int64(r, 1, 0);
+    out->floor = get_int64(r, 2, 0);
     out->found = true;
 }
 }  // namespace
 
-bool store_raised_at(int64* raised_at_ms, StoreError* err) {
+bool store_raised_at(int64* raised_at_ms, int64* max_tolerance_ms, StoreError* err) {
     StoreResult r;
     memset(&r, 0, sizeof(r));
     // (raised_at_ms: a store of cosid 1.3 or later)
-    if (!run("SELECT pg_catalog.max(raised_at_ms) + pg_catalog.max(max_tolerance_ms) FROM cosid.store_state", 0, nullptr, read_raised_at, &r, err))
+    if (!run("SELECT pg_catalog.max(raised_at_ms), pg_catalog.max(max_tolerance_ms) FROM cosid.store_state", 0, nullptr,
+             read_raised_at, &r, err))
         return false;
     *raised_at_ms = r.row ? r.ceiling : 0;
+    *max_tolerance_ms = r.row ? r.floor : 0;
     return true;
 }
 

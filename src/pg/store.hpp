@@ -34,9 +34,10 @@ struct StoreError {
     char hint[256];  // '' unless the error says what to do (the Citus guard)
 };
 
-// The store time of the store's last raise (cosid.store_state.raised_at_ms; 0: none): a
-// renewal that found its lease gone asks whether a raise freed it.
-bool store_raised_at(int64* raised_at_ms, StoreError* err);
+// The store time of the store's last raise (cosid.store_state.raised_at_ms; 0: none) and its
+// max_tolerance: a renewal that found its lease gone asks whether a raise freed it
+// (src/core lease_model.hpp, freed_by_raise).
+bool store_raised_at(int64* raised_at_ms, int64* max_tolerance_ms, StoreError* err);
 // True when cosid.store_dsn names a store on another server (shared by several instances).
 bool store_is_remote();
 // How long one store call may take: ttl/6 (at least 100 ms), the keeper's lock and statement

@@ -50,14 +50,7 @@ setup() {
     qp -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
         -c "SELECT cosid_namespace_create('lr', slot_bits => 1, sequence_bits => 8, tolerance => '1s', total_bits => 60)" >/dev/null
-    rm -rf "$SB"; mkdir -p "$SB"; chown "$PG_USER" "$SB"
-    as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream -S sb -c fast >/dev/null
-    sed -i -e "s/^port = .*/port = $PSB/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$SB'|" \
-        "$SB/data/postgresql.conf"
-    echo "wal_retrieve_retry_interval = '100ms'" >> "$SB/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w start >/dev/null
-    check_true "[$1] the standby streams from the primary" "$(wait_until 20 qp -c "
-        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+    check_true "[$1] the standby streams from the primary" "$(start_standby "$P" "$PP" "$SB" "$PSB" sb)"
     for s in A B; do
         d=${!s}; p=$([ $s = A ] && echo $PA || echo $PB)
         start_server "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '6s'" "cosid.namespace = 'lr'" \

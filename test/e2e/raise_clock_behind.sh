@@ -36,9 +36,8 @@ for try in 1 2 3; do
     client=$!
     wait_for 20 "the client's first 30 ids" q -c "SELECT count(*) >= 30 FROM ids" >/dev/null
     # the store's clock steps 0.9 s back (a new primary behind the old one; try 1: not), and it raises
-    q -c "ALTER SYSTEM SET cosid.store_clock_offset = $off" -c "SELECT pg_reload_conf()" \
-      -c "SET cosid.store_clock_offset = $off" \
-      -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null 2>&1
+    q -c "ALTER SYSTEM SET cosid.store_clock_offset = $off" -c "SELECT pg_reload_conf()" >/dev/null 2>&1
+    raise_store_floors -c "SET cosid.store_clock_offset = $off"
     wait "$client" || true
     errs=$(q -c "SELECT coalesce(string_agg(DISTINCT err, ','), '') FROM ids WHERE err IS NOT NULL")
     echo "# try $try (store clock offset $off ms): $(q -c "SELECT count(id) || ' ids, ' || count(err) || ' errors' FROM ids") ${errs:+($errs)}"

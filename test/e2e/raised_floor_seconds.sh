@@ -26,7 +26,7 @@ for u in s ms; do
     tries=TRIES_$u
     for i in $(seq 1 ${!tries}); do
         # a raise (the store restored, a copy of it acknowledged), then the namespace's first id
-        q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null 2>&1
+        raise_store_floors
         t0=$(now_ms)
         out=$(q -v VERBOSITY=sqlstate -c "SELECT cosid_next('n_${u}_$i')" 2>&1 || true)
         took=$(( $(now_ms) - t0 ))

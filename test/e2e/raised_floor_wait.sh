@@ -28,7 +28,7 @@ raise_floors() {
     release_w
     q -c "SELECT cosid_next('w')" >/dev/null
     lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
-    q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null  # a copy of the store, its original gone
+    raise_store_floors
     wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
     q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'"
 }
@@ -45,7 +45,7 @@ q -c "DO \$\$ BEGIN
 client=$!
 wait_for 20 "the client's first 100 ids" q -c "SELECT count(*) >= 100 FROM ids" >/dev/null
 lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
-q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null
+raise_store_floors
 floor=$(q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'")
 status=0; wait "$client" || status=$?
 check "the client issued all its 400 ids through the raise, without an error" "0 400" \

@@ -33,16 +33,7 @@ store_pair() {
     psql_at "$P" "$PP" postgres -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '300 ms')" \
         -c "SELECT cosid_store_settings(max_ttl => '${TTL}s', max_tolerance => '1s')" >/dev/null  # the keepers' ttl and the largest tolerance (default's): the raise covers them
-    rm -rf "$SB"; mkdir -p "$SB"; chown "$PG_USER" "$SB"
-    as_pg "$PG_BIN/pg_basebackup" -h "$P" -p "$PP" -D "$SB/data" -R -X stream -S sb -c fast >/dev/null
-    sed -i -e "s/^port = .*/port = $PSB/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$SB'|" \
-        "$SB/data/postgresql.conf"
-    # a promotion while the startup process sleeps between WAL retries (5 s by default) waits
-    # for that sleep on a loaded machine: retry often, so the failover takes what it takes
-    echo "wal_retrieve_retry_interval = '100ms'" >> "$SB/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -l "$SB/server.log" -w start >/dev/null
-    check_true "[$1] the standby streams from the primary" "$(wait_until 20 psql_at "$P" "$PP" postgres -At -c "
-        SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'")"
+    check_true "[$1] the standby streams from the primary" "$(start_standby "$P" "$PP" "$SB" "$PSB" sb)"
     if [ "$1" = sync ]; then  # only now: before, every commit on P would wait for a standby not there yet
         psql_at "$P" "$PP" postgres -q -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
         check_true "[sync] the standby is synchronous" "$(wait_until 10 psql_at "$P" "$PP" postgres -At -c "

@@ -9,6 +9,12 @@ q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
 # set_conf NAME VALUE / reset_conf NAME: a setting of the fault server, reloaded.
 set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; sleep 0.3; }
 reset_conf() { q -c "ALTER SYSTEM RESET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
+# raise_store_floors [PSQL ARGS...]: the fault server's store raises every floor, as after a
+# failover (declared a copy of itself, its original gone: restored, then acknowledged), in one
+# session after PSQL ARGS (a SET that must hold for it); quiet.
+raise_store_floors() {
+    q "$@" -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null 2>&1
+}
 
 # fault_server DIR PORT: ttl 2 s; namespace f with tolerance 300 ms; table t with a unique key.
 # Every change of a lease row is written into observed by a trigger on cosid.lease, in the

@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
     // The namespace is made at store time T0 (below): its slots start there (a new
     // namespace's first floor is the store's now).
     // With the store's limits close to the ops' ttl (model_compare.sh sets them with
-    // cosid_store_settings; max_tolerance covers the store's default namespace's 1 s):
-    // windows reach at most max_ttl + max_tolerance past the store's now, which a floor ahead
-    // (a release at a ceiling still ahead, a raise) shows.
+    // cosid_store_settings; max_tolerance covers the store's default namespace's 1 s), so that
+    // a raise (every floor max_ttl + 2 x max_tolerance ahead) leaves windows empty until the
+    // store's clock is within ttl + tolerance of the floor, which both sides must agree on.
     const StoreLimits limits{TTL, 1000};
     LeaseTable model(SLOT_BITS, TOL, limits, T0);
     std::vector<Owner> owners(5);

@@ -455,8 +455,8 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
         l.seen_at = static_cast<int16_t>(std::max<int64_t>(l.seen_at, now));
         record_grant(&x.history, store_id_text(st.core), layout_of(l.layout), l.slot, l.ceiling);
         if (story) *story += " renewed: window " + win(l.floor, l.ceiling);
-    } else if (on(c, R_FENCE) && st.core.raised_at && *st.core.raised_at > l.seen_at) {
-        // keeper_lease.cpp, freed_by_raise: the raise put every next window above this one.
+    } else if (on(c, R_FENCE) && freed_by_raise(l.seen_at, st.core.raised_at, limits().max_tolerance_ms)) {
+        // lease_model.hpp, freed_by_raise: the raise put every next window above this one.
         // (Not a rule that closes a path: going on to the ceiling after any loss reaches no
         // duplicate either, since every next window starts at or above the ceiling the store
         // committed; a loss without a raise ends the window so that a revoke stops a server.)

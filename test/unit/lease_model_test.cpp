@@ -101,6 +101,16 @@ TEST(LeaseRules, AWindowWithoutAWholeTickIsRenewedSoon) {
     EXPECT_EQ(renew_after_ms(TTL, NOW + TTL, NOW, F, F, 1), kEmptyWindowRenewMs);
 }
 
+// A lease found gone was freed by a raise when the raise came after the store's last answer
+// that held it, within max_tolerance (the raising store's clock may be that far behind).
+TEST(LeaseRules, FreedByARaiseOnlyWhenTheRaiseCameAfterTheLastAnswer) {
+    EXPECT_TRUE(freed_by_raise(NOW, NOW + 1, 0));
+    EXPECT_FALSE(freed_by_raise(NOW, NOW, 0));
+    EXPECT_TRUE(freed_by_raise(NOW, NOW - 900, 1000));   // the new primary's clock 0.9 s behind
+    EXPECT_FALSE(freed_by_raise(NOW, NOW - 1000, 1000));
+    EXPECT_FALSE(freed_by_raise(NOW, std::nullopt, 5000));  // no raise: revoked or taken over
+}
+
 TEST(LeaseRules, RenewRequiresIncarnationAndFenceAndIsReplayable) {
     LeaseTable t(2, TOL);
     auto a = t.acquire(req("a", "i1"), NOW);
