@@ -116,6 +116,30 @@ int64 exhausted_retry_ms(const StoreResult& r) {
     return Min(Max(until_expiry, 100), 1000);
 }
 
+// The one answer to a request the keeper could not serve, for leases and static slots alike.
+// A transient error (a lock, a timeout, a lost connection: store_errors.hpp) is tried again
+// with backoff until the callers' cosid.acquire_timeout, and they report the last one; its
+// SQLSTATE never reaches them (a 57014 of the keeper's own statement_timeout would read as a
+// cancel of the caller's statement, which PL/pgSQL's WHEN OTHERS does not even catch).  Any
+// other error fails every waiter at once with its message, hint and SQLSTATE.
+void request_failed_locked(PoolEntry* e, const char* message, const char* hint, int code, int64 done) {
+    e->state = kWanted;
+    if (transient(code)) {
+        e->tries++;
+        e->earliest_expiry = 0;
+        e->error[0] = '\0';  // a retry: an error of an earlier answer no longer holds
+        e->error_hint[0] = '\0';
+        e->error_code = 0;
+        strlcpy(e->last_error, message, sizeof(e->last_error));
+        e->retry_at = done + Min(100L << Min(e->tries - 1, 10), store_bound_ms());
+        return;
+    }
+    snprintf(e->error, sizeof(e->error), "%s", message);
+    strlcpy(e->error_hint, hint, sizeof(e->error_hint));
+    e->error_code = code;
+    e->retry_at = done + 1000;
+}
+
 // A request the keeper refuses before asking the store: its waiting backends report
 // `message` and `hint` with `code`, and it is looked at again in a second.
 void refuse_request(PoolEntry* e, const char* message, const char* hint, int code) {
@@ -261,22 +285,8 @@ void serve_request(int i, int64 now) {
     if (!(ok && r.found) && (e->waiters <= 0 || done - e->request_seen_at > kAbandonedRequestMs)) {
         // Every waiter stopped waiting while the store answered: nobody wants a retry.
         drop_request_locked(e);
-    } else if (!ok && transient(err.sqlerrcode)) {
-        // Tried again until the caller's cosid.acquire_timeout; the caller reports the last one.
-        e->tries++;
-        e->earliest_expiry = 0;
-        e->error[0] = '\0';  // a retry: an error of an earlier answer no longer holds
-        e->error_code = 0;
-        strlcpy(e->last_error, err.message, sizeof(e->last_error));
-        e->state = kWanted;
-        e->retry_at = done + Min(100L << Min(e->tries - 1, 10), store_bound_ms());
     } else if (!ok) {
-        // The request fails: the waiting backend reports the store's error, and its hint.
-        snprintf(e->error, sizeof(e->error), "%s", err.message);
-        strlcpy(e->error_hint, err.hint, sizeof(e->error_hint));
-        e->error_code = err.sqlerrcode;
-        e->state = kWanted;
-        e->retry_at = done + 1000;
+        request_failed_locked(e, err.message, err.hint, err.sqlerrcode, done);
     } else if (!r.found) {
         // Exhausted: every waiter of the namespace waits for the same next try, so that
         // hundreds of them cost one acquire, not one each.

@@ -256,6 +256,7 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                                   const LeaseWait& w) {
     keeper_cannot_serve(here, checks_before);
     int32 static_slot = static_slot_for(ns);
+    // (the keeper retries transient errors and never relays one: keeper::request_failed_locked)
     if (w.error[0] != '\0' && static_slot >= 0)
         ereport(ERROR, (errcode(w.error_code), errmsg("%s", w.error),
                         errdetail("Namespace \"%s\" uses static slot %d (cosid.static_slots): its windows come from "
@@ -322,6 +323,14 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                                   setting_database, timeout),
                         errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
                                 "database \"%s\".", setting_database)));
+    if (w.tries > 0 && static_slot >= 0)
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
+                        errmsg("cosid could not open a window on static slot %d of namespace \"%s\" within %d ms",
+                               static_slot, ns, timeout),
+                        errdetail("Tried %d time%s in %lld ms; the last error: %s", w.tries, w.tries == 1 ? "" : "s",
+                                  static_cast<long long>(elapsed_ms(start)), w.last_error),
+                        errhint("The errors were transient (locks, timeouts): check what holds cosid.static_ceiling "
+                                "in database \"%s\", or raise cosid.acquire_timeout.", setting_database)));
     if (w.tries > 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\" within %d ms", ns, timeout),

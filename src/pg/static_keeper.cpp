@@ -11,6 +11,7 @@
 #include "static_keeper.hpp"
 #include "static_model.hpp"
 #include "fork.hpp"
+#include "keeper_parts.hpp"
 
 #include <algorithm>
 
@@ -173,14 +174,11 @@ void serve_static_request(int i, const char* ns, int32 slot) {
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (error[0] != '\0') {
-        // Every waiter fails at once with it; asked again, the keeper looks again (a fixed
-        // file, a created namespace).
-        strlcpy(e->error, error, sizeof(e->error));
-        strlcpy(e->error_hint, hint, sizeof(e->error_hint));
-        e->error_code = code;
-        e->state = kWanted;
-        e->retry_at = done + 1000;
-        if (e->waiters <= 0 || done - e->request_seen_at > 2000) drop_request_locked(e);
+        // A transient error (the database's copy locked, a statement timeout under load) is
+        // tried again; any other fails every waiter at once, and asked again, the keeper
+        // looks again (a fixed file, a created namespace).
+        keeper::request_failed_locked(e, error, hint, code, done);
+        if (e->waiters <= 0 || done - e->request_seen_at > keeper::kAbandonedRequestMs) drop_request_locked(e);
     } else {
         install_window_locked(e, r, true, done);
         count(shared->stats.acquires);

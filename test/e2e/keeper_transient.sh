@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# A transient error of the keeper's own statement (a lock on the store's tables, its
+# statement timeout on a loaded machine) is tried again until the caller's
+# cosid.acquire_timeout, and its SQLSTATE never reaches the caller:
+#   bash test/e2e/keeper_transient.sh WORKDIR
+# For a static slot's first window (cosid.static_ceiling locked) and a lease's first window
+# (cosid.lease locked):
+#   a) a lock shorter than cosid.acquire_timeout: the call waits and gets its id;
+#   b) a lock longer than it: the call fails with ZC006 naming what was tried, never 57014
+#      (query_canceled: it reads as a cancel of the caller's own statement, and PL/pgSQL's
+#      WHEN OTHERS does not catch it).
+# Before the fix (main at c16ef0e) a static slot's first call failed at once with 57014 when
+# the keeper's write of cosid.static_ceiling ran past the store bound (ttl / 6): under load,
+# clock_jump.sh's clients died that way.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
+DIR="${1:-/tmp/cosid-e2e}/keeper_transient"; PORT=55493
+stop_server "$DIR" immediate  # a run killed before its trap
+start_server "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cosid.state_file = 'cosid.state'"
+trap 'kill $(jobs -p) 2>/dev/null || true; barrier_open 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+q -c "CREATE EXTENSION cosid" \
+  -c "SELECT cosid_namespace_create('s', slot_bits => 4)" \
+  -c "SELECT cosid_namespace_create('j', slot_bits => 4)" >/dev/null
+
+# call_while_locked TABLE NS TIMEOUT OUT: TABLE locked (ACCESS EXCLUSIVE) until the call of
+# cosid_next(NS) with cosid.acquire_timeout TIMEOUT has waited 1.5 s or ended; its output
+# (VERBOSITY verbose) in OUT.  Prints how long the call took, in ms.
+call_while_locked() {
+    local table=$1 ns=$2 timeout=$3 out=$4 pid t0
+    barrier_close 71
+    q -c "BEGIN" -c "LOCK TABLE $table" -c "SELECT 'go' FROM pg_advisory_lock_shared(71)" -c "COMMIT" >/dev/null 2>&1 &
+    wait_for 20 "the lock on $table" barrier_waiters 1 >/dev/null
+    t0=$(now_ms)
+    q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '$timeout'" -c "SELECT cosid_next('$ns') > 0" >"$out" 2>&1 &
+    pid=$!
+    wait_for 20 "the call waiting 1.5 s, or ended" bash -c "
+        ! kill -0 $pid 2>/dev/null && echo t || { [ \$(( \$(date +%s%3N) - $t0 )) -ge 1500 ] && echo t; }" >/dev/null
+    barrier_open
+    wait "$pid" 2>/dev/null || true
+    echo $(( $(now_ms) - t0 ))
+}
+
+echo "# a) locks shorter than cosid.acquire_timeout (10 s): waited out"
+took_s=$(call_while_locked cosid.static_ceiling s 10s "$DIR/a_static.out")
+check "a) a static slot's first id while cosid.static_ceiling was locked ($took_s ms)" "t" "$(cat "$DIR/a_static.out")"
+check_true "a) the keeper met the lock: its write timed out, and was tried again" \
+    "$(grep -q "cosid could not .*static_ceiling.*statement timeout" "$DIR/server.log" && echo t || echo f)"
+took=$(call_while_locked cosid.lease j 10s "$DIR/a_lease.out")
+check "a) a leased namespace's first id while cosid.lease was locked ($took ms)" "t" "$(cat "$DIR/a_lease.out")"
+check_true "a) both calls waited for the lock (more than 1 s)" "$([ "$took_s" -ge 1000 ] && [ "$took" -ge 1000 ] && echo t || echo f)"
+
+echo "# b) locks longer than cosid.acquire_timeout (1 s): ZC006, not 57014"
+q -c "SELECT cosid_release('s', 3)" -c "SELECT cosid_release('j', slot) FROM cosid_leases('j') WHERE state = 'held'" >/dev/null
+wait_for 20 "no window held" q -c "SELECT count(*) = 0 FROM cosid_pool()" >/dev/null
+call_while_locked cosid.static_ceiling s 1s "$DIR/b_static.out" >/dev/null
+check "b) a static slot: SQLSTATE" "ZC006" "$(sqlstate_of "$(cat "$DIR/b_static.out")")"
+check_true "b) a static slot: the error names the slot and what was tried" \
+    "$(grep -q 'could not open a window on static slot 3 of namespace "s"' "$DIR/b_static.out" \
+       && grep -q 'DETAIL:  Tried [0-9]* time' "$DIR/b_static.out" && echo t || echo f)"
+call_while_locked cosid.lease j 1s "$DIR/b_lease.out" >/dev/null
+check "b) a leased namespace: SQLSTATE" "ZC006" "$(sqlstate_of "$(cat "$DIR/b_lease.out")")"
+check "after the locks: both namespaces issue" "t|t" "$(q -c "SELECT cosid_next('s') > 0" -c "SELECT cosid_next('j') > 0" | paste -sd'|')"
+assert_store_verified "$DIR" "$PORT" postgres "the store"
+exit $FAIL
