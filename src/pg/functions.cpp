@@ -77,6 +77,7 @@ const char* entry_state_name(const PoolEntry& e, uint64 word) {
         case kDraining: return "ended";
         case kLeased:
             if (e.releasing || e.release_requested || issue_word::closed(word)) return "releasing";
+            if (e.raised_out) return "freed";
             return "active";
         default: return "empty";
     }
@@ -190,21 +191,22 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
 
     // A slot of this instance: the keeper releases it in order, with the exact last timestamp
     // of its issue word; its backends move on to the instance's next lease.
-    int entry = -1;
-    uint64 generation = 0;
+    int entries[2];
+    uint64 generations[2];
+    int count = 0;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    for (int i = 0; i < shared->npool; ++i) {
+    for (int i = 0; i < shared->npool && count < 2; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kLeased || e->slot != slot || strcmp(e->ns, ns) != 0) continue;
+        // (two after a raise: the freed lease going on to its ceiling, and its successor)
         e->release_requested = true;
-        entry = i;
-        generation = pg_atomic_read_u64(&e->generation);
-        break;
+        entries[count] = i;
+        generations[count++] = pg_atomic_read_u64(&e->generation);
     }
     LWLockRelease(shared->lock);
-    if (entry >= 0) {
+    if (count > 0) {
         wake_keeper();
-        PG_RETURN_TEXT_P(cstring_to_text(wait_for_releases(&entry, &generation, 1) ? "released" : "release pending"));
+        PG_RETURN_TEXT_P(cstring_to_text(wait_for_releases(entries, generations, count) ? "released" : "release pending"));
     }
 
     // Another owner's slot (or a stale one of ours): revoke it in the store; the next holder

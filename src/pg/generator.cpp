@@ -27,16 +27,23 @@ int64 elapsed_ms(int64 since_mono_ms) { return mono_ms() - since_mono_ms; }
 char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz(ms))); }
 
 // Under the lock: the instance's open lease of `ns` (the newest, should there be two), or -1.
+// The newest lease of `ns` whose window holds a tick, else the newest: a lease the store's raise
+// freed (raised_out) serves new backends until its successor's window, above the raised
+// floor, holds a tick (until then that window is empty: keeper_lease.cpp).
 int active_entry_locked(const char* ns) {
     int best = -1;
+    bool best_open = false;
     uint64 best_generation = 0;
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kLeased || e->releasing || e->release_requested || strcmp(e->ns, ns) != 0) continue;
         uint64 g = pg_atomic_read_u64(&e->generation);
         if (g == 0 || issue_word::closed(pg_atomic_read_u64(&e->word))) continue;
-        if (g > best_generation) {
+        bool open = !cosid::holds_no_tick(ClaimWindow{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))},
+                                          e->unit_ms);
+        if (best < 0 || (open && !best_open) || (open == best_open && g > best_generation)) {
             best = i;
+            best_open = open;
             best_generation = g;
         }
     }
@@ -388,6 +395,18 @@ int64 issue(Gen* g) {
         const bool empty = c.status == NextStatus::PastCeiling &&
                            cosid::holds_no_tick(ClaimWindow{g->floor, ceiling}, g->layout.unit_ms());
         if (c.status == NextStatus::PastCeiling) {
+            // A lease the store's raise freed ends at its ceiling: once its successor holds a
+            // tick, move to it now, without waiting for the keeper (which may be busy with a
+            // store that does not answer) to end this one.  Its window lies above the raised
+            // floor, above every id of this one.
+            LWLockAcquire(shared->lock, LW_SHARED);
+            bool move = pg_atomic_read_u64(&e->generation) == g->generation && e->raised_out &&
+                        active_entry_locked(g->ns) != g->entry;
+            LWLockRelease(shared->lock);
+            if (move) {
+                detach(g);
+                continue;
+            }
             if (!counted_wait) {
                 count(shared->stats.waits_at_ceiling);
                 counted_wait = true;

@@ -206,13 +206,14 @@ long keeper_pass(bool serve_requests) {
         }
         bool release = e->release_requested;
         bool releasing = e->releasing;
-        int64 idle_since = e->idle_since;
+        // (the successor of a lease the raise freed waits for that one's backends)
+        int64 idle_since = state == kLeased && !e->raised_out && freed_lease_serves_locked(e) ? now : e->idle_since;
         int64 next_renew = e->next_renew_at;
         int64 retry_at = e->retry_at;
         int64 request_seen_at = e->request_seen_at;
         LWLockRelease(shared->lock);
 
-        if (state == kWanted && now - request_seen_at > kAbandonedRequestMs) {
+        if (state == kWanted && now - request_seen_at > kAbandonedRequestMs && now > e->keeper_wants_until) {
             // Its backends stopped waiting (cancelled, terminated): do not keep acquiring.
             LWLockAcquire(shared->lock, LW_EXCLUSIVE);
             if (e->state == kWanted && e->request_seen_at == request_seen_at) drop_request_locked(e);

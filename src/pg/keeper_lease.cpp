@@ -195,6 +195,36 @@ bool end_raised_out_locked(PoolEntry* e) {
     return true;
 }
 
+// A lease the store's raise freed goes on to its ceiling, and nothing renews it: its successor
+// is asked for at once, so that it is granted, opens (its floor lies above the raised one: it
+// holds no tick for up to max_ttl + 2 x max_tolerance - (ttl + tolerance)) and is renewed
+// while the freed one still issues.  Asked only once the freed one was used up, an outage of
+// the store within a ttl of the raise (a failover soon after a switchover) stopped ids until
+// the store was back and the new window had opened.  Under the lock, exclusive.
+void want_successor_locked(const PoolEntry* freed) {
+    for (int j = 0; j < shared->npool; ++j) {
+        const PoolEntry* o = &shared->pool[j];
+        if (o == freed || strcmp(o->ns, freed->ns) != 0) continue;
+        if (o->state == kWanted || o->state == kAcquiring) return;  // asked for already
+        if (o->state == kLeased && !o->raised_out && !o->releasing && !o->release_requested) return;
+    }
+    int r = request_entry_locked(freed->ns);
+    if (r < 0) return;  // the pool is full: its backends ask once the freed lease is used up
+    // Kept without waiters for as long as the freed lease can last (its ceiling is at most
+    // ttl + tolerance past its last renewal); its backends join it as waiters once it ends.
+    shared->pool[r].keeper_wants_until = mono_ms() + setting_ttl_ms + kAbandonedRequestMs;
+}
+
+// Under the lock: whether a lease the raise freed still serves `e`'s namespace.  Its successor
+// is not idle then, whoever claims on it yet.
+bool freed_lease_serves_locked(const PoolEntry* e) {
+    for (int j = 0; j < shared->npool; ++j) {
+        const PoolEntry* o = &shared->pool[j];
+        if (o != e && o->state == kLeased && o->raised_out && strcmp(o->ns, e->ns) == 0) return true;
+    }
+    return false;
+}
+
 // False for a static slot (renewed here, without the store) and a lease the raise freed.
 bool renew_prepare(int i, DueLease* d) {
     PoolEntry* e = &shared->pool[i];
@@ -268,7 +298,7 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         }
     } else if (ok && to_raise) {
         e->raised_out = true;
-        end_raised_out_locked(e);
+        if (!end_raised_out_locked(e)) want_successor_locked(e);
     } else if (ok) {
         // Fence or incarnation changed: someone took the slot or it was revoked.
         end_lease(e, true);
@@ -305,7 +335,8 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
                              "a restore)",
                              d.slot, d.ns),
                       errdetail("Every next window on its slot starts above its ceiling: its backends issue up to "
-                                "that ceiling, then move to a new lease, without an error.")));
+                                "that ceiling, then move to a new lease, asked for now, without an error.")));
+        wake_keeper();  // (the new lease's request: served in the next pass)
     } else if (ok) {
         health_lease_lost();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was lost", d.slot, d.ns),

@@ -27,6 +27,7 @@ void warn_if_grant_shortened(int64 expires_at, int64 store_now);
 
 // keeper_lease.cpp
 void end_lease(PoolEntry* e, bool lost);
+bool freed_lease_serves_locked(const PoolEntry* e);
 bool history_applied(const char* ns, const char* store_id, const cosid::Layout& layout, int32 slot, int64 ceiling,
                      int64* floor, StoreError* err);
 

@@ -29,11 +29,15 @@ bool slot_in_store_range(const StoreResult& r) {
 // grants available slots, so a live entry of ours for the slot it just granted holds a lease
 // that already expired in the store and was taken over: its fence is stale.  It is marked
 // lost (its window ends where the new one starts, so nothing overlaps), and the new lease
-// becomes the one entry.
+// becomes the one entry.  Not a lease the store's raise freed (raised_out): the store holds
+// nothing of it, every window granted since the raise starts above its ceiling, and it goes
+// on to that ceiling beside its successor, which may be on the same slot.
 void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
     for (int j = 0; j < shared->npool; ++j) {
         PoolEntry* o = &shared->pool[j];
-        if (j == except || o->state != kLeased || o->is_static || o->slot != slot || strcmp(o->ns, ns) != 0) continue;
+        if (j == except || o->state != kLeased || o->is_static || o->raised_out || o->slot != slot ||
+            strcmp(o->ns, ns) != 0)
+            continue;
         // A release of it that may have committed (outcome unknown) explains the new grant:
         // not a loss then.
         end_lease(o, !(o->releasing && o->release_uncertain));
@@ -282,7 +286,8 @@ void serve_request(int i, int64 now) {
     int64 done = mono_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (!(ok && r.found) && (e->waiters <= 0 || done - e->request_seen_at > kAbandonedRequestMs)) {
+    if (!(ok && r.found) && (e->waiters <= 0 || done - e->request_seen_at > kAbandonedRequestMs) &&
+        done > e->keeper_wants_until) {
         // Every waiter stopped waiting while the store answered: nobody wants a retry.
         drop_request_locked(e);
     } else if (!ok) {

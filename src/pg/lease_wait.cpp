@@ -68,16 +68,16 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
     pg_unreachable();
 }
 
-namespace {
-
 // Under the lock: the request entry for `ns` that every waiter shares, posted when there is
-// none; -1 when the pool is full.
+// none; -1 when the pool is full.  (The keeper posts one too: keeper_lease.cpp.)
 int request_entry_locked(const char* ns) {
     int in_use = 0;  // namespaces leased or asked for: at most cosid.max_namespaces
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if ((e->state == kWanted || e->state == kAcquiring) && strcmp(e->ns, ns) == 0) return i;
-        if (e->state == kWanted || e->state == kAcquiring || (e->state == kLeased && !e->releasing)) in_use++;
+        // (a lease the raise freed is ending: its namespace's successor counts instead)
+        if (e->state == kWanted || e->state == kAcquiring || (e->state == kLeased && !e->releasing && !e->raised_out))
+            in_use++;
     }
     if (in_use >= setting_max_namespaces) return -1;
     for (int i = 0; i < shared->npool; ++i) {
@@ -90,6 +90,7 @@ int request_entry_locked(const char* ns) {
         e->waiters = 0;
         e->request_seen_at = mono_ms();
         e->retry_at = 0;
+        e->keeper_wants_until = 0;
         e->earliest_expiry = 0;
         e->error[0] = '\0';
         e->error_code = 0;
@@ -102,6 +103,8 @@ int request_entry_locked(const char* ns) {
     }
     return -1;
 }
+
+namespace {
 
 // True when the extension's catalog row was written by this transaction (not committed yet).
 bool extension_created_here() {
@@ -240,7 +243,7 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
             // (one the keeper is acquiring for, it drops when the store answers).
             PoolEntry* e = &shared->pool[request];
             if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id &&
-                --e->waiters <= 0 && e->state == kWanted)
+                --e->waiters <= 0 && e->state == kWanted && mono_ms() > e->keeper_wants_until)
                 drop_request_locked(e);
         }
         LWLockRelease(shared->lock);

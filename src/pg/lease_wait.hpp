@@ -21,5 +21,6 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
 int64 elapsed_ms(int64 since_mono_ms);  // on the monotonic clock
 char* ms_to_text(int64 ms);             // a Unix time in ms as a timestamp, palloc'd
 int active_entry_locked(const char* ns);  // under the lock: the open lease of ns, or -1
+int request_entry_locked(const char* ns);  // under the lock: the request for ns, posted if none; -1: pool full
 
 }  // namespace cosid::pg

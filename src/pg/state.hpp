@@ -95,6 +95,9 @@ struct PoolEntry {
     int waiters;            // backends waiting on it (one cancelled mid-wait is not subtracted:
     int64 request_seen_at;  // mono ms: a waiter was last seen, which catches that case)
     int64 retry_at;        // mono ms: when the keeper tries this request again
+    // A request the keeper posted itself, for the lease that replaces one the store's raise
+    // freed (keeper_lease.cpp, want_successor_locked): kept without waiters until then (mono ms).
+    int64 keeper_wants_until;
     int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
     char error[512];       // set by the keeper when the request cannot be served: fail now
     int error_code;        // the store's SQLSTATE for it
