@@ -23,6 +23,7 @@ BOUNDS=(
   "every move, two issuers on a store server of its own (S1, which fails over and is restored)|--central --depth 5"
   "one store server of its own: loss, crashes, restarts, clocks, failover, restore, keeper logins|--central --only core,loss,crash,restart,clock,store-clock,failover,restore,keeper-login --depth 6"
   "drops, namespaces made again, layout edits|--only core,crash,restart,clock,drop,namespace --depth 6"
+  "a store that fails over while its lease issues: the lease the raise freed goes on beside its successor, on the same slot|--central --only core,failover --depth 9"
   "forks and pg_upgrade of one issuing server|--issuers 1 --only core,crash,restart,clock,fork --depth 8"
   "an issuer moving between stores|--issuers 1 --only core,loss,crash,restart,clock,move-store --depth 8"
   "static slots with a state file: switches, crashes, forks|--issuers 1 --static-start --only core,crash,restart,static,fork --depth 8"

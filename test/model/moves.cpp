@@ -25,7 +25,7 @@ namespace {
 enum Kind : uint8_t {
     K_TICK, K_JUMP,
     // an issuer's keeper and backends
-    K_ACQUIRE, K_RENEW, K_RENEW_ANSWER_LOST, K_RENEW_ROLLED_BACK, K_RELEASE, K_RELEASE_FAILS, K_ISSUE,
+    K_ACQUIRE, K_RENEW, K_RENEW_ANSWER_LOST, K_RENEW_ROLLED_BACK, K_RELEASE, K_RELEASE_FAILS, K_ISSUE, K_ISSUE_FREED,
     K_CRASH, K_STOP, K_START, K_CLOCK_FWD, K_CLOCK_BACK, K_MOVE_STORE, K_SWITCH, K_STATIC_OPEN,
     K_STATIC_EXTEND, K_ACQUIRE_LONG, K_ROGUE_RELEASE, K_FORK_PROMOTE, K_PG_UPGRADE, K_PG_UPGRADE_LINK,
     // a store and its administrator
@@ -222,6 +222,7 @@ void clean_stop(World& w, const Config& c, int i, std::string* story) {
     Issuer& x = w.iss[i];
     if (x.lease.held) release_lease(w, c, i, story);
     x.lease = Lease{};
+    x.freed = Lease{};  // (nothing of it is in the store: it ends here)
     release_static(w, c, i, story);
     x.up = false;
     x.stopped_at = w.now;
@@ -239,6 +240,7 @@ void start(World& w, const Config& c, int i, std::string* story) {
     x.memory_has = false;
     x.memory_ms = 0;
     x.lease = Lease{};
+    x.freed = Lease{};
     x.sw = StaticWindow{};
     for (int s = 0; s < kStores; ++s) {
         Store& st = w.st[s];
@@ -333,7 +335,7 @@ void write_static_ceiling(World& w, const Config& c, int i, int64_t ceiling) {
     x.memory_has = true;
 }
 
-bool issue(World& w, const Config& c, int i, std::string* story, std::string* violation) {
+bool issue(World& w, const Config& c, int i, bool on_freed, std::string* story, std::string* violation) {
     Issuer& x = w.iss[i];
     const int64_t now = issuer_now(w, i);
     uint64_t* word;
@@ -341,7 +343,14 @@ bool issue(World& w, const Config& c, int i, std::string* story, std::string* vi
     int32_t slot;
     ClaimWindow window;
     int64_t borrow;
-    if (x.lease.held && !x.lease.pending_release) {
+    if (on_freed) {
+        if (!x.freed.held) return false;
+        word = &x.freed.word;
+        lay = layout_of(x.freed.layout);
+        slot = x.freed.slot;
+        window = ClaimWindow{x.freed.floor, x.freed.ceiling};
+        borrow = issue_word::kBorrowToCeiling;
+    } else if (x.lease.held && !x.lease.pending_release) {
         word = &x.lease.word;
         lay = layout_of(x.lease.layout);
         slot = x.lease.slot;
@@ -417,6 +426,7 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story) 
     if (on(c, R_SWITCH_TO_LEASED) && row->slot == 0)
         floor = std::max(floor, static_rows_max(st.core, std::nullopt).value_or(floor));
     record_grant(&x.history, sid, lay, row->slot, row->ceiling);
+    if (x.lease.held && x.lease.raised_out) x.freed = x.lease;  // its successor: the freed one goes on
     x.lease = Lease{true, false, static_cast<int8_t>(s), st.core.layout, row->slot, row->fence, floor, row->ceiling,
                     issue_word::kFresh, static_cast<int16_t>(now), false};
     if (story)
@@ -548,10 +558,12 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
         }
         const bool store_ok = x.store >= 0 && w.st[x.store].exists;
         if (fam(c, F_CORE)) {
-            if (!x.is_static && store_ok && (!x.lease.held || x.lease.pending_release)) add(K_ACQUIRE, i);
+            if (!x.is_static && store_ok && (!x.lease.held || x.lease.pending_release || x.lease.raised_out))
+                add(K_ACQUIRE, i);
             if (x.lease.held && !x.lease.pending_release && !x.lease.raised_out) add(K_RENEW, i);
             if (x.lease.held) add(K_RELEASE, i);
             if ((x.lease.held && !x.lease.pending_release) || x.sw.open) add(K_ISSUE, i);
+            if (x.freed.held) add(K_ISSUE_FREED, i);
         }
         if (fam(c, F_LOSS) && x.lease.held && !x.lease.pending_release && !x.lease.raised_out) {
             add(K_RENEW_ANSWER_LOST, i);
@@ -676,7 +688,11 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
     }
     case K_ISSUE:
         say(I(a));
-        changed = issue(w, c, a, st, violation);
+        changed = issue(w, c, a, false, st, violation);
+        break;
+    case K_ISSUE_FREED:
+        say(I(a) + " on the lease the raise freed:");
+        changed = issue(w, c, a, true, st, violation);
         break;
     case K_CRASH:
         say(I(a) + " crashes (kill -9) and restarts: new incarnation");
@@ -1010,9 +1026,13 @@ void serialize(const World& w, std::string* o) {
         put(o, x.up), put(o, x.never_again), put(o, x.clock), put(o, x.inc), put(o, x.store), put(o, x.origin);
         put(o, x.is_static), put(o, x.issued_once), put(o, x.stopped_at), put(o, x.sysid), put(o, x.timeline);
         put(o, x.fork_marker), put(o, x.upgraded);
-        const Lease& l = x.lease;
-        put(o, l.held), put(o, l.pending_release), put(o, l.store), put(o, l.layout), put(o, l.slot);
-        put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word), put(o, l.seen_at), put(o, l.raised_out);
+        for (const Lease* lp : {&x.lease, &x.freed}) {
+            const Lease& l = *lp;
+            put(o, l.held);
+            if (!l.held) continue;
+            put(o, l.pending_release), put(o, l.store), put(o, l.layout), put(o, l.slot);
+            put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word), put(o, l.seen_at), put(o, l.raised_out);
+        }
         put(o, x.history.all_slots_ms), put(o, x.history.layout.epoch_ms);
         put<uint8_t>(o, static_cast<uint8_t>(x.history.slots.size()));
         for (const GrantedSlot& g : x.history.slots) put_str(o, g.store_id), put(o, g.slot), put(o, g.ceiling_ms);
@@ -1047,7 +1067,9 @@ std::string describe(const World& w) {
         o += I(i) + (x.up ? "" : "(down)") + ": ";
         if (x.lease.held)
             o += S(x.lease.store) + " slot " + std::to_string(x.lease.slot) + " " + win(x.lease.floor, x.lease.ceiling) +
-                 (x.lease.pending_release ? " release pending" : "");
+                 (x.lease.pending_release ? " release pending" : "") + (x.lease.raised_out ? " freed by a raise" : "");
+        if (x.freed.held) o += ", and the freed " + S(x.freed.store) + " slot " + std::to_string(x.freed.slot) + " " +
+                               win(x.freed.floor, x.freed.ceiling);
         else if (x.sw.open)
             o += "static slot 0 " + win(x.sw.floor, x.sw.ceiling);
         else

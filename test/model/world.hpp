@@ -135,6 +135,10 @@ struct Issuer {
     bool fork_marker = false;  // a cosid.fork file in its data directory
     bool upgraded = false;     // a cosid.upgraded file: pg_upgrade made this cluster
     Lease lease;
+    // A lease the store's raise freed, going on to its ceiling beside its successor (`lease`),
+    // asked for at once (keeper_lease.cpp, want_successor_locked).  One is kept: a second
+    // raise's freed lease takes the place of the first (fewer behaviours, never a false one).
+    Lease freed;
     // cosid.history: what each store granted it
     cosid::GrantedNamespace history;
     // the static state file (slot 0 only)
