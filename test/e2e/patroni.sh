@@ -22,7 +22,8 @@
 # read from the new leader and from the dead leader's data directory, started alone
 # afterwards); both instances issue again; the time from promotion to each one's first id
 # above every ceiling the old leader had granted it.
-# The store's limits are the ones docs/patroni.md recommends for a fast failover:
+# The store's limits: cosid's defaults in the sync drill; in the others the ones
+# docs/patroni.md shows for a fast asynchronous failover:
 #   cosid.ttl 10 s = max_ttl, max_tolerance 1 s, cosid.acquire_timeout 20 s.
 # COSID_PATRONI_MODES (default "async sync") picks the drills; COSID_PATRONI_TTL /
 # _MAX_TTL / _MAX_TOLERANCE / _ACQUIRE_TIMEOUT (empty: cosid's defaults) measure others;
@@ -265,7 +266,13 @@ gone() { ! kill -0 "$1" 2>/dev/null && ! pgrep -P "$1" >/dev/null && echo t || e
 
 drill() {
     local mode=$1 t0; t0=$(now_ms)
-    echo "# drill $mode"
+    # The sync drill runs with cosid's defaults, which a switchover and a failover to the
+    # synchronous standby must cost no pause with (their lease, 30 s, outlasts Patroni's
+    # detection here: ttl 10 s + loop_wait 2 s < 2/3 x 30 s + tolerance); the others with the
+    # page's fast-failover profile, unless COSID_PATRONI_TTL says otherwise.
+    local TTL=$TTL MAX_TTL=$MAX_TTL MAX_TOL=$MAX_TOL ACQ=$ACQ
+    if [ "$mode" = sync ] && [ -z "${COSID_PATRONI_TTL+x}" ]; then TTL=""; MAX_TTL=""; MAX_TOL=""; ACQ=""; fi
+    echo "# drill $mode (cosid.ttl ${TTL:-default}, max_ttl ${MAX_TTL:-default}, max_tolerance ${MAX_TOL:-default})"
     rm -rf "$base/n1" "$base/n2" "$base/old" "$base/stop" "$base/nodeclients"
     start_patroni "$mode" 0
     check_true "[$mode] n1 bootstraps and leads" "$(wait_for 90 "n1 as Patroni's leader" rest_is 0 primary)"
