@@ -62,13 +62,20 @@ trap cleanup EXIT
 now_ms() { date +%s%3N; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
-qnode() { local i=$1; shift; as_pg "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "${PGP[$i]}" -d postgres -U postgres "$@"; }
+qnode() { local i=$1; shift; as_pg "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$base/n$(( i + 1 ))" -p "${PGP[$i]}" -d postgres "$@"; }
 rest() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:${REST[$1]}/$2"; }
 rest_is() { [ "$(rest "$1" "$2")" = 200 ] && echo t || echo f; }   # rest_is NODE ENDPOINT: 200 there
 ms_since() { echo $(( $1 - $2 )); }
 
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
 t_start=$(now_ms)
+# The members authenticate TCP logins with the page's passwords (its pg_hba.conf lines): the
+# instances' keepers (keeper_a, keeper_b) and the test's own clients of the members find them
+# in one .pgpass, given to every process of this test by PGPASSFILE.
+export PGPASSFILE="$base/pgpass"
+printf '%s\n' "127.0.0.1:*:postgres:keeper_a:keeper-a-secret" "127.0.0.1:*:postgres:keeper_b:keeper-b-secret" \
+    "127.0.0.1:*:*:postgres:change-me-1" > "$PGPASSFILE"
+chown "$PG_USER" "$PGPASSFILE"; chmod 600 "$PGPASSFILE"
 
 # Patroni's custom bootstrap: the template cluster into --datadir
 fresh_cluster "$base/template"; rm -rf "$base/template"
@@ -87,67 +94,55 @@ spawn_as_pg "$base/etcd.log" etcd --name e --data-dir "$base/etcd" --listen-clie
 etcd_up() { curl -s --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"' && echo t; }
 check_true "etcd answers" "$(wait_for 30 "etcd's health" etcd_up)"
 
-# patroni_yml MODE NODE: node 0 or 1 of the cluster of drill MODE.
+# patroni_yml MODE NODE: node 0 or 1 of the cluster of drill MODE: docs/patroni.md's
+# patroni.yml as the page shows it (test/meta/doc_blocks.py --steps), with only these changed
+# for a drill on one machine: the names, addresses and ports (loopback; the page's subnet
+# 10.0.0.0/24 in pg_hba becomes 127.0.0.1/32), the directories, Patroni's ttl 10 s,
+# loop_wait 2 s and retry_timeout 4 s (a faster detection than the page's 30 s + 10 s: the
+# drill's leases follow the page's rule for it), synchronous_mode and cosid.store_only as the
+# drill sets them, no watchdog (none on a test machine: the drill kills Patroni and its
+# postmaster together, as a watchdog reset would), and the suite's copy of one initdb instead
+# of an initdb per node.
+page_yml="$base/patroni-page.yml"
+rm -rf "$base/patroni-steps"
+cp "$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/patroni.md" "$base/patroni-steps" \
+    | awk '$2 == "file" && $3 == "patroni.yml" {print $1}')" "$page_yml"
 patroni_yml() {
-    local mode=$1 i=$2 d="$base/n$(( $2 + 1 ))" sync=false store_only="'on'" callbacks=""
+    local mode=$1 i=$2 d="$base/n$(( $2 + 1 ))" sync=false store_only=on callback=""
     [ "$mode" = sync ] && sync=true
     if [ "$mode" = issuer ]; then
-        store_only="'off'"   # the members issue ids themselves: a promotion is a fork
-        # (their own keepers lease within the store's max_ttl, as the instances' do)
-        callbacks="    cosid.ttl: ${TTL:-30s}
-  callbacks: {on_role_change: '$base/cosid-promoted-$i.sh'}"
+        store_only=off   # the members issue ids themselves: a promotion is a fork
+        callback="$base/cosid-promoted-$i.sh"
     fi
-    cat <<EOF
-scope: cosid-store-$mode
-name: n$(( i + 1 ))
-log: {level: INFO}
-restapi: {listen: 127.0.0.1:${REST[$i]}, connect_address: 127.0.0.1:${REST[$i]}}
-etcd3: {hosts: 127.0.0.1:$ETCD_PORT}
-bootstrap:
-  dcs:
-    ttl: 10
-    loop_wait: 2
-    retry_timeout: 4
-    maximum_lag_on_failover: 1048576
-    synchronous_mode: $sync
-    synchronous_mode_strict: false
-    postgresql:
-      use_pg_rewind: true
-      use_slots: true
-      parameters:
-        wal_level: replica
-        hot_standby: 'on'
-        wal_log_hints: 'on'
-        max_wal_senders: 5
-        max_replication_slots: 5
-        wal_keep_size: 64MB
-        shared_preload_libraries: cosid
-        cosid.store_only: $store_only
-  # a copy of the initdb the suite makes once (scripts/lib.sh), instead of an initdb per node
-  method: copy_template
-  copy_template: {command: '$base/copy_template.sh'}
-  pg_hba:
-  - local all all trust
-  - host all all 127.0.0.1/32 trust
-  - host replication all 127.0.0.1/32 trust
-postgresql:
-  listen: 127.0.0.1:${PGP[$i]}
-  connect_address: 127.0.0.1:${PGP[$i]}
-  data_dir: $d/data
-  bin_dir: $PG_BIN
-  pgpass: $d/pgpass
-  authentication:
-    superuser: {username: postgres}
-    replication: {username: postgres}
-  parameters:
-    unix_socket_directories: '$d'
-    max_connections: 40
-    fsync: 'off'
-    wal_retrieve_retry_interval: 100ms
-    shared_preload_libraries: cosid
-    cosid.store_only: $store_only   # 'on': the members serve the instances only, a failover is not a fork
-$callbacks
-EOF
+    python3 - "$page_yml" "$mode" "$i" "$d" "$sync" "$store_only" "$callback" "${TTL:-30s}" "${REST[$i]}" "$ETCD_PORT" \
+        "${PGP[$i]}" "$PG_BIN" "$base/copy_template.sh" <<'PY'
+import sys, yaml
+page, mode, i, d, sync, store_only, callback, ttl, rest, etcd, port, bin_dir, copy = sys.argv[1:]
+c = yaml.safe_load(open(page))
+c['scope'] = 'cosid-store-' + mode
+c['name'] = 'n%d' % (int(i) + 1)
+c['log'] = {'level': 'INFO'}
+c['restapi'] = {'listen': '127.0.0.1:' + rest, 'connect_address': '127.0.0.1:' + rest}
+c['etcd3'] = {'hosts': '127.0.0.1:' + etcd}
+dcs = c['bootstrap']['dcs']
+dcs.update({'ttl': 10, 'loop_wait': 2, 'retry_timeout': 4, 'synchronous_mode': sync == 'true'})
+params = dcs['postgresql']['parameters']
+params['cosid.store_only'] = store_only
+c['bootstrap']['pg_hba'] = [l.replace('10.0.0.0/24', '127.0.0.1/32') for l in c['bootstrap']['pg_hba']]
+c['bootstrap']['method'] = 'copy_template'
+c['bootstrap']['copy_template'] = {'command': copy}
+pg = c['postgresql']
+pg.update({'listen': '127.0.0.1:' + port, 'connect_address': '127.0.0.1:' + port, 'data_dir': d + '/data',
+           'bin_dir': bin_dir, 'pgpass': d + '/pgpass'})
+pg['parameters'] = {'unix_socket_directories': d, 'max_connections': 40, 'fsync': 'off',
+                    'wal_retrieve_retry_interval': '100ms', 'shared_preload_libraries': 'cosid',
+                    'cosid.store_only': store_only}
+if mode == 'issuer':
+    pg['parameters']['cosid.ttl'] = ttl  # their own keepers lease within the store's max_ttl
+    pg['callbacks'] = {'on_role_change': callback}
+c['watchdog'] = {'mode': 'off'}
+yaml.safe_dump(c, sys.stdout, sort_keys=False)
+PY
 }
 start_patroni() {  # start_patroni MODE NODE
     local d="$base/n$(( $2 + 1 ))"
@@ -281,8 +276,8 @@ drill() {
     local limits=()
     [ -n "$MAX_TTL" ] && limits+=("max_ttl => '$MAX_TTL'")
     [ -n "$MAX_TOL" ] && limits+=("max_tolerance => '$MAX_TOL'")
-    qnode 0 -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN IN ROLE cosid_keeper" \
-        -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" \
+    qnode 0 -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN PASSWORD 'keeper-a-secret' IN ROLE cosid_keeper" \
+        -c "CREATE ROLE keeper_b LOGIN PASSWORD 'keeper-b-secret' IN ROLE cosid_keeper" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
     [ "${#limits[@]}" -eq 0 ] || qnode 0 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
     qnode 0 -c "$record_windows_sql" >/dev/null
