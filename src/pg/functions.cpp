@@ -191,14 +191,15 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
 
     // A slot of this instance: the keeper releases it in order, with the exact last timestamp
     // of its issue word; its backends move on to the instance's next lease.
-    int entries[2];
-    uint64 generations[2];
+    int* entries = static_cast<int*>(palloc(sizeof(int) * shared->npool));
+    uint64* generations = static_cast<uint64*>(palloc(sizeof(uint64) * shared->npool));
     int count = 0;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    for (int i = 0; i < shared->npool && count < 2; ++i) {
+    for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         if (e->state != kLeased || e->slot != slot || strcmp(e->ns, ns) != 0) continue;
-        // (two after a raise: the freed lease going on to its ceiling, and its successor)
+        // (several after raises: the freed leases going on to their ceilings, and the
+        // successor; all of them, or the successor could stay held while this says released)
         e->release_requested = true;
         entries[count] = i;
         generations[count++] = pg_atomic_read_u64(&e->generation);

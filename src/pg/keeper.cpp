@@ -206,8 +206,19 @@ long keeper_pass(bool serve_requests) {
         }
         bool release = e->release_requested;
         bool releasing = e->releasing;
-        // (the successor of a lease the raise freed waits for that one's backends)
-        int64 idle_since = state == kLeased && !e->raised_out && freed_lease_serves_locked(e) ? now : e->idle_since;
+        // Not idle: a window that holds no tick yet below a floor the store raised (within
+        // what a raise sets, as generator.cpp's wait: nothing can be claimed on it, its
+        // backends wait for it to open; handed back, the next grant has the same floor and the
+        // callers' wait for that would restart shorter), nor the successor of a lease the
+        // raise freed while that one serves.  Written to the entry, so that the idle time
+        // counts from when that ended, not from the grant.
+        if (state == kLeased && !e->is_static && !e->raised_out &&
+            ((cosid::holds_no_tick(ClaimWindow{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))},
+                                   e->unit_ms) &&
+              e->floor - clock_ms() <= 2 * static_cast<int64>(setting_ttl_ms) + 15000) ||
+             freed_lease_serves_locked(e)))
+            e->idle_since = now;
+        int64 idle_since = e->idle_since;
         int64 next_renew = e->next_renew_at;
         int64 retry_at = e->retry_at;
         int64 request_seen_at = e->request_seen_at;

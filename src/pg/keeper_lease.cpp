@@ -298,7 +298,11 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         }
     } else if (ok && to_raise) {
         e->raised_out = true;
-        if (!end_raised_out_locked(e)) want_successor_locked(e);
+        // Asked for even when this one ends at once (an empty window: the successor of a lease
+        // an earlier raise freed, freed in turn before it opened): that earlier lease may still
+        // serve, and its backends need the next successor before its ceiling.
+        end_raised_out_locked(e);
+        want_successor_locked(e);
     } else if (ok) {
         // Fence or incarnation changed: someone took the slot or it was revoked.
         end_lease(e, true);

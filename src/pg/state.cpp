@@ -17,9 +17,13 @@ SharedState* shared = nullptr;
 static shmem_request_hook_type prev_shmem_request_hook = nullptr;
 static shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 
-// Two entries per namespace the instance may use at once: its lease, and room for the next
-// one while an ended lease drains or a release is pending.
-static int pool_size() { return 2 * setting_max_namespaces; }
+// Three entries per namespace the instance may use at once: its lease, and room for the
+// next ones while an ended lease drains or a release is pending, or while leases the store's
+// raises freed go on to their ceilings beside their successor (two raises within a ttl: two
+// freed leases and a successor).  Without room, a successor is not asked for, the freed
+// leases count for no namespace (lease_wait.cpp, request_entry_locked), and another
+// namespace took the place of one in use, whose callers then failed with 53000.
+static int pool_size() { return 3 * setting_max_namespaces; }
 // One hazard slot per PGPROC a process that calls cosid_next() can have: regular backends,
 // autovacuum, background workers and WAL senders are numbered below MaxBackends.
 static int hazard_slots() { return MaxBackends; }

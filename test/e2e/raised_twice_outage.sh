@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# A second raise of the store's floors while the successor of a lease the first raise freed
+# is still empty (a failover soon after a switchover, twice), then an outage of the store
+# before the freed window ends, stops no caller:
+#   bash test/e2e/raised_twice_outage.sh WORKDIR
+# The first raise frees the held lease A; its successor B is asked for at once and granted
+# above the raised floor, empty until the store's clock comes within ttl + tolerance of it.
+# The second raise frees B while it is still empty: B ends at once (nothing to issue), and A
+# still serves.  A's namespace must then get a new successor at once, as after the first
+# raise, or an outage that begins before A's ceiling stops every id until it ends.
+# ttl 6 s, max_ttl 8 s, tolerances 1 s: a raised floor is 10 s ahead, and a window above it
+# opens 3 s after the raise.  A client every 20 ms; cosid.lease locked from 1 s before A's
+# ceiling to 2 s after it.
+# Checks: a successor of A asked for or held while A serves; no error; no pause of a second;
+# every id unique and increasing; no two windows of the store's history overlap.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
+DIR="${1:-/tmp/cosid-e2e}/raised_twice_outage"; PORT=${PORT:-27047}
+stop_server "$DIR" immediate  # a run killed before its trap
+start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '8s', max_tolerance => '1s')" \
+  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
+  -c "CREATE TABLE ids (n serial PRIMARY KEY, at timestamptz NOT NULL, id bigint, err text)" \
+  -c "CREATE TABLE stop ()" >/dev/null
+q -c "DO \$\$ BEGIN
+        WHILE NOT EXISTS (SELECT FROM stop) LOOP
+            BEGIN
+                INSERT INTO ids (at, id) VALUES (clock_timestamp(), cosid_next('w'));
+            EXCEPTION WHEN others OR query_canceled THEN
+                INSERT INTO ids (at, err) VALUES (clock_timestamp(), SQLSTATE || ' ' || SQLERRM);
+            END;
+            COMMIT;
+            PERFORM pg_sleep(0.02);
+        END LOOP;
+      END \$\$" > "$DIR/client.log" 2>&1 &
+client=$!
+wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+# the first raise just after a renewal: the keeper finds the lease freed a ttl/3 later, and
+# the raise after it then comes while the successor is still empty
+expires=$(q -c "SELECT expires_at FROM cosid_pool() WHERE namespace = 'w'")
+wait_for 10 "a renewal" q -c "SELECT expires_at <> '$expires' FROM cosid_pool() WHERE namespace = 'w'" >/dev/null
+raise_store_floors
+wait_for 20 "the keeper to find its lease freed" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'freed'" >/dev/null
+freed_ceiling=$(q -c "SELECT ceiling FROM cosid_pool() WHERE state = 'freed'")
+freed_fence=$(q -c "SELECT fence FROM cosid_pool() WHERE state = 'freed'")
+wait_for 10 "the successor, still empty" \
+    q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'active' AND ceiling = floor" >/dev/null
+echo "# successor $(( $(q -c "SELECT floor FROM cosid_pool() WHERE state = 'active'") - freed_ceiling )) ms above the freed ceiling, $(( freed_ceiling - $(now_ms) )) ms from now"
+lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
+raise_store_floors  # the second raise: frees the empty successor
+wait_for 10 "the keeper to find the successor freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
+# A successor of A: asked for (wanted, acquiring) or held, while A serves.
+successor=f
+until [ "$(now_ms)" -ge $(( freed_ceiling - 1000 )) ]; do
+    [ "$successor" = t ] || successor=$(q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE namespace = 'w'
+        AND state IN ('wanted', 'acquiring', 'active')
+        AND EXISTS (SELECT FROM cosid_pool() WHERE fence = $freed_fence AND state = 'freed')")
+    sleep 0.05
+done
+echo "# pool 1 s before the freed ceiling: $(q -F ' ' -c "SELECT state, slot, fence, floor - $freed_ceiling FROM cosid_pool()" | tr '\n' ';')"
+lock_ms=$(( freed_ceiling + 2000 - $(now_ms) ))
+q -c "BEGIN" -c "LOCK TABLE cosid.lease" -c "SELECT pg_sleep($lock_ms / 1000.0)" -c "COMMIT" >/dev/null
+lock_end=$(now_ms)
+wait_for 30 "ids after the outage" q -c "SELECT count(*) >= 10 FROM ids WHERE at > to_timestamp($lock_end / 1000.0)" >/dev/null
+q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
+status=0; wait "$client" || status=$?
+[ "$status" = 0 ] || sed 's/^/#   /' "$DIR/client.log" | head -5
+
+check_true "a successor of the freed lease was asked for or held while it served, after the second raise" "$successor"
+check "the client ran through both raises and the outage without an error" "0 0" \
+    "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL")"
+q -c "SELECT DISTINCT err FROM ids WHERE err IS NOT NULL LIMIT 3" | sed 's/^/#   /'
+gap=$(q -c "SELECT round(max(d)) FROM (SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY n)) * 1000 AS d FROM ids) x")
+echo "# $(q -c "SELECT count(*) FROM ids") ids; longest pause between two: $gap ms (the client sleeps 20 ms between calls)"
+check_true "no pause of a second between two ids" "$(q -c "SELECT $gap < 1000")"
+check_true "every id unique and larger than the one before" \
+    "$(q -c "SELECT count(DISTINCT id) = count(id) AND bool_and(d) FROM (SELECT id, id > lag(id, 1, 0::bigint) OVER (ORDER BY n) AS d FROM ids WHERE id IS NOT NULL) x")"
+assert_store_verified "$DIR" "$PORT" postgres "the store"
+exit $FAIL
