@@ -69,12 +69,24 @@ ms_since() { echo $(( $1 - $2 )); }
 
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
 t_start=$(now_ms)
+# docs/patroni.md's blocks, as the page shows them (test/meta/doc_blocks.py --steps): the
+# members' patroni.yml, the store's SQL on the leader (step 2), an instance's settings and its
+# .pgpass (step 3).
+python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/patroni.md" "$base/patroni-steps" > "$base/patroni-steps.txt"
+page_block() { awk -v k="$1" -v a="$2" '$2 == k && $3 == a {print $1}' "$base/patroni-steps.txt"; }
+chown -R "$PG_USER" "$base/patroni-steps"
 # The members authenticate TCP logins with the page's passwords (its pg_hba.conf lines): the
-# instances' keepers (keeper_a, keeper_b) and the test's own clients of the members find them
-# in one .pgpass, given to every process of this test by PGPASSFILE.
+# instances' keepers find theirs in the page's .pgpass lines (pg-1:5432 and pg-2:5432 are
+# the members' loopback ports here; instance b's login is keeper_b, as step 2 makes it), the
+# test's own clients of the members the superuser's of patroni.yml; one file for every
+# process of this test, given by PGPASSFILE.
 export PGPASSFILE="$base/pgpass"
-printf '%s\n' "127.0.0.1:*:postgres:keeper_a:keeper-a-secret" "127.0.0.1:*:postgres:keeper_b:keeper-b-secret" \
-    "127.0.0.1:*:*:postgres:change-me-1" > "$PGPASSFILE"
+{
+    sed -e "s/^pg-1:5432:/127.0.0.1:${PGP[0]}:/; s/^pg-2:5432:/127.0.0.1:${PGP[1]}:/" "$(page_block file .pgpass)"
+    sed -e "s/^pg-1:5432:/127.0.0.1:${PGP[0]}:/; s/^pg-2:5432:/127.0.0.1:${PGP[1]}:/" \
+        -e "s/keeper_a:keeper-a-secret/keeper_b:keeper-b-secret/" "$(page_block file .pgpass)"
+    echo "127.0.0.1:*:*:postgres:change-me-1"
+} > "$PGPASSFILE"
 chown "$PG_USER" "$PGPASSFILE"; chmod 600 "$PGPASSFILE"
 
 # Patroni's custom bootstrap: the template cluster into --datadir
@@ -103,10 +115,7 @@ check_true "etcd answers" "$(wait_for 30 "etcd's health" etcd_up)"
 # drill sets them, no watchdog (none on a test machine: the drill kills Patroni and its
 # postmaster together, as a watchdog reset would), and the suite's copy of one initdb instead
 # of an initdb per node.
-page_yml="$base/patroni-page.yml"
-rm -rf "$base/patroni-steps"
-cp "$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/patroni.md" "$base/patroni-steps" \
-    | awk '$2 == "file" && $3 == "patroni.yml" {print $1}')" "$page_yml"
+page_yml="$(page_block file patroni.yml)"
 patroni_yml() {
     local mode=$1 i=$2 d="$base/n$(( $2 + 1 ))" sync=false store_only=on callback=""
     [ "$mode" = sync ] && sync=true
@@ -180,12 +189,15 @@ observed_copy="COPY (SELECT (extract(epoch FROM at) * 1000)::bigint, slot, fence
                      FROM observed WHERE namespace = 'ha' AND incarnation IS NOT NULL) TO STDOUT"
 
 # instance NAME DIR PORT: a plain server keeping its leases in the Patroni cluster's store.
+# The page's settings of instance a (step 3): the members' loopback ports, instance b's own
+# login; then the drill's cosid.ttl and acquire_timeout, which take precedence (later lines).
 instance() {
-    local name=$1 d=$2 p=$3 extra=()
-    local dsn="host=127.0.0.1,127.0.0.1 port=${PGP[0]},${PGP[1]} dbname=postgres user=keeper_$name target_session_attrs=read-write"
+    local name=$1 d=$2 p=$3 extra=() conf=()
+    mapfile -t conf < <(sed -e "s/host=pg-1,pg-2 port=5432,5432/host=127.0.0.1,127.0.0.1 port=${PGP[0]},${PGP[1]}/" \
+                            -e "s/user=keeper_a /user=keeper_$name /" "$(page_block conf postgresql.conf)")
     [ -n "$TTL" ] && extra+=("cosid.ttl = '$TTL'")
     [ -n "$ACQ" ] && extra+=("cosid.acquire_timeout = '$ACQ'")
-    start_server "$d" "$p" "cosid.store_dsn = '$dsn'" "cosid.owner_key = '$name'" "cosid.namespace = 'ha'" \
+    start_server "$d" "$p" "${conf[@]}" "cosid.owner_key = '$name'" "cosid.namespace = 'ha'" \
         "cosid.pool_idle_timeout = '1h'" "${extra[@]}"
     psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), client int, at timestamptz DEFAULT clock_timestamp())" \
@@ -266,7 +278,9 @@ drill() {
     # detection here: ttl 10 s + loop_wait 2 s < 2/3 x 30 s + tolerance); the others with the
     # page's fast-failover profile, unless COSID_PATRONI_TTL says otherwise.
     local TTL=$TTL MAX_TTL=$MAX_TTL MAX_TOL=$MAX_TOL ACQ=$ACQ
-    if [ "$mode" = sync ] && [ -z "${COSID_PATRONI_TTL+x}" ]; then TTL=""; MAX_TTL=""; MAX_TOL=""; ACQ=""; fi
+    # (cosid's defaults, said explicitly: the page's step 2 and 3 set 60 s; max_tolerance
+    # stays the store's default, 5 s)
+    if [ "$mode" = sync ] && [ -z "${COSID_PATRONI_TTL+x}" ]; then TTL=30s; MAX_TTL=30s; MAX_TOL=""; ACQ=30s; fi
     echo "# drill $mode (cosid.ttl ${TTL:-default}, max_ttl ${MAX_TTL:-default}, max_tolerance ${MAX_TOL:-default})"
     rm -rf "$base/n1" "$base/n2" "$base/old" "$base/stop" "$base/nodeclients"
     start_patroni "$mode" 0
@@ -276,9 +290,12 @@ drill() {
     local limits=()
     [ -n "$MAX_TTL" ] && limits+=("max_ttl => '$MAX_TTL'")
     [ -n "$MAX_TOL" ] && limits+=("max_tolerance => '$MAX_TOL'")
-    qnode 0 -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN PASSWORD 'keeper-a-secret' IN ROLE cosid_keeper" \
-        -c "CREATE ROLE keeper_b LOGIN PASSWORD 'keeper-b-secret' IN ROLE cosid_keeper" \
-        -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
+    # the page's step 2 as written (its roles and passwords, its max_ttl), then the drill's
+    # namespace and limits
+    local status=0
+    qnode 0 -f "$(page_block sql -)" > "$base/step2.out" 2>&1 || status=$?
+    check "[$mode] docs/patroni.md step 2 runs on the leader as written" 0 "$status"
+    qnode 0 -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
     [ "${#limits[@]}" -eq 0 ] || qnode 0 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
     qnode 0 -c "$record_windows_sql" >/dev/null
     [ "$mode" = issuer ] && qnode 0 -c "CREATE TABLE tn (id bigint PRIMARY KEY DEFAULT cosid_next('ha'),
