@@ -14,6 +14,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/doc_blocks"; PORT=56660
 trap 'stop_server "$DIR" immediate' EXIT
 start_server "$DIR" "$PORT"
+# README.md's step 2 first, as a reader comes to the pages: its SQL makes the extension and the
+# table orders that the pages' blocks use (README.md has sh blocks too, so doc_blocks.py leaves
+# it out of the pages below; readme_start.sh runs the whole page on Debian's clusters)
+mkdir -p "$DIR/readme"
+for file in $(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/README.md" "$DIR/readme" | awk '$2 == "sql" {print $1}'); do
+    chown -R "$PG_USER" "$DIR/readme"; status=0
+    psql_at "$DIR" "$PORT" postgres -v ON_ERROR_STOP=1 -f "$file" > "$file.out" 2>&1 || status=$?
+    check "README.md's SQL block ($(basename "$file")) runs without an error" 0 "$status"
+    [ "$status" = 0 ] || tail -5 "$file.out" | sed 's/^/#   /'
+done
 mkdir -p "$DIR/blocks"
 pages=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" "$COSID_ROOT" "$DIR/blocks")
 chown -R "$PG_USER" "$DIR/blocks"
