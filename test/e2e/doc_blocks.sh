@@ -2,7 +2,7 @@
 # The docs' marked SQL blocks (<!-- doc-test: sql --> before the fence: test/meta/doc_blocks.py)
 # run as a reader copies them, page after page in one database, against a server that
 # preloads cosid with its default settings: each block runs without an error, and what a page
-# shows of PostgreSQL's answers is what PostgreSQL prints (the plans and layouts of docs/ids.md,
+# shows of PostgreSQL's answers is what PostgreSQL prints (the plans, layouts and text forms of docs/ids.md,
 # what docs/safety.md says cosid_verify() and cosid_issuer() return, the version of
 # docs/upgrades.md). Blocks marked skip (with their reason) do not run; pages with
 # other kinds of blocks run in their own tests (check_docs.py checks that one does): here,
@@ -45,6 +45,8 @@ check_true "ids.md: 'Subplans Removed: 2' and next month's partition scanned, as
     "$(grep -q 'Subplans Removed: 2' "$ids" && grep -qE "Scan on events_$(date -u -d "$(date -u +%Y-%m-15) +1 month" +%Y_%m)" "$ids" && echo t || echo f)"
 check_true "ids.md: cosid_layouts lists web and web_s as the page shows" \
     "$(grep -qE '^ *web +\| +53 +\| +41 +\| +4 +\| +8 +\| ms' "$ids" && grep -qE '^ *web_s +\| +53 +\| +31 +\| +10 +\| +12 +\| s ' "$ids" && echo t || echo f)"
+check_true "ids.md: cosid_to_text and cosid_format write what the page shows, and cosid_from_text and cosid_from_format read the id back" \
+    "$(grep -qE '^ *0SZRv9Y1Ejm +\| +20261203T072017\.816Z-3-0262 *$' "$ids" && grep -qE '^ *386778656946532614 +\| +386778656946532614 *$' "$ids" && echo t || echo f)"
 safety=$(ls "$DIR"/blocks/*-safety.sql.out 2>/dev/null | head -1)
 check "safety.md: cosid_verify() returns no row (\"an empty result is the answer you want\"), cosid_issuer() one" "(0 rows) (1 row)" \
     "$(grep -E '^\([0-9]+ rows?\)$' "$safety" | paste -sd' ')"
