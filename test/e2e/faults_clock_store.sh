@@ -98,7 +98,7 @@ wait_for 30 "the log saying renewals succeed again" \
     bash -c "[ \$(grep -c 'LOG:  cosid: renewals succeed again' '$DIR/server.log') -gt $back0 ] && echo t" >/dev/null
 stop_clients
 reset_conf cosid.pool_idle_timeout
-first_err=$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "ok" && $1 >= t {print $1}' | sort -n | head -1)
+first_err=$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "ok" && $1 >= t {print $1}' | sort -n | awk 'NR == 1')
 first_ok=$(first_ok_after store_locked "$t_unlock")
 echo "# locked $(( t_unlock - t_lock )) ms; first error $(( ${first_err:-t_lock} - t_lock )) ms after the lock (window left + acquire_timeout); first insert $(( ${first_ok:-0} - t_unlock )) ms after the unlock"
 echo "# errors: $(errors_of store_locked)"

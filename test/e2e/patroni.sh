@@ -408,7 +408,7 @@ drill() {
         local first_new first_any gap errs
         first_new=$($q -c "SELECT (extract(epoch FROM min(at)) * 1000)::bigint FROM t, cosid_parse(t.id, 'ha') p
                            WHERE (extract(epoch FROM p.ts) * 1000)::bigint > ${!c}")
-        first_any=$(cat "$d"/clients/*.log | awk -v t="$t_promote" '$2 == "ok" && $1 >= t {print $1}' | sort -n | head -1)
+        first_any=$(cat "$d"/clients/*.log | awk -v t="$t_promote" '$2 == "ok" && $1 >= t {print $1}' | sort -n | awk 'NR == 1')  # (not head: with pipefail, sort's SIGPIPE would end the script)
         gap=$(cat "$d"/clients/*.log | awk '$2 == "ok" {print $1}' | sort -n | awk 'NR > 1 && $1 - p > g {g = $1 - p} {p = $1} END {print g + 0}')
         errs=$(cat "$d"/clients/*.log | awk '$2 != "ok" {print $2}' | sort | uniq -c | tr -s ' \n' ' ')
         echo "# [$mode] ${s^^}: first id above the old leader's ceilings $(( first_new - t_promote )) ms after the promotion" \
