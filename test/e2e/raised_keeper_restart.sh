@@ -14,7 +14,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('v', tolerance => '1s', unit => 's', total_bits => 50, sequence_bits => 8)" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text, start timestamptz NOT NULL, done timestamptz, id bigint, who text, err text)" \
+  -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text, start timestamptz NOT NULL, id bigint, done timestamptz, who text, err text)" \
   -c "CREATE TABLE stop ()" >/dev/null
 for ns in w v; do
 q -c "DO \$\$ DECLARE s timestamptz; BEGIN

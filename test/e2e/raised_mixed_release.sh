@@ -18,7 +18,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('s', tolerance => '1s')" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text, start timestamptz NOT NULL, done timestamptz, id bigint, who text, err text)" \
+  -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text, start timestamptz NOT NULL, id bigint, done timestamptz, who text, err text)" \
   -c "CREATE TABLE stop ()" >/dev/null
 for who in w:old s:old w:victim; do
 ns=${who%:*}
