@@ -513,7 +513,7 @@ BEGIN
         status := 'ok'; detail := 'not known: cosid is not preloaded here';
     ELSIF h.lease_lost_age_ms < c_recent_ms THEN
         status := 'warning';
-        detail := format('a lease was lost %s s ago: its callers got ZC001 once', round(h.lease_lost_age_ms / 1000.0));
+        detail := format('a lease was lost, or freed by the store''s raise, %s s ago: a lost one''s callers got ZC001 once, a freed one''s none', round(h.lease_lost_age_ms / 1000.0));
         hint := 'See docs/monitoring.md#leases_lost';
     ELSE
         status := 'ok'; detail := 'no lease lost in the last 15 minutes';

@@ -563,21 +563,27 @@ bool wait_for_releases(const int* entries, const uint64* generations, int n) {
 int release_own_leases() {
     if (gens == nullptr) return 0;
     int n = 0;
-    int cap = Min(static_cast<int>(hash_get_num_entries(gens)), shared->npool);
+    int cap = shared->npool;
     int* entries = static_cast<int*>(palloc(sizeof(int) * Max(cap, 1)));
     uint64* generations = static_cast<uint64*>(palloc(sizeof(uint64) * Max(cap, 1)));
     HASH_SEQ_STATUS it;
     hash_seq_init(&it, gens);
     for (Gen* g; (g = static_cast<Gen*>(hash_seq_search(&it))) != nullptr;) {
         if (g->entry < 0) continue;
-        PoolEntry* e = &shared->pool[g->entry];
+        PoolEntry* own = &shared->pool[g->entry];
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        if (pg_atomic_read_u64(&e->generation) == g->generation && e->state == kLeased && !e->releasing &&
-            n < cap) {
+        if (g->issued && pg_atomic_read_u64(&own->generation) == g->generation && own->state == kLeased &&
+            !own->releasing)
+            remember_pending(g);  // the release may find it lost
+        // Every lease of the namespace, not only the one this backend is on: after a raise of
+        // the store's floors the instance holds the freed one and its successor (which would
+        // otherwise stay held while this says released).
+        for (int i = 0; i < shared->npool && n < cap; ++i) {
+            PoolEntry* e = &shared->pool[i];
+            if (e->state != kLeased || e->releasing || strcmp(e->ns, g->ns) != 0) continue;
             e->release_requested = true;
-            entries[n] = g->entry;
-            generations[n++] = g->generation;
-            if (g->issued) remember_pending(g);  // the release may find it lost
+            entries[n] = i;
+            generations[n++] = pg_atomic_read_u64(&e->generation);
         }
         LWLockRelease(shared->lock);
         detach(g);

@@ -211,12 +211,14 @@ long keeper_pass(bool serve_requests) {
         // backends wait for it to open; handed back, the next grant has the same floor and the
         // callers' wait for that would restart shorter), nor the successor of a lease the
         // raise freed while that one serves.  Written to the entry, so that the idle time
-        // counts from when that ended, not from the grant.
+        // counts from when that ended, not from the grant (end_lease resets it then).  The
+        // pool is looked through for a freed lease only when the entry would go idle now:
+        // every pass for every lease made the keeper's passes quadratic in the pool's size.
         if (state == kLeased && !e->is_static && !e->raised_out &&
             ((cosid::holds_no_tick(ClaimWindow{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))},
                                    e->unit_ms) &&
               e->floor - clock_ms() <= 2 * static_cast<int64>(setting_ttl_ms) + 15000) ||
-             freed_lease_serves_locked(e)))
+             (!claimed && now - e->idle_since >= idle_limit_ms(e->observed_word) && freed_lease_serves_locked(e))))
             e->idle_since = now;
         int64 idle_since = e->idle_since;
         int64 next_renew = e->next_renew_at;

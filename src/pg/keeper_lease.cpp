@@ -25,6 +25,15 @@ namespace cosid::pg::keeper {
 // found lost.  A lost one is remembered so that its generators fail once (ZC001).
 void end_lease(PoolEntry* e, bool lost) {
     if (lost) remember_lost_locked(pg_atomic_read_u64(&e->generation));
+    if (e->raised_out) {
+        // Its successor's idle time counts from now, when its backends move to it
+        // (keeper_pass keeps it from going idle while this one served).
+        int64 now = mono_ms();
+        for (int j = 0; j < shared->npool; ++j) {
+            PoolEntry* o = &shared->pool[j];
+            if (o != e && o->state == kLeased && strcmp(o->ns, e->ns) == 0) o->idle_since = now;
+        }
+    }
     end_lease_locked(e);
 }
 

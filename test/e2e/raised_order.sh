@@ -18,7 +18,7 @@ start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, start timestamptz NOT NULL, done timestamptz, id bigint, who text, err text)" \
+  -c "CREATE TABLE ids (n serial PRIMARY KEY, start timestamptz NOT NULL, id bigint, done timestamptz, who text, err text)" \
   -c "CREATE TABLE stop ()" >/dev/null
 # the old connection: one id every 20 ms, each in its own transaction, until `stop` has a row
 q -c "DO \$\$ DECLARE s timestamptz; BEGIN

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# A raise of the store's floors while the instance issues in a leased namespace (w) and a
+# static slot's one (s), with cosid_release(w, slot) called right after the raise, before the
+# keeper's renewal finds the lease freed (the release finds it gone), and pg_terminate_backend
+# of a busy client mid-way:
+#   bash test/e2e/raised_mixed_release.sh WORKDIR
+# ttl 6 s = max_ttl, tolerances 1 s.  Per namespace one old connection (an id every 20 ms)
+# and new connections (one id each, every 50 ms).
+# Checks: no error but the terminated client's; no id below one committed (50 ms margin)
+# before its statement began, per namespace; ids unique; cosid_verify().
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
+DIR="${1:-/tmp/cosid-e2e}/raised_mixed_release"; PORT=${PORT:-28450}
+stop_server "$DIR" immediate
+mkdir -p "$DIR"
+start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'" "cosid.static_slots = 's:9'" \
+    "cosid.state_file = 'cosid.state'"
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
+  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
+  -c "SELECT cosid_namespace_create('s', tolerance => '1s')" \
+  -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text, start timestamptz NOT NULL, id bigint, done timestamptz, who text, err text)" \
+  -c "CREATE TABLE stop ()" >/dev/null
+for who in w:old s:old w:victim; do
+ns=${who%:*}
+q -c "DO \$\$ DECLARE s timestamptz; BEGIN
+        PERFORM set_config('application_name', '$who', false);
+        WHILE NOT EXISTS (SELECT FROM stop) LOOP
+            s := clock_timestamp();
+            BEGIN
+                INSERT INTO ids (ns, start, id, done, who) SELECT '$ns', s, cosid_next('$ns'), clock_timestamp(), '${who#*:}' FROM generate_series(1, 3);
+            EXCEPTION WHEN others OR query_canceled THEN
+                INSERT INTO ids (ns, start, err) VALUES ('$ns', s, SQLSTATE || ' ' || SQLERRM);
+            END;
+            COMMIT;
+            PERFORM pg_sleep(0.02);
+        END LOOP;
+      END \$\$" > "$DIR/client_${who/:/_}.log" 2>&1 &
+done
+wait_for 20 "the old connections' first ids" q -c "SELECT count(*) >= 300 FROM ids" >/dev/null
+: > "$DIR/new.log"
+slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'w' AND state = 'active'")
+raise_store_floors
+echo "# cosid_release('w', $slot) right after the raise: $(q -c "SELECT cosid_release('w', $slot)" 2>&1)"
+until_ms=$(( $(now_ms) + 14000 )); terminated=no; raised2=no
+while [ "$(now_ms)" -lt "$until_ms" ]; do
+    for ns in w s; do
+        q -c "INSERT INTO ids (ns, start, id, done, who) VALUES ('$ns', clock_timestamp(), cosid_next('$ns'), clock_timestamp(), 'new')" \
+            >/dev/null 2>>"$DIR/new.log" || true
+    done
+    # a second raise once w's new lease is open: its freed lease then serves beside a successor
+    if [ $raised2 = no ] && [ "$(q -c "SELECT count(*) FROM cosid_pool() WHERE namespace = 'w' AND state = 'active' AND ceiling > floor")" -gt 0 ]; then
+        raise_store_floors; raised2=yes
+    fi
+    if [ $terminated = no ] && [ "$(q -c "SELECT count(*) FROM cosid_pool() WHERE namespace = 'w' AND state = 'freed'")" -gt 0 ]; then
+        q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'w:victim'" >/dev/null
+        terminated=yes
+        slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'w' AND state = 'freed' LIMIT 1")
+        echo "# victim terminated; pool: $(q -c "SELECT string_agg(namespace || ':' || slot || ':' || state, ' ') FROM cosid_pool()"); cosid_release() in a session that issued in w: $(q -c "SELECT cosid_next('w')" -c "SELECT cosid_release()" | tail -1)"
+    fi
+    sleep 0.05
+done
+q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
+wait || true
+echo "# pool at the end: $(q -c "SELECT string_agg(namespace || ':' || slot || ':' || state, ' ') FROM cosid_pool()")"
+echo "# victim terminated: $terminated (while w had a freed lease)"
+check "no error (old connections, new connections)" "0 0" \
+    "$(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL") $(grep -c ERROR "$DIR/new.log" || true)"
+q -c "SELECT ns, err FROM ids WHERE err IS NOT NULL LIMIT 3" | sed 's/^/#   /'; { grep ERROR "$DIR/new.log" || true; } | head -3 | sed "s/^/#   /"
+check "zero duplicate ids" 0 "$(q -c "SELECT count(id) - count(DISTINCT id) FROM ids")"
+below=$(q -c "SELECT count(*) FROM ids b WHERE b.id IS NOT NULL AND EXISTS (
+                  SELECT FROM ids a WHERE a.ns = b.ns AND a.id > b.id AND a.done < b.start - interval '50 ms')")
+q -c "SELECT b.ns || ' ' || b.who || ' id at ' || to_char(b.start, 'HH24:MI:SS.MS') || ' below a ' || a.who || ' id committed at '
+             || to_char(a.done, 'HH24:MI:SS.MS')
+      FROM ids b JOIN LATERAL (SELECT * FROM ids a WHERE a.ns = b.ns AND a.id > b.id AND a.done < b.start - interval '50 ms'
+                               ORDER BY a.done LIMIT 1) a ON true ORDER BY b.n LIMIT 3" | sed 's/^/#   /'
+check "no id below one committed before its statement began" 0 "$below"
+assert_store_verified "$DIR" "$PORT" postgres "the store"
+exit $FAIL

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Ids stay in order across the move from a lease the store's raise freed to its successor on
+# ANOTHER slot, with the freed lease's ids borrowed ahead of the clock up to its ceiling, a
+# namespace of seconds, and the store's clock 800 ms behind this server's (max_tolerance 1 s):
+#   bash test/e2e/raised_other_slot_order.sh WORKDIR
+# Namespace o: unit s, 2 sequence bits (2 ids a second a slot): a client issuing every 20 ms
+# keeps the lease's word at its ceiling, ttl + tolerance ahead of the store's clock.  Right
+# after the raise another owner takes the freed slot in the store, so the successor is granted
+# on another slot, above the raised floor.  New connections issue beside the old one.
+# (The ids table takes `done` after `id`: an INSERT evaluates its values in the table's column
+# order, and an id that waited at a ceiling would otherwise look issued before it was.)
+# Checks: no error; no id below one committed (50 ms margin) before its statement began; ids
+# unique; every id inside a window the store granted this server on its slot; cosid_verify().
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
+DIR="${1:-/tmp/cosid-e2e}/raised_other_slot_order"; PORT=${PORT:-28470}
+stop_server "$DIR" immediate
+start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '30s'" "cosid.store_clock_offset = -800"
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
+  -c "SELECT cosid_namespace_create('o', unit => 's', slot_bits => 4, sequence_bits => 2, total_bits => 40, tolerance => '1s')" \
+  -c "CREATE TABLE ids (n serial PRIMARY KEY, start timestamptz NOT NULL, id bigint, done timestamptz, who text, err text)" \
+  -c "CREATE TABLE observed (slot int, fence bigint, owner_key text, floor bigint, ceiling bigint)" \
+  -c "CREATE TABLE stop ()" >/dev/null
+q <<'SQL' >/dev/null
+CREATE FUNCTION public.observe_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.incarnation IS NOT NULL THEN
+        INSERT INTO public.observed VALUES (NEW.slot, NEW.fence, NEW.owner_key, NEW.floor, NEW.ceiling);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER observe_lease AFTER INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION public.observe_lease();
+ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER observe_lease;
+SQL
+q -c "DO \$\$ DECLARE s timestamptz; BEGIN
+        WHILE NOT EXISTS (SELECT FROM stop) LOOP
+            s := clock_timestamp();
+            BEGIN
+                INSERT INTO ids (start, id, done, who) VALUES (s, cosid_next('o'), clock_timestamp(), 'old');
+            EXCEPTION WHEN others OR query_canceled THEN
+                INSERT INTO ids (start, err) VALUES (s, SQLSTATE || ' ' || SQLERRM);
+            END;
+            COMMIT;
+            PERFORM pg_sleep(0.02);
+        END LOOP;
+      END \$\$" > "$DIR/client.log" 2>&1 &
+client=$!
+wait_for 20 "the old connection's first 30 ids" q -c "SELECT count(*) >= 30 FROM ids" >/dev/null
+slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'o' AND state = 'active'")
+echo "# before the raise: ids up to $(q -c "SELECT round(max(extract(epoch FROM p.ts)) - extract(epoch FROM clock_timestamp()), 1) FROM ids, cosid_parse(id, 'o') p") s ahead of the clock, on slot $slot"
+echo "# raise at $(date -u +%H:%M:%S.%3N)"
+raise_store_floors
+thief=$(q -c "SELECT slot FROM cosid.acquire('o', 'thief', gen_random_uuid(), 60000, $slot)")
+# (the freed lease, at its ceiling, ends as soon as the keeper finds it freed)
+wait_for 20 "a successor on another slot" \
+    q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE namespace = 'o' AND state = 'active' AND slot NOT IN ($slot, $thief)" >/dev/null
+echo "# the other owner took slot $thief; pool: $(q -c "SELECT string_agg(slot || ':' || state, ' ') FROM cosid_pool() WHERE namespace = 'o'")"
+: > "$DIR/new.log"
+until_ms=$(( $(now_ms) + 6000 ))
+while [ "$(now_ms)" -lt "$until_ms" ]; do
+    q -c "INSERT INTO ids (start, id, done, who) VALUES (clock_timestamp(), cosid_next('o'), clock_timestamp(), 'new')" \
+        >/dev/null 2>>"$DIR/new.log" || true
+    sleep 0.05
+done
+q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
+status=0; wait "$client" || status=$?
+echo "# ids per slot: $(q -c "SELECT string_agg(s || ':' || c, ' ') FROM (SELECT p.slot s, count(*) c FROM ids, cosid_parse(id, 'o') p GROUP BY 1 ORDER BY 1) x")"
+check "the successor was on another slot than the freed lease" t \
+    "$(q -c "SELECT count(DISTINCT p.slot) >= 2 AND bool_or(p.slot <> $slot AND p.slot <> $thief) FROM ids, cosid_parse(id, 'o') p")"
+check "no error (old connection, new connections)" "0 0 0" \
+    "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL") $(grep -c ERROR "$DIR/new.log" || true)"
+check "zero duplicate ids" 0 "$(q -c "SELECT count(id) - count(DISTINCT id) FROM ids")"
+below=$(q -c "SELECT count(*) FROM ids b WHERE b.id IS NOT NULL AND EXISTS (
+                  SELECT FROM ids a WHERE a.id > b.id AND a.done < b.start - interval '50 ms')")
+q -c "SELECT b.who || ' id (slot ' || (cosid_parse(b.id, 'o')).slot || ', ' || to_char((cosid_parse(b.id, 'o')).ts, 'HH24:MI:SS') || ') at ' || to_char(b.start, 'HH24:MI:SS.MS') || ' below a ' || a.who
+             || ' id (slot ' || (cosid_parse(a.id, 'o')).slot || ', ' || to_char((cosid_parse(a.id, 'o')).ts, 'HH24:MI:SS') || ') committed at '
+             || to_char(a.done, 'HH24:MI:SS.MS')
+      FROM ids b JOIN LATERAL (SELECT * FROM ids a WHERE a.id > b.id AND a.done < b.start - interval '50 ms'
+                               ORDER BY a.done LIMIT 1) a ON true ORDER BY b.n LIMIT 3" | sed 's/^/#   /'
+check "no id below one committed before its statement began" 0 "$below"
+[ "$below" = 0 ] || q -c "SELECT n, who, to_char(start, 'HH24:MI:SS.MS'), to_char(done, 'HH24:MI:SS.MS'), id, p.slot, to_char(p.ts, 'HH24:MI:SS'), p.sequence
+      FROM ids, cosid_parse(id, 'o') p WHERE p.ts = (SELECT (cosid_parse(b.id, 'o')).ts FROM ids b WHERE b.id IS NOT NULL AND EXISTS (
+                  SELECT FROM ids a WHERE a.id > b.id AND a.done < b.start - interval '50 ms') ORDER BY b.n LIMIT 1) ORDER BY n" | sed 's/^/#     /'
+check "every id inside a window the store granted this server on its slot" 0 "$(q -c "
+    WITH w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
+               WHERE owner_key <> 'thief' GROUP BY 1, 2)
+    SELECT count(*) FROM ids, cosid_parse(ids.id, 'o') p WHERE ids.id IS NOT NULL AND NOT EXISTS (
+        SELECT FROM w WHERE w.slot = p.slot AND (extract(epoch FROM p.ts) * 1000)::bigint > w.floor
+                        AND (extract(epoch FROM p.ts) * 1000)::bigint <= w.ceiling)")"
+q -c "SELECT slot, fence, owner_key, to_char(to_timestamp(min(floor) / 1000.0), 'HH24:MI:SS.MS'), to_char(to_timestamp(max(ceiling) / 1000.0), 'HH24:MI:SS.MS') FROM observed GROUP BY 1, 2, 3 ORDER BY min(floor)" | sed 's/^/#   window /'
+assert_store_verified "$DIR" "$PORT" postgres "the store"
+exit $FAIL
