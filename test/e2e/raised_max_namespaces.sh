@@ -17,21 +17,9 @@ stop_server "$DIR" immediate  # a run killed before its trap
 start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '3s'" "cosid.max_namespaces = 2"
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create(n, tolerance => '1s') FROM unnest(ARRAY['f', 'g', 'h']) n" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text NOT NULL, id bigint, err text)" -c "CREATE TABLE stop ()" >/dev/null
-client() {  # client NS: one id every 20 ms, each in its own transaction, until `stop` has a row
-    q -c "DO \$\$ BEGIN
-            WHILE NOT EXISTS (SELECT FROM stop) LOOP
-                BEGIN
-                    INSERT INTO ids (ns, id) VALUES ('$1', cosid_next('$1'));
-                EXCEPTION WHEN others OR query_canceled THEN
-                    INSERT INTO ids (ns, err) VALUES ('$1', SQLSTATE || ' ' || SQLERRM);
-                END;
-                COMMIT;
-                PERFORM pg_sleep(0.02);
-            END LOOP;
-          END \$\$" > "$DIR/client_$1.log" 2>&1 &
-}
+  -c "SELECT cosid_namespace_create(n, tolerance => '1s') FROM unnest(ARRAY['f', 'g', 'h']) n" >/dev/null
+ids_table
+client() { id_client "$1"; }  # one id of NS every 20 ms until `stop` has a row
 client f; client g
 wait_for 20 "ids of f and g" q -c "SELECT count(DISTINCT ns) = 2 FROM ids WHERE id IS NOT NULL" >/dev/null
 raise_store_floors

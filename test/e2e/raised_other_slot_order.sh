@@ -18,9 +18,8 @@ start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '30s'" "
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('o', unit => 's', slot_bits => 4, sequence_bits => 2, total_bits => 40, tolerance => '1s')" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, start timestamptz NOT NULL, id bigint, done timestamptz, who text, err text)" \
-  -c "CREATE TABLE observed (slot int, fence bigint, owner_key text, floor bigint, ceiling bigint)" \
-  -c "CREATE TABLE stop ()" >/dev/null
+  -c "CREATE TABLE observed (slot int, fence bigint, owner_key text, floor bigint, ceiling bigint)" >/dev/null
+ids_table
 q <<'SQL' >/dev/null
 CREATE FUNCTION public.observe_lease() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -32,19 +31,8 @@ END $$;
 CREATE TRIGGER observe_lease AFTER INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION public.observe_lease();
 ALTER TABLE cosid.lease ENABLE ALWAYS TRIGGER observe_lease;
 SQL
-q -c "DO \$\$ DECLARE s timestamptz; BEGIN
-        WHILE NOT EXISTS (SELECT FROM stop) LOOP
-            s := clock_timestamp();
-            BEGIN
-                INSERT INTO ids (start, id, done, who) VALUES (s, cosid_next('o'), clock_timestamp(), 'old');
-            EXCEPTION WHEN others OR query_canceled THEN
-                INSERT INTO ids (start, err) VALUES (s, SQLSTATE || ' ' || SQLERRM);
-            END;
-            COMMIT;
-            PERFORM pg_sleep(0.02);
-        END LOOP;
-      END \$\$" > "$DIR/client.log" 2>&1 &
-client=$!
+id_client o
+client=$ID_CLIENT
 wait_for 20 "the old connection's first 30 ids" q -c "SELECT count(*) >= 30 FROM ids" >/dev/null
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'o' AND state = 'active'")
 echo "# before the raise: ids up to $(q -c "SELECT round(max(extract(epoch FROM p.ts)) - extract(epoch FROM clock_timestamp()), 1) FROM ids, cosid_parse(id, 'o') p") s ahead of the clock, on slot $slot"
@@ -70,17 +58,7 @@ check "the successor was on another slot than the freed lease" t \
 check "no error (old connection, new connections)" "0 0 0" \
     "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL") $(grep -c ERROR "$DIR/new.log" || true)"
 check "zero duplicate ids" 0 "$(q -c "SELECT count(id) - count(DISTINCT id) FROM ids")"
-below=$(q -c "SELECT count(*) FROM ids b WHERE b.id IS NOT NULL AND EXISTS (
-                  SELECT FROM ids a WHERE a.id > b.id AND a.done < b.start - interval '50 ms')")
-q -c "SELECT b.who || ' id (slot ' || (cosid_parse(b.id, 'o')).slot || ', ' || to_char((cosid_parse(b.id, 'o')).ts, 'HH24:MI:SS') || ') at ' || to_char(b.start, 'HH24:MI:SS.MS') || ' below a ' || a.who
-             || ' id (slot ' || (cosid_parse(a.id, 'o')).slot || ', ' || to_char((cosid_parse(a.id, 'o')).ts, 'HH24:MI:SS') || ') committed at '
-             || to_char(a.done, 'HH24:MI:SS.MS')
-      FROM ids b JOIN LATERAL (SELECT * FROM ids a WHERE a.id > b.id AND a.done < b.start - interval '50 ms'
-                               ORDER BY a.done LIMIT 1) a ON true ORDER BY b.n LIMIT 3" | sed 's/^/#   /'
-check "no id below one committed before its statement began" 0 "$below"
-[ "$below" = 0 ] || q -c "SELECT n, who, to_char(start, 'HH24:MI:SS.MS'), to_char(done, 'HH24:MI:SS.MS'), id, p.slot, to_char(p.ts, 'HH24:MI:SS'), p.sequence
-      FROM ids, cosid_parse(id, 'o') p WHERE p.ts = (SELECT (cosid_parse(b.id, 'o')).ts FROM ids b WHERE b.id IS NOT NULL AND EXISTS (
-                  SELECT FROM ids a WHERE a.id > b.id AND a.done < b.start - interval '50 ms') ORDER BY b.n LIMIT 1) ORDER BY n" | sed 's/^/#     /'
+check_order_kept
 check "every id inside a window the store granted this server on its slot" 0 "$(q -c "
     WITH w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
                WHERE owner_key <> 'thief' GROUP BY 1, 2)

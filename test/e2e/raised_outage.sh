@@ -20,22 +20,11 @@ stop_server "$DIR" immediate  # a run killed before its trap
 start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, at timestamptz NOT NULL, id bigint, err text)" \
-  -c "CREATE TABLE stop ()" >/dev/null
+  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
+ids_table
 # the client: one id every 20 ms, each in its own transaction, until `stop` has a row
-q -c "DO \$\$ BEGIN
-        WHILE NOT EXISTS (SELECT FROM stop) LOOP
-            BEGIN
-                INSERT INTO ids (at, id) VALUES (clock_timestamp(), cosid_next('w'));
-            EXCEPTION WHEN others OR query_canceled THEN
-                INSERT INTO ids (at, err) VALUES (clock_timestamp(), SQLSTATE || ' ' || SQLERRM);
-            END;
-            COMMIT;
-            PERFORM pg_sleep(0.02);
-        END LOOP;
-      END \$\$" > "$DIR/client.log" 2>&1 &
-client=$!
+id_client w
+client=$ID_CLIENT
 wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
 raise_store_floors
 wait_for 20 "the keeper to find its lease freed" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'freed'" >/dev/null
@@ -50,22 +39,10 @@ until [ "$(now_ms)" -ge $(( freed_ceiling - 1000 )) ]; do
     [ "$successor" = t ] || successor=$(successor_open)
     sleep 0.05
 done
-lock_ms=$(( freed_ceiling + 2000 - $(now_ms) ))
-q -c "BEGIN" -c "LOCK TABLE cosid.lease" -c "SELECT pg_sleep($lock_ms / 1000.0)" -c "COMMIT" >/dev/null
-lock_end=$(now_ms)
-wait_for 30 "ids after the outage" q -c "SELECT count(*) >= 10 FROM ids WHERE at > to_timestamp($lock_end / 1000.0)" >/dev/null
-q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
-status=0; wait "$client" || status=$?
-[ "$status" = 0 ] || sed 's/^/#   /' "$DIR/client.log" | head -5
+store_outage_until $(( freed_ceiling + 2000 ))
+stop_id_clients "$client"; status=$CLIENT_STATUS
 
 check_true "the successor was asked for and opened while the freed lease still served" "$successor"
-check "the client ran through the raise and the outage without an error" "0 0" \
-    "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL")"
-q -c "SELECT DISTINCT err FROM ids WHERE err IS NOT NULL LIMIT 3" | sed 's/^/#   /'
-gap=$(q -c "SELECT round(max(d)) FROM (SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY n)) * 1000 AS d FROM ids) x")
-echo "# $(q -c "SELECT count(*) FROM ids") ids; longest pause between two: $gap ms (the client sleeps 20 ms between calls)"
-check_true "no pause of a second between two ids" "$(q -c "SELECT $gap < 1000")"
-check_true "every id unique and larger than the one before" \
-    "$(q -c "SELECT count(DISTINCT id) = count(id) AND bool_and(d) FROM (SELECT id, id > lag(id, 1, 0::bigint) OVER (ORDER BY n) AS d FROM ids WHERE id IS NOT NULL) x")"
+check_client_through "the raise and the outage" "$status"
 assert_store_verified "$DIR" "$PORT" postgres "the store"
 exit $FAIL

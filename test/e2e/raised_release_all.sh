@@ -15,20 +15,10 @@ stop_server "$DIR" immediate  # a run killed before its trap
 start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
-  -c "CREATE TABLE ids (n serial PRIMARY KEY, id bigint, err text)" -c "CREATE TABLE stop ()" >/dev/null
-q -c "DO \$\$ BEGIN
-        WHILE NOT EXISTS (SELECT FROM stop) LOOP
-            BEGIN
-                INSERT INTO ids (id) VALUES (cosid_next('w'));
-            EXCEPTION WHEN others OR query_canceled THEN
-                INSERT INTO ids (err) VALUES (SQLSTATE || ' ' || SQLERRM);
-            END;
-            COMMIT;
-            PERFORM pg_sleep(0.02);
-        END LOOP;
-      END \$\$" > "$DIR/client.log" 2>&1 &
-client=$!
+  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
+ids_table
+id_client w
+client=$ID_CLIENT
 wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
 # the first raise just after a renewal: A then serves longest after it
 expires=$(q -c "SELECT expires_at FROM cosid_pool() WHERE namespace = 'w'")

@@ -9,6 +9,77 @@ q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
 # set_conf NAME VALUE / reset_conf NAME: a setting of the fault server, reloaded.
 set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; sleep 0.3; }
 reset_conf() { q -c "ALTER SYSTEM RESET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
+# ids_table: the table id clients write into (the namespace, when each call started and
+# ended, the id or the error, who asked) and the table `stop` whose first row ends them.  (The
+# id comes before `done` among the columns: an INSERT evaluates its values in column order,
+# so `done` is read after cosid_next() returned.)
+ids_table() {
+    q -c "CREATE TABLE ids (n serial PRIMARY KEY, ns text, start timestamptz NOT NULL DEFAULT clock_timestamp(),
+                            id bigint, done timestamptz, who text, err text)" -c "CREATE TABLE stop ()" >/dev/null
+}
+# id_client NS [WHO] [N]: a session that issues N ids of NS (1 by default) every 20 ms, each
+# call in its own transaction, into ids as WHO (default "old"), an error as a row with err
+# (57014 too, which WHEN OTHERS leaves out), until `stop` has a row; in the background, its
+# pid in ID_CLIENT, its output in $DIR/client_NS_WHO.log.
+id_client() {
+    local ns=$1 who=${2:-old} n=${3:-1}
+    q -c "DO \$\$ DECLARE s timestamptz; BEGIN
+            PERFORM set_config('application_name', '$ns:$who', false);
+            WHILE NOT EXISTS (SELECT FROM stop) LOOP
+                s := clock_timestamp();
+                BEGIN
+                    INSERT INTO ids (ns, start, id, done, who)
+                    SELECT '$ns', s, cosid_next('$ns'), clock_timestamp(), '$who' FROM generate_series(1, $n);
+                EXCEPTION WHEN others OR query_canceled THEN
+                    INSERT INTO ids (ns, start, err) VALUES ('$ns', s, SQLSTATE || ' ' || SQLERRM);
+                END;
+                COMMIT;
+                PERFORM pg_sleep(0.02);
+            END LOOP;
+          END \$\$" > "$DIR/client_${ns}_$who.log" 2>&1 &
+    ID_CLIENT=$!
+}
+# store_outage_until MS: this server's store (local) answers no renewal nor acquire until Unix ms
+# MS (cosid.lease locked: each call times out), then 10 ids are issued after it.
+store_outage_until() {
+    q -c "BEGIN" -c "LOCK TABLE cosid.lease" -c "SELECT pg_sleep(greatest($1 - $(now_ms), 0) / 1000.0)" -c "COMMIT" >/dev/null
+    local end; end=$(now_ms)
+    wait_for 30 "ids after the outage" q -c "SELECT count(*) >= 10 FROM ids WHERE start > to_timestamp($end / 1000.0)" >/dev/null
+}
+# stop_id_clients PID...: a row in `stop`, then waits for the id clients; CLIENT_STATUS is
+# the last failing one's exit status, 0 if none failed (their output then in the log).
+stop_id_clients() {
+    local p; CLIENT_STATUS=0
+    q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
+    for p in "$@"; do wait "$p" || CLIENT_STATUS=$?; done
+    [ "$CLIENT_STATUS" = 0 ] || cat "$DIR"/client_*.log | head -5 | sed 's/^/#   /'
+}
+# check_order_kept: no id in ids below one of its namespace committed (50 ms margin) before its
+# call began (every id an instance issues is above those its connections committed before);
+# the first three that are, if any.
+check_order_kept() {
+    local below
+    below=$(q -c "SELECT count(*) FROM ids b WHERE b.id IS NOT NULL AND EXISTS (
+                      SELECT FROM ids a WHERE a.ns IS NOT DISTINCT FROM b.ns AND a.id > b.id AND a.done < b.start - interval '50 ms')")
+    q -c "SELECT coalesce(b.ns, '') || ' ' || b.who || ' id at ' || to_char(b.start, 'HH24:MI:SS.MS') || ' below a ' || a.who
+                 || ' id committed at ' || to_char(a.done, 'HH24:MI:SS.MS')
+          FROM ids b JOIN LATERAL (SELECT * FROM ids a WHERE a.ns IS NOT DISTINCT FROM b.ns AND a.id > b.id
+                                     AND a.done < b.start - interval '50 ms' ORDER BY a.done LIMIT 1) a ON true
+          ORDER BY b.n LIMIT 3" | sed 's/^/#   /'
+    check "no id below one committed before its statement began" 0 "$below"
+}
+# check_client_through WHAT STATUS: the one id client (its exit STATUS) ran through WHAT without an
+# error, without a pause of a second, its ids unique and increasing.
+check_client_through() {
+    local gap
+    check "the client ran through $1 without an error" "0 0" "$2 $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL")"
+    q -c "SELECT DISTINCT err FROM ids WHERE err IS NOT NULL LIMIT 3" | sed 's/^/#   /'
+    gap=$(q -c "SELECT round(max(d)) FROM (SELECT extract(epoch FROM start - lag(start) OVER (ORDER BY n)) * 1000 AS d FROM ids) x")
+    echo "# $(q -c "SELECT count(*) FROM ids") ids; longest pause between two: $gap ms (the client sleeps 20 ms between calls)"
+    check_true "no pause of a second between two ids" "$(q -c "SELECT $gap < 1000")"
+    check_true "every id unique and larger than the one before" \
+        "$(q -c "SELECT count(DISTINCT id) = count(id) AND bool_and(d) FROM (SELECT id, id > lag(id, 1, 0::bigint) OVER (ORDER BY n) AS d FROM ids WHERE id IS NOT NULL) x")"
+}
 # raise_store_floors [PSQL ARGS...]: the fault server's store raises every floor, as after a
 # failover (declared a copy of itself, its original gone: restored, then acknowledged), in one
 # session after PSQL ARGS (a SET that must hold for it); quiet.
