@@ -24,7 +24,7 @@ check_true "an id before the raise" "$(q -c "SET cosid.acquire_timeout = '20s'" 
 # raise_floors: the store raises every floor by max_ttl + 2 x max_tolerance (4 s), as on a
 # new timeline, after this instance took a fresh lease; prints the raised floor; waits until
 # the keeper found its lease freed.
-release_w() { q -c "SELECT cosid_release(namespace, slot) FROM cosid_pool() WHERE namespace = 'w'" >/dev/null; }
+release_w() { q -c "SELECT cosid_release(namespace, slot) FROM cosid_pool() WHERE namespace = 'w' AND slot IS NOT NULL" >/dev/null; }
 raise_floors() {
     local lost
     release_w
