@@ -13,10 +13,14 @@ SELECT slot AS s0, fence AS f0, ceiling AS c0
 FROM cosid.acquire('op', 'origin', '00000000-0000-0000-0000-0000000000d0', 20000) \gset
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => false);
 SELECT failovers AS failovers0 FROM cosid.store_state \gset
+-- (in one transaction: the keeper, acquiring the successor of a lease a raise freed, records
+-- its server as the store's issuer again)
+BEGIN;
 UPDATE cosid.store_state SET issuer_incarnation = NULL;  -- a dump of a store nobody issued from on its server (else: fork.sql)
 INSERT INTO cosid.store_state (system_identifier, timeline)  -- what pg_restore's COPY adds (here the newest record: as the restore's own, its defaults are not taken)
 SELECT system_identifier, timeline FROM cosid.store_state;
 SELECT count(*) AS renewed FROM cosid.renew('op', :s0, '00000000-0000-0000-0000-0000000000d0', :f0, 20000);
+COMMIT;
 SELECT count(*) AS state_rows, bool_and(failovers = :failovers0 + 1) AS counted,
        bool_and(raised_at_ms > 0) AS raised, bool_and(NOT raise_floors_on_new_timeline) AS setting_kept
 FROM cosid.store_state;
@@ -27,8 +31,10 @@ SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_ne
 
 -- A copy of the data directory started as it is keeps cluster and timeline: raised by hand.
 SELECT next_floor AS nf FROM cosid.lease WHERE namespace = 'op' AND slot = 3 \gset
+BEGIN;
 UPDATE cosid.store_state SET issuer_incarnation = NULL;  -- (with it: a fork, fork.sql)
 SELECT cosid_store_follow_timeline(restored => true) = :failovers0 + 2 AS raised_by_hand;
+COMMIT;
 SELECT next_floor > :nf AS raised_again, (SELECT count(*) FROM cosid.store_state) AS state_rows
 FROM cosid.lease WHERE namespace = 'op' AND slot = 3;
 
