@@ -19,9 +19,13 @@ SELECT max_ttl_ms FROM cosid.store_state;
 BEGIN;
 SELECT expires_at - store_now AS granted_ms FROM cosid.acquire('fo', 'old', '00000000-0000-0000-0000-0000000000f0', 60001);
 ROLLBACK;
+-- (each change of store_state in one transaction with the call that reads it: the keeper,
+-- asking at once for the successor of a lease a raise freed, calls the store in between)
+BEGIN;
 UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
 -- the old holder's renewal is the first call on the "new" timeline: its lease is gone
 SELECT count(*) AS renewed FROM cosid.renew('fo', :s0, '00000000-0000-0000-0000-0000000000f0', :f0, 20000);
+COMMIT;
 SELECT failovers = :failovers0 + 1 AS counted, timeline = cosid._timeline() AS follows FROM cosid.store_state;
 SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS held,
        bool_and(next_floor >= cosid.store_now() + 60000 + 2 * 1000 - 5000) AS raised,
@@ -39,9 +43,11 @@ SELECT next_floor = :nf AS unchanged FROM cosid.lease WHERE namespace = 'fo' AND
 -- With synchronous replication the raise may be turned off: a new timeline is then only
 -- counted.  Only superusers and cosid_admin may change it.
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => false);
+BEGIN;
 UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
 SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before FROM cosid.lease l WHERE namespace = 'fo' \gset
 SELECT count(*) AS renewed FROM cosid.renew('fo', 3, '00000000-0000-0000-0000-0000000000f1', 99, 20000);
+COMMIT;
 SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS floors_left_alone FROM cosid.lease l WHERE namespace = 'fo';
 SELECT failovers = :failovers0 + 2 AS counted FROM cosid.store_state;
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings();
@@ -56,8 +62,10 @@ SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '2 minutes');
 SELECT expect_error($$SELECT cosid_store_settings(max_ttl => '1 ms')$$);
 SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '1 minute');
 -- another cluster (a restore elsewhere) counts as a new timeline too
+BEGIN;
 UPDATE cosid.store_state SET system_identifier = 1, issuer_incarnation = NULL;
 SELECT cosid_store_follow_timeline() = :failovers0 + 3 AS followed_by_hand;
+COMMIT;
 CREATE ROLE fo_app;
 SET ROLE fo_app;
 SELECT expect_error($$SELECT cosid_store_settings(false)$$);
