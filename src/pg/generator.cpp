@@ -45,7 +45,7 @@ int active_entry_locked(const char* ns) {
         uint64 g = pg_atomic_read_u64(&e->generation);
         uint64 w = pg_atomic_read_u64(&e->word);
         if (g == 0 || issue_word::closed(w)) continue;
-        ClaimWindow window{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))};
+        ClaimWindow window = entry_window(*e);
         int r = !cosid::holds_no_tick(window, e->unit_ms) ? 1 : 0;
         if (r == 1 && e->raised_out &&
             claim(w, entry_layout(*e), e->slot, window, clock_ms(), setting_max_borrow_ms).status !=
@@ -459,7 +459,7 @@ int64 issue(Gen* g) {
             int64 budget = timeout + g->floor_wait_ms;
             if (elapsed_ms(wait_start) >= budget) {
                 int64 ahead = g->floor - clock_ms();
-                bool far = ahead > 2 * static_cast<int64>(setting_ttl_ms) + 15000;  // past any raise of the store
+                bool far = ahead > raise_reach_ms();
                 char ahead_text[64];
                 cpp_call([&] { strlcpy(ahead_text, cosid::format_span_ms(ahead).c_str(), sizeof(ahead_text)); });
                 ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),

@@ -215,9 +215,7 @@ long keeper_pass(bool serve_requests) {
         // pool is looked through for a freed lease only when the entry would go idle now:
         // every pass for every lease made the keeper's passes quadratic in the pool's size.
         if (state == kLeased && !e->is_static && !e->raised_out &&
-            ((cosid::holds_no_tick(ClaimWindow{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))},
-                                   e->unit_ms) &&
-              e->floor - clock_ms() <= 2 * static_cast<int64>(setting_ttl_ms) + 15000) ||
+            ((cosid::holds_no_tick(entry_window(*e), e->unit_ms) && e->floor - clock_ms() <= raise_reach_ms()) ||
              (!claimed && now - e->idle_since >= idle_limit_ms(e->observed_word) && freed_lease_serves_locked(e))))
             e->idle_since = now;
         int64 idle_since = e->idle_since;

@@ -189,8 +189,7 @@ struct {
 // for this pass), and its backends move to a new lease, whose window the raise put above this
 // one.  Until then it is looked at every second.  Under the lock, exclusive.
 bool end_raised_out_locked(PoolEntry* e) {
-    Claim c = claim(pg_atomic_read_u64(&e->word), entry_layout(*e), e->slot,
-                    ClaimWindow{e->floor, static_cast<int64>(pg_atomic_read_u64(&e->ceiling))}, clock_ms(),
+    Claim c = claim(pg_atomic_read_u64(&e->word), entry_layout(*e), e->slot, entry_window(*e), clock_ms(),
                     setting_max_borrow_ms);
     if (c.status == NextStatus::Issued || c.status == NextStatus::SequenceExhausted ||
         c.status == NextStatus::BeforeFloor) {

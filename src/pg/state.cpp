@@ -134,6 +134,8 @@ void end_lease_locked(PoolEntry* e) {
     e->earliest_expiry = 0;
 }
 
+int64 raise_reach_ms() { return 2 * static_cast<int64>(setting_ttl_ms) + 15000; }
+
 void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, int64 now_mono) {
     // The entry came from kEmpty, so no backend is in the middle of a claim on it: its word
     // may be reset.  Everything a generator copies is written before the generation that
@@ -147,9 +149,8 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     // Capped: a raise after a failover is max_ttl + 2 x max_tolerance (70 s with the store's
     // defaults, below 2 x the default ttl + 15 s); a floor further ahead (cosid_adopt of ids
     // from the future) is not the store's wait, and callers get ZC004 as before.
-    int64 wait_cap = 2 * static_cast<int64>(setting_ttl_ms) + 15000;
     e->floor_wait_ms = !is_static && r.store_now > 0 && r.floor > r.store_now
-                           ? std::min<int64>(r.floor - r.store_now, wait_cap) : 0;
+                           ? std::min<int64>(r.floor - r.store_now, raise_reach_ms()) : 0;
     e->expires_at = r.expires_at;
     pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
     pg_atomic_write_u64(&e->word, cosid::issue_word::kFresh);

@@ -24,6 +24,7 @@
 // it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
 #pragma once
 #include "health.hpp"
+#include "issue_word.hpp"
 #include "layout.hpp"
 #include "pg.hpp"
 #include "store.hpp"
@@ -120,6 +121,10 @@ inline cosid::Layout make_layout(int timestamp_bits, int slot_bits, int sequence
 // The layout of the entry's namespace.
 inline cosid::Layout entry_layout(const PoolEntry& e) {
     return make_layout(e.timestamp_bits, e.slot_bits, e.sequence_bits, e.epoch_ms, e.unit_ms);
+}
+// The entry's window as it is now (floor, ceiling].
+inline cosid::ClaimWindow entry_window(PoolEntry& e) {
+    return cosid::ClaimWindow{e.floor, static_cast<int64>(pg_atomic_read_u64(&e.ceiling))};
 }
 
 struct Stats {
@@ -220,6 +225,10 @@ void require_admin(const char* what);
 // Raises a clear error when the library was not preloaded.
 void require_preloaded(const char* function);
 void wake_keeper();
+// How far ahead of the store's clock a raise of its floors may put a floor, as far as this
+// instance can tell (max_ttl + 2 x max_tolerance, 70 s with a store's widest defaults, stays
+// below it): a floor within it is the store's wait, one beyond it a floor set by mistake.
+int64 raise_reach_ms();
 inline void count(pg_atomic_uint64& c, uint64 n = 1) { pg_atomic_fetch_add_u64(&c, n); }
 
 }  // namespace cosid::pg
