@@ -30,8 +30,7 @@ killed=no
 until_ms=$(( $(now_ms) + 9000 ))
 while [ "$(now_ms)" -lt "$until_ms" ]; do
     for ns in w v; do
-        q -c "INSERT INTO ids (ns, start, id, done, who) VALUES ('$ns', clock_timestamp(), cosid_next('$ns'), clock_timestamp(), 'new')" \
-            >/dev/null 2>>"$DIR/new.log" || true
+        new_id "$ns"
     done
     pool=$(q -c "SELECT string_agg(namespace || ':' || slot || ':' || state, ' ' ORDER BY namespace, state) FROM cosid_pool()")
     echo "$(now_ms) $pool" >> "$DIR/pool.log"

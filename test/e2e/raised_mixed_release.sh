@@ -28,8 +28,7 @@ echo "# cosid_release('w', $slot) right after the raise: $(q -c "SELECT cosid_re
 until_ms=$(( $(now_ms) + 14000 )); terminated=no; raised2=no
 while [ "$(now_ms)" -lt "$until_ms" ]; do
     for ns in w s; do
-        q -c "INSERT INTO ids (ns, start, id, done, who) VALUES ('$ns', clock_timestamp(), cosid_next('$ns'), clock_timestamp(), 'new')" \
-            >/dev/null 2>>"$DIR/new.log" || true
+        new_id "$ns"
     done
     # a second raise once w's new lease is open: its freed lease then serves beside a successor
     if [ $raised2 = no ] && [ "$(q -c "SELECT count(*) FROM cosid_pool() WHERE namespace = 'w' AND state = 'active' AND ceiling > floor")" -gt 0 ]; then

@@ -13,29 +13,17 @@
 # no error; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_order"; PORT=${PORT:-27049}
-stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
-ids_table
-# the old connection: one id every 20 ms, each in its own transaction, until `stop` has a row
-id_client w
-client=$ID_CLIENT
-wait_for 20 "the old connection's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+raised_server 6s 6s
 lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
 raise_store_floors
 wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
 # new connections, one id each, for 4 s (the successor opens about 1 s after the raise)
 until_ms=$(( $(now_ms) + 4000 ))
 while [ "$(now_ms)" -lt "$until_ms" ]; do
-    q -c "INSERT INTO ids (start, id, done, who) VALUES (clock_timestamp(), cosid_next('w'), clock_timestamp(), 'new')" \
-        >/dev/null 2>>"$DIR/new.log" || true
+    new_id w
     sleep 0.05
 done
-q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
-status=0; wait "$client" || status=$?
-[ "$status" = 0 ] || sed 's/^/#   /' "$DIR/client_w_old.log" | head -5
+stop_id_clients "$client"; status=$CLIENT_STATUS
 
 check "no error (old connection, new connections)" "0 0 0" \
     "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL") $(grep -c ERROR "$DIR/new.log" || true)"

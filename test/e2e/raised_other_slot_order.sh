@@ -46,12 +46,10 @@ echo "# the other owner took slot $thief; pool: $(q -c "SELECT string_agg(slot |
 : > "$DIR/new.log"
 until_ms=$(( $(now_ms) + 6000 ))
 while [ "$(now_ms)" -lt "$until_ms" ]; do
-    q -c "INSERT INTO ids (start, id, done, who) VALUES (clock_timestamp(), cosid_next('o'), clock_timestamp(), 'new')" \
-        >/dev/null 2>>"$DIR/new.log" || true
+    new_id o
     sleep 0.05
 done
-q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
-status=0; wait "$client" || status=$?
+stop_id_clients "$client"; status=$CLIENT_STATUS
 echo "# ids per slot: $(q -c "SELECT string_agg(s || ':' || c, ' ') FROM (SELECT p.slot s, count(*) c FROM ids, cosid_parse(id, 'o') p GROUP BY 1 ORDER BY 1) x")"
 check "the successor was on another slot than the freed lease" t \
     "$(q -c "SELECT count(DISTINCT p.slot) >= 2 AND bool_or(p.slot <> $slot AND p.slot <> $thief) FROM ids, cosid_parse(id, 'o') p")"

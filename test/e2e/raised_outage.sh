@@ -16,16 +16,7 @@
 # was used up, inside the outage: the ids stopped at its ceiling until the lock ended.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_outage"; PORT=27046
-stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
-ids_table
-# the client: one id every 20 ms, each in its own transaction, until `stop` has a row
-id_client w
-client=$ID_CLIENT
-wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+raised_server 6s 6s
 raise_store_floors
 wait_for 20 "the keeper to find its lease freed" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'freed'" >/dev/null
 freed_ceiling=$(q -c "SELECT ceiling FROM cosid_pool() WHERE state = 'freed'")

@@ -11,18 +11,9 @@
 # nor in the pool; ids unique; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_release_all"; PORT=${PORT:-27050}
-stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
-ids_table
-id_client w
-client=$ID_CLIENT
-wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+raised_server 6s 6s
 # the first raise just after a renewal: A then serves longest after it
-expires=$(q -c "SELECT expires_at FROM cosid_pool() WHERE namespace = 'w'")
-wait_for 10 "a renewal" q -c "SELECT expires_at <> '$expires' FROM cosid_pool() WHERE namespace = 'w'" >/dev/null
+after_renewal w
 raise_store_floors
 wait_for 20 "the keeper to find A freed" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'freed'" >/dev/null
 wait_for 10 "B open" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'active' AND ceiling > floor" >/dev/null
@@ -36,8 +27,7 @@ check "cosid_release('w', $slot)" released "$(q -c "SELECT cosid_release('w', $s
 check "none of them held in the store" 0 \
     "$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'w' AND slot = $slot AND incarnation IS NOT NULL AND fence IN ($fences)")"
 check "none of them in the pool" 0 "$(q -c "SELECT count(*) FROM cosid_pool() WHERE fence IN ($fences) AND state <> 'ended'")"
-q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
-status=0; wait "$client" || status=$?
+stop_id_clients "$client"; status=$CLIENT_STATUS
 check "no error in the client" "0 0" "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL")"
 check "zero duplicate ids" 0 "$(q -c "SELECT count(id) - count(DISTINCT id) FROM ids")"
 assert_store_verified "$DIR" "$PORT" postgres "the store"

@@ -10,23 +10,13 @@
 # ids unique; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_release_own"; PORT=${PORT:-28440}
-stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
-ids_table
-id_client w
-client=$ID_CLIENT
-wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+raised_server 6s 6s
 # the raise just after a renewal: A then serves longest after it
-expires=$(q -c "SELECT expires_at FROM cosid_pool() WHERE namespace = 'w'")
-wait_for 10 "a renewal" q -c "SELECT expires_at <> '$expires' FROM cosid_pool() WHERE namespace = 'w'" >/dev/null
+after_renewal w
 raise_store_floors
 wait_for 20 "A freed and B granted" \
     q -c "SELECT count(*) FILTER (WHERE state = 'freed') = 1 AND count(*) FILTER (WHERE state = 'active') = 1 FROM cosid_pool()" >/dev/null
-q -c "INSERT INTO stop DEFAULT VALUES" >/dev/null
-status=0; wait "$client" || status=$?
+stop_id_clients "$client"; status=$CLIENT_STATUS
 b=$(q -c "SELECT slot || ':' || fence FROM cosid_pool() WHERE namespace = 'w' AND state = 'active'")
 out=$(q -c "INSERT INTO ids (id) VALUES (cosid_next('w'))" -c "SELECT cosid_release()")
 echo "# B is slot:fence $b; cosid_release() answered $out; pool after: $(q -c "SELECT string_agg(slot || ':' || fence || ':' || state, ' ') FROM cosid_pool() WHERE namespace = 'w'")"

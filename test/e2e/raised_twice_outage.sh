@@ -17,19 +17,10 @@
 # every id unique and increasing; no two windows of the store's history overlap.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_twice_outage"; PORT=${PORT:-27047}
-stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.ttl = '12s'" "cosid.acquire_timeout = '20s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '17s', max_tolerance => '1s')" \
-  -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
-ids_table
-id_client w
-client=$ID_CLIENT
-wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+raised_server 12s 17s
 # the first raise just after a renewal: the keeper finds the lease freed a ttl/3 later, and
 # the raise after it then comes while the successor is still empty
-expires=$(q -c "SELECT expires_at FROM cosid_pool() WHERE namespace = 'w'")
-wait_for 10 "a renewal" q -c "SELECT expires_at <> '$expires' FROM cosid_pool() WHERE namespace = 'w'" >/dev/null
+after_renewal w
 raise_store_floors
 wait_for 20 "the keeper to find its lease freed" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'freed'" >/dev/null
 freed_ceiling=$(q -c "SELECT ceiling FROM cosid_pool() WHERE state = 'freed'")

@@ -54,6 +54,32 @@ stop_id_clients() {
     for p in "$@"; do wait "$p" || CLIENT_STATUS=$?; done
     [ "$CLIENT_STATUS" = 0 ] || cat "$DIR"/client_*.log | head -5 | sed 's/^/#   /'
 }
+# raised_server TTL MAX_TTL: this script's server (DIR, PORT) with cosid.ttl TTL, the store's
+# max_ttl MAX_TTL and max_tolerance 1 s, namespace w (tolerance 1 s), the id clients' tables and
+# one id client on w (its pid in `client`) that has issued 50 ids.
+raised_server() {
+    stop_server "$DIR" immediate  # a run killed before its trap
+    start_server "$DIR" "$PORT" "cosid.ttl = '$1'" "cosid.acquire_timeout = '20s'"
+    trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+    q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '$2', max_tolerance => '1s')" \
+      -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
+    ids_table
+    id_client w
+    client=$ID_CLIENT
+    wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
+}
+# after_renewal NS: returns once this instance's lease of NS was renewed (a raise right after
+# it frees a lease whose window then lasts longest).
+after_renewal() {
+    local expires; expires=$(q -c "SELECT expires_at FROM cosid_pool() WHERE namespace = '$1'")
+    wait_for 10 "a renewal" q -c "SELECT expires_at <> '$expires' FROM cosid_pool() WHERE namespace = '$1'" >/dev/null
+}
+# new_id NS: one id of NS from a new connection, as "new" in ids (its error, if any, in
+# $DIR/new.log).
+new_id() {
+    q -c "INSERT INTO ids (ns, start, id, done, who) VALUES ('$1', clock_timestamp(), cosid_next('$1'), clock_timestamp(), 'new')" \
+        >/dev/null 2>>"$DIR/new.log" || true
+}
 # check_order_kept: no id in ids below one of its namespace committed (50 ms margin) before its
 # call began (every id an instance issues is above those its connections committed before);
 # the first three that are, if any.
