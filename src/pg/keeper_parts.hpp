@@ -19,6 +19,7 @@ bool transient(int sqlerrcode);
 // keeper_request.cpp
 void serve_request(int i, int64 now);
 void request_failed_locked(PoolEntry* e, const char* message, const char* hint, int code, int64 done);
+bool request_abandoned_locked(const PoolEntry* e, int64 now);
 void serve_raise_request();
 void sweep_orphans(int64 deadline);
 bool orphan_sweep_due();  // a sweep is not done, and may go on now

@@ -120,6 +120,13 @@ int64 exhausted_retry_ms(const StoreResult& r) {
     return Min(Max(until_expiry, 100), 1000);
 }
 
+// Under the lock: whether nobody wants the request served any more: every waiter stopped
+// waiting (or none was seen for kAbandonedRequestMs), and the keeper did not post it itself
+// (a successor's request: keeper_lease.cpp, want_successor_locked).
+bool request_abandoned_locked(const PoolEntry* e, int64 now) {
+    return (e->waiters <= 0 || now - e->request_seen_at > kAbandonedRequestMs) && now > e->keeper_wants_until;
+}
+
 // The one answer to a request the keeper could not serve, for leases and static slots alike.
 // A transient error (a lock, a timeout, a lost connection: store_errors.hpp) is tried again
 // with backoff until the callers' cosid.acquire_timeout, and they report the last one; its
@@ -286,8 +293,7 @@ void serve_request(int i, int64 now) {
     int64 done = mono_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (!(ok && r.found) && (e->waiters <= 0 || done - e->request_seen_at > kAbandonedRequestMs) &&
-        done > e->keeper_wants_until) {
+    if (!(ok && r.found) && request_abandoned_locked(e, done)) {
         // Every waiter stopped waiting while the store answered: nobody wants a retry.
         drop_request_locked(e);
     } else if (!ok) {

@@ -177,8 +177,8 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         // A transient error (the database's copy locked, a statement timeout under load) is
         // tried again; any other fails every waiter at once, and asked again, the keeper
         // looks again (a fixed file, a created namespace).
-        keeper::request_failed_locked(e, error, hint, code, done);
-        if (e->waiters <= 0 || done - e->request_seen_at > keeper::kAbandonedRequestMs) drop_request_locked(e);
+        if (keeper::request_abandoned_locked(e, done)) drop_request_locked(e);
+        else keeper::request_failed_locked(e, error, hint, code, done);
     } else {
         install_window_locked(e, r, true, done);
         count(shared->stats.acquires);
