@@ -12,7 +12,9 @@ SELECT slot AS s1, fence AS f1 FROM cosid.acquire('batch', 'one', '00000000-0000
 SELECT slot AS s2, fence AS f2 FROM cosid.acquire('batch', 'one', '00000000-0000-0000-0000-0000000000b1', 60000) \gset
 SELECT slot AS s3, fence AS f3 FROM cosid.acquire('batch', 'one', '00000000-0000-0000-0000-0000000000b1', 60000) \gset
 RESET SESSION AUTHORIZATION;
-SELECT md5(string_agg(l::text, ',' ORDER BY namespace, slot)) AS before FROM cosid.lease l \gset
+-- (the rows of batch, which a refused call names, and which a raise would change too: the
+-- keeper's own leases of other namespaces renew meanwhile)
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before FROM cosid.lease l WHERE namespace = 'batch' \gset
 
 -- not for ordinary roles, nor for another keeper role
 SET ROLE pass_app;
@@ -26,7 +28,7 @@ SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-
 SELECT expect_error($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b1', 60000,
     '{f}', '{batch,batch}', '{0}', '{1}', '{0}')$$);
 RESET SESSION AUTHORIZATION;
-SELECT md5(string_agg(l::text, ',' ORDER BY namespace, slot)) = :'before' AS nothing_changed FROM cosid.lease l;
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before' AS nothing_changed FROM cosid.lease l WHERE namespace = 'batch';
 
 -- The owner: lease 1 renewed, lease 2 with a stale fence (lost: no row), lease 3 released.
 SET SESSION AUTHORIZATION pass_one;
