@@ -327,7 +327,8 @@ void release_all_at_shutdown() {
 
 // A store that blocks (rows locked by someone, a hung server) must not stall the keeper:
 // every store call is bounded by ttl/6, then fails and backs off (lock_timeout here; the
-// statement itself by a timer that run_spi arms, or by the remote server's settings).  Re-applied when a reload
+// statement itself by a timer that run_spi arms, or by the remote server's settings; those
+// two grow to ttl/3 while calls run out of the bound: src/core/store_bound.hpp).  Re-applied when a reload
 // changes cosid.ttl; a remote store connection is reopened to take the new bound.
 void apply_store_timeouts() {
     static int applied_ttl_ms = -1;

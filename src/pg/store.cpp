@@ -11,6 +11,7 @@
 #include "settings.hpp"
 #include "slot_range.hpp"
 #include "state.hpp"
+#include "store_bound.hpp"
 #include "store_io.hpp"
 
 namespace cosid::pg {
@@ -72,7 +73,7 @@ void read_release(const TextRow& r, StoreResult* out) {
 
 bool store_is_remote() { return setting_store_dsn != nullptr && setting_store_dsn[0] != '\0'; }
 
-int64 store_bound_ms() { return Max(setting_ttl_ms / 6, 100); }
+int64 store_bound_ms() { return cosid::store_bound::base_ms(setting_ttl_ms); }
 
 bool store_extension_ready(StoreError* err) {
     StoreResult r;

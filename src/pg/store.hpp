@@ -40,8 +40,8 @@ struct StoreError {
 bool store_raised_at(int64* raised_at_ms, int64* max_tolerance_ms, StoreError* err);
 // True when cosid.store_dsn names a store on another server (shared by several instances).
 bool store_is_remote();
-// How long one store call may take: ttl/6 (at least 100 ms), the keeper's lock and statement
-// timeouts and the cap of its renewal backoff.
+// The base bound of a store call: ttl/6 (at least 100 ms), the keeper's lock timeout and the
+// cap of its renewal backoff (src/core/store_bound.hpp).
 int64 store_bound_ms();
 void store_disconnect();
 // The extension is in cosid.database (and on the remote store).  A local store on a Citus

@@ -20,6 +20,7 @@ extern "C" {
 #include "dsn_scrub.hpp"
 #include "errors.hpp"
 #include "settings.hpp"
+#include "store_bound.hpp"
 #include "store_errors.hpp"
 #include "state.hpp"
 
@@ -73,6 +74,16 @@ static void store_cancel_handler(SIGNAL_ARGS) {
     store_cancel_seen = 1;
     COSID_CALL_HANDLER(StatementCancelHandler);
 }
+// How slow each kind of call has been lately (src/core/store_bound.hpp): a call that ran out
+// of its bound gives the next call of its kind twice as long, up to ttl / 3; a quick answer
+// halves it again.  (Plain data, zeroed: no constructor or destructor runs.)
+static cosid::store_bound::Levels slow_statements;
+static bool call_ran_out = false;  // the current remote call: its bound passed (a timeout, a deadline)
+static int64 call_bound_ms(uint64 key) { return cosid::store_bound::call_ms(setting_ttl_ms, slow_statements.level(key)); }
+static void note_call(uint64 key, bool ran_out, bool answered, int64 took_ms) {
+    slow_statements.note(key, setting_ttl_ms, ran_out, answered, took_ms);
+}
+
 static void begin_store_call() {
     store_cancel_seen = 0;
     pqsignal(SIGINT, store_cancel_handler);
@@ -99,8 +110,10 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
         values[i] = CStringGetTextDatum(args[i]);
     }
     SetCurrentStatementStartTimestamp();
+    const int64 started = mono_ms();
     begin_store_call();
-    enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(store_bound_ms()));
+    const uint64 key = cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr);
+    enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(call_bound_ms(key)));
     StartTransactionCommand();
     PG_TRY();
     {
@@ -145,6 +158,9 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     // A cancel (the timer's, or anyone's) that produced no error interrupted the commit's wait
     // for a synchronous standby: a commit that is only local, not confirmed as configured.
     bool timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
+    // (a statement the timer cancelled: ProcessInterrupts read and reset the indicator)
+    const bool ran_out = timed_out || (!ok && err->sqlerrcode == ERRCODE_QUERY_CANCELED);
+    note_call(key, ran_out, ok && !timed_out, mono_ms() - started);
     if (ok && (timed_out || store_cancel_seen)) {
         char msg[160];
         snprintf(msg, sizeof(msg),
@@ -298,11 +314,12 @@ constexpr const char* kBoundsSql =
 // Waits at most twice the bound: the server's own timeout answers first while it is alive.
 // Returns the first failed result, else the statement's.
 static PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
-    int64 deadline = mono_ms() + 2 * store_bound_ms();
+    const int64 call_bound = call_bound_ms(cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr));
+    int64 deadline = mono_ms() + 2 * call_bound;
     char msg[256];
-    snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)(2 * store_bound_ms()));
+    snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)(2 * call_bound));
     char bound[32];
-    snprintf(bound, sizeof(bound), "%d", (int)store_bound_ms());
+    snprintf(bound, sizeof(bound), "%d", (int)call_bound);
     const char* bound_args[1] = {bound};
     if (!PQenterPipelineMode(remote) ||
         !PQsendQueryParams(remote, kBoundsSql, 1, nullptr, bound_args, nullptr, nullptr, 0) ||
@@ -312,6 +329,7 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     }
     for (int f; (f = PQflush(remote)) != 0;) {
         if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
+            call_ran_out = mono_ms() >= deadline;
             remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
             return nullptr;
         }
@@ -327,6 +345,7 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     while (!synced && PQstatus(remote) == CONNECTION_OK && idle_nulls < 4) {
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
+                call_ran_out = mono_ms() >= deadline;
                 PQclear(answer);
                 remote_failed(err, msg, true);
                 return nullptr;
@@ -394,6 +413,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
         return false;
     }
     latch_seen = false;
+    call_ran_out = false;
     begin_store_call();
     pgstat_report_activity(STATE_RUNNING, sql);
     remote_call_started = mono_ms();
@@ -438,6 +458,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
             // No SQLSTATE: libpq's own error (the connection broke), not the server's answer.
             bool answered = PQresultErrorField(res, PG_DIAG_SQLSTATE) != nullptr;
             set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res), !answered);
+            if (err->sqlerrcode == ERRCODE_QUERY_CANCELED) call_ran_out = true;  // the bound set on the store
             if (const char* hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT))
                 set_hint(err, hint);  // the store's own advice, for the caller
             if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message, !answered);
@@ -446,6 +467,8 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
         break;
     }
     end_store_call();
+    note_call(cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr), call_ran_out, ok,
+              mono_ms() - remote_call_started);
     pgstat_report_activity(STATE_IDLE, nullptr);
     if (latch_seen) SetLatch(MyLatch);
     return ok;

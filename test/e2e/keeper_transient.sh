@@ -9,9 +9,15 @@
 #   b) a lock longer than it: the call fails with ZC006 naming what was tried, never 57014
 #      (query_canceled: it reads as a cancel of the caller's own statement, and PL/pgSQL's
 #      WHEN OTHERS does not catch it).
+#   c) every write of one namespace's leases slower than the store bound (250 ms against
+#      ttl / 6 = 166 ms, as a loaded disk makes each commit): the first call gets its id within
+#      cosid.acquire_timeout, and 4 s of calls (a dozen renewals) all get theirs, because a
+#      statement that ran out of its bound gets twice as long next time (up to ttl / 3).
 # Before the fix (main at c16ef0e) a static slot's first call failed at once with 57014 when
 # the keeper's write of cosid.static_ceiling ran past the store bound (ttl / 6): under load,
-# clock_jump.sh's clients died that way.
+# clock_jump.sh's clients died that way.  Before the second (main at bd2fc31) c) failed with
+# ZC006: every try of the acquire ran out of the same bound (clock_jump.sh's leased clients
+# failed for 10 s on a loaded CI machine).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/keeper_transient"; PORT=55493
 stop_server "$DIR" immediate  # a run killed before its trap
@@ -19,7 +25,8 @@ start_server "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cos
 trap 'kill $(jobs -p) 2>/dev/null || true; barrier_open 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" \
   -c "SELECT cosid_namespace_create('s', slot_bits => 4)" \
-  -c "SELECT cosid_namespace_create('j', slot_bits => 4)" >/dev/null
+  -c "SELECT cosid_namespace_create('j', slot_bits => 4)" \
+  -c "SELECT cosid_namespace_create('k', slot_bits => 4)" >/dev/null
 
 # call_while_locked TABLE NS TIMEOUT OUT: TABLE locked (ACCESS EXCLUSIVE) until the call of
 # cosid_next(NS) with cosid.acquire_timeout TIMEOUT has waited 1.5 s or ended; its output
@@ -59,5 +66,44 @@ check_true "b) a static slot: the error names the slot and what was tried" \
 call_while_locked cosid.lease j 1s "$DIR/b_lease.out" >/dev/null
 check "b) a leased namespace: SQLSTATE" "ZC006" "$(sqlstate_of "$(cat "$DIR/b_lease.out")")"
 check "after the locks: both namespaces issue" "t|t" "$(q -c "SELECT cosid_next('s') > 0" -c "SELECT cosid_next('j') > 0" | paste -sd'|')"
+
+echo "# c) each transaction writing a lease of namespace k takes 250 ms (the store bound is 166 ms)"
+q <<'SQL' >/dev/null
+CREATE FUNCTION slow_k() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.namespace = 'k' AND current_setting('test.slept', true) IS DISTINCT FROM txid_current()::text THEN
+        PERFORM set_config('test.slept', txid_current()::text, true);
+        PERFORM pg_sleep(0.25);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER slow_k BEFORE INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION slow_k();
+SQL
+out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('k') > 0" 2>&1)
+check "c) the first id of k, with the default cosid.acquire_timeout (the ttl, 1 s)" "t" "$out"
+failed=$(q 2>&1 <<'SQL'
+DO $$
+DECLARE
+    until timestamptz := clock_timestamp() + interval '4 s';
+    failed int := 0;
+BEGIN
+    WHILE clock_timestamp() < until LOOP
+        BEGIN
+            PERFORM cosid_next('k');
+        EXCEPTION WHEN others THEN
+            failed := failed + 1;
+            RAISE NOTICE 'failed: % %', SQLSTATE, SQLERRM;
+        END;
+        PERFORM pg_sleep(0.02);
+    END LOOP;
+    RAISE NOTICE 'failed calls: %', failed;
+END $$;
+SQL
+)
+check "c) 4 s of calls in k while every lease write is slow (renewals included)" "failed calls: 0" \
+    "$(grep -o 'failed calls: [0-9]*' <<<"$failed" || echo "$failed")"
+check_true "c) the keeper met the bound: a write of k's lease ran out of 166 ms and was tried again" \
+    "$(grep -q 'cosid: acquire in namespace "k" failed: canceling statement due to statement timeout' "$DIR/server.log" && echo t || echo f)"
+q -c "DROP TRIGGER slow_k ON cosid.lease" >/dev/null
 assert_store_verified "$DIR" "$PORT" postgres "the store"
 exit $FAIL
