@@ -34,6 +34,8 @@ SELECT cosid_release('by_admin', 0) AS again;
 SELECT owner_key, previous_owner_key, next_floor = ceiling AS next_floor_is_ceiling FROM cosid.lease WHERE namespace = 'by_admin' AND slot = 0;
 SELECT expect_error($$SELECT cosid_release('by_admin', 7)$$);
 SELECT expect_error($$SELECT cosid_release(NULL, 0)$$);
+-- a row of cosid_pool() without a slot (a request): nothing to release
+SELECT cosid_release('by_admin', NULL) IS NULL AS nothing_to_release;
 SELECT expect_error($$SELECT cosid_release('nope', 0)$$);
 RESET ROLE;
 REVOKE cosid_admin FROM cosid_app;

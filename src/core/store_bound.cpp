@@ -6,19 +6,21 @@ namespace cosid::store_bound {
 
 int64_t base_ms(int64_t ttl_ms) noexcept { return std::max<int64_t>(ttl_ms / 6, 100); }
 
-int64_t call_ms(int64_t ttl_ms, int slow_level) noexcept {
+int64_t call_ms(int64_t ttl_ms, int level) noexcept {
     const int64_t base = base_ms(ttl_ms);
-    const int64_t cap = std::max(ttl_ms / 3, base);
-    int64_t bound = base;
-    for (int i = 0; i < slow_level && bound < cap; ++i) bound *= 2;
-    return std::min(bound, cap);
+    return level == kSlow ? std::max(ttl_ms / 3, base) : base;
 }
 
-int next_level(int64_t ttl_ms, int slow_level, bool ran_out, bool answered, int64_t took_ms) noexcept {
-    slow_level = std::max(slow_level, 0);
-    if (ran_out) return call_ms(ttl_ms, slow_level) < call_ms(ttl_ms, slow_level + 1) ? slow_level + 1 : slow_level;
-    if (answered && slow_level > 0 && took_ms < call_ms(ttl_ms, slow_level - 1) / 2) return slow_level - 1;
-    return slow_level;
+int next_level(int64_t ttl_ms, int level, bool ran_out, bool answered, int64_t took_ms) noexcept {
+    if (level != kSlow && level != kStuck) level = kFast;
+    if (ran_out) {
+        if (level == kFast) return call_ms(ttl_ms, kSlow) > base_ms(ttl_ms) ? kSlow : kFast;
+        return kStuck;
+    }
+    if (!answered) return level;
+    if (level == kStuck) return kFast;
+    if (level == kSlow && took_ms < base_ms(ttl_ms) / 2) return kFast;
+    return level;
 }
 
 uint64_t call_key(const char* sql, const char* first_arg) noexcept {
@@ -48,12 +50,16 @@ void Levels::note(uint64_t key, int64_t ttl_ms, bool ran_out, bool answered, int
         if (s.level > 0 && s.key == key) found = &s;
         if (spare->level > 0 && (s.level == 0 || s.used < spare->used)) spare = &s;
     }
-    const int level = next_level(ttl_ms, found != nullptr ? found->level : 0, ran_out, answered, took_ms);
-    if (found == nullptr && level == 0) return;
+    const int level = next_level(ttl_ms, found != nullptr ? found->level : kFast, ran_out, answered, took_ms);
+    if (found == nullptr && level == kFast) return;
     Slot* s = found != nullptr ? found : spare;
     s->key = key;
     s->level = level;
     s->used = ++clock;
+}
+
+void Levels::reset() noexcept {
+    for (Slot& s : slots) s.level = kFast;
 }
 
 }  // namespace cosid::store_bound

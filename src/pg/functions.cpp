@@ -151,8 +151,8 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     pg_atomic_uint64* counters[] = {&s->acquires, &s->renewals, &s->renewal_failures, &s->leases_lost,
                                     &s->duplicate_owner_keys, &s->clock_skew_events, &s->waits_at_ceiling,
                                     &s->ids_issued, &s->releases, &s->store_transactions};
-    Datum v[17];
-    bool nulls[17] = {false};
+    Datum v[18];
+    bool nulls[18] = {false};
     int c = 0;
     for (pg_atomic_uint64* counter : counters) v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(counter)));
     v[c++] = CStringGetTextDatum(shared->owner_key);
@@ -170,6 +170,9 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     v[c++] = BoolGetDatum(file);
     v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->static_writes)));
     v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->static_write_failures)));
+    // (1.6; an older script's row type has no such column, and heap_form_tuple reads only
+    // the columns of the row type)
+    v[c++] = Int64GetDatum(static_cast<int64>(pg_atomic_read_u64(&s->leases_freed)));
     PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, v, nulls)));
 }
 
@@ -184,8 +187,12 @@ extern "C" Datum cosid_release_own(PG_FUNCTION_ARGS) {
 extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     require_preloaded("cosid_release");
     require_admin("release cosid slots");
-    if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+    if (PG_ARGISNULL(0))
         ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_release: namespace and slot must not be NULL")));
+    // A row of cosid_pool() without a slot is a request for a lease (after a raise, often a
+    // successor's): nothing to release, so SELECT cosid_release(namespace, slot) FROM
+    // cosid_pool() releases every lease and passes over the requests.
+    if (PG_ARGISNULL(1)) PG_RETURN_NULL();
     char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
     int32 slot = PG_GETARG_INT32(1);
 

@@ -46,6 +46,8 @@ void health_lease_lost() {
     stamp(&health()->lease_lost_at);
 }
 
+void health_lease_freed() { count(shared->stats.leases_freed); }
+
 void health_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms) {
     // The store's now lies between our clock before and after the call, unless clocks differ.
     int64 skew = 0;

@@ -44,6 +44,9 @@ void health_renewal(bool ok);
 // A lease granted: as fresh as a renewed one (a new lease is not overdue for its first renewal).
 void health_lease_granted();
 void health_lease_lost();  // counts leases_lost too
+// A lease freed by the store's raise (a failover, a restore): counted in leases_freed, not a
+// loss (its backends issue to its ceiling, then move on without an error).
+void health_lease_freed();
 // A comparison of this clock with the store's: `store_now` against the local clock before
 // and after the call.  Counts a clock skew event past half the tolerance.
 void health_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms);

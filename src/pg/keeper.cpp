@@ -314,6 +314,7 @@ void recover_interrupted_requests() {
 // issues on it) and the exact last timestamp handed to the store.  Nothing waits for
 // backends: the word holds what they issued.  Pending releases are tried once more.
 void release_all_at_shutdown() {
+    store_bound_reset();  // (the base bound for each: no slow kind's longer try at shutdown)
     for (int i = 0; i < shared->npool; ++i) {
         LWLockAcquire(shared->lock, LW_SHARED);
         bool leased = shared->pool[i].state == kLeased;
@@ -327,8 +328,8 @@ void release_all_at_shutdown() {
 
 // A store that blocks (rows locked by someone, a hung server) must not stall the keeper:
 // every store call is bounded by ttl/6, then fails and backs off (lock_timeout here; the
-// statement itself by a timer that run_spi arms, or by the remote server's settings; those
-// two grow to ttl/3 while calls run out of the bound: src/core/store_bound.hpp).  Re-applied when a reload
+// statement itself by a timer that run_spi arms, or by the remote server's settings; the
+// statement's bound is ttl/3 for one try after a call of its kind ran out: store_bound.hpp).  Re-applied when a reload
 // changes cosid.ttl; a remote store connection is reopened to take the new bound.
 void apply_store_timeouts() {
     static int applied_ttl_ms = -1;
@@ -336,6 +337,7 @@ void apply_store_timeouts() {
     char timeout[32];
     snprintf(timeout, sizeof(timeout), INT64_FORMAT, store_bound_ms());
     SetConfigOption("lock_timeout", timeout, PGC_SUSET, PGC_S_OVERRIDE);
+    store_bound_reset();
     if (applied_ttl_ms >= 0) {
         store_disconnect();
         ereport(LOG, (errmsg("cosid keeper: cosid.ttl is now %d ms; store calls are bounded by %s ms",

@@ -144,7 +144,7 @@ bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const Store
     int64 retry_in = e->backoff_ms;
     LWLockRelease(shared->lock);
     if (raised) {
-        health_lease_lost();
+        health_lease_freed();
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
                              "a restore) before its release",
                              d.slot, d.ns)));
@@ -342,7 +342,7 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
             outage.failures = 0;
         }
     } else if (ok && to_raise) {
-        health_lease_lost();  // (counted as lost, without the error: cosid_stats, cosid_health)
+        health_lease_freed();  // (cosid_stats().leases_freed: no caller gets an error)
         ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
                              "a restore)",
                              d.slot, d.ns),

@@ -75,7 +75,7 @@ static void startup_shmem() {
         for (pg_atomic_uint64* c : {&st->acquires, &st->renewals, &st->renewal_failures, &st->leases_lost,
                                     &st->duplicate_owner_keys, &st->clock_skew_events, &st->waits_at_ceiling,
                                     &st->ids_issued, &st->releases, &st->store_transactions, &st->store_failovers,
-                                    &st->static_writes, &st->static_write_failures})
+                                    &st->static_writes, &st->static_write_failures, &st->leases_freed})
             pg_atomic_init_u64(c, 0);
         health_init(&shared->health);
         shared->store_failovers_seen = -1;

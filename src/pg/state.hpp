@@ -131,7 +131,8 @@ struct Stats {
     pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
         clock_skew_events, waits_at_ceiling, ids_issued, releases, store_transactions,
         store_failovers,  // new timelines of the store seen by this instance's keeper
-        static_writes, static_write_failures;  // state file writes (each fsync'd) and failed ones
+        static_writes, static_write_failures,  // state file writes (each fsync'd) and failed ones
+        leases_freed;  // leases the store's raise freed (no caller error: not leases_lost)
 };
 
 // cosid_adopt() asks the keeper to raise a namespace's floor: one request at a time.

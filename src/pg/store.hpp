@@ -43,6 +43,8 @@ bool store_is_remote();
 // The base bound of a store call: ttl/6 (at least 100 ms), the keeper's lock timeout and the
 // cap of its renewal backoff (src/core/store_bound.hpp).
 int64 store_bound_ms();
+// Every kind of store call back to the base bound (a new cosid.ttl, a shutdown's releases).
+void store_bound_reset();
 void store_disconnect();
 // The extension is in cosid.database (and on the remote store).  A local store on a Citus
 // worker is refused (ZC006, with a hint): it is not the cluster's store (citus.hpp).

@@ -74,14 +74,14 @@ static void store_cancel_handler(SIGNAL_ARGS) {
     store_cancel_seen = 1;
     COSID_CALL_HANDLER(StatementCancelHandler);
 }
-// How slow each kind of call has been lately (src/core/store_bound.hpp): a call that ran out
-// of its bound gives the next call of its kind twice as long, up to ttl / 3; a quick answer
-// halves it again.  (Plain data, zeroed: no constructor or destructor runs.)
-static cosid::store_bound::Levels slow_statements;
-static bool call_ran_out = false;  // the current remote call: its bound passed (a timeout, a deadline)
-static int64 call_bound_ms(uint64 key) { return cosid::store_bound::call_ms(setting_ttl_ms, slow_statements.level(key)); }
+// Which kinds of call are slow or stuck (src/core/store_bound.hpp): a call that ran out of the
+// base bound gets ttl / 3 at its next try, once.  (Plain data, zeroed: no constructor or
+// destructor runs.)
+static cosid::store_bound::Levels slow_calls;
+static bool call_ran_out = false;  // the current remote call: the server's statement timeout ended it
+static int64 call_bound_ms(uint64 key) { return cosid::store_bound::call_ms(setting_ttl_ms, slow_calls.level(key)); }
 static void note_call(uint64 key, bool ran_out, bool answered, int64 took_ms) {
-    slow_statements.note(key, setting_ttl_ms, ran_out, answered, took_ms);
+    slow_calls.note(key, setting_ttl_ms, ran_out, answered, took_ms);
 }
 
 static void begin_store_call() {
@@ -304,7 +304,7 @@ static int sqlstate_of(const PGresult* res) {
 // whatever the store role's own settings.  Nothing of it outlives the transaction, so the
 // keeper's session may be any server connection of a pooler, a new one each transaction.
 constexpr const char* kBoundsSql =
-    "SELECT pg_catalog.set_config('statement_timeout', $1, true), pg_catalog.set_config('lock_timeout', $1, true), "
+    "SELECT pg_catalog.set_config('statement_timeout', $1, true), pg_catalog.set_config('lock_timeout', $2, true), "
     "pg_catalog.set_config('client_min_messages', 'warning', true)";
 
 // Sends the bounds and one statement in one pipeline, one Sync: one round trip and one
@@ -314,22 +314,26 @@ constexpr const char* kBoundsSql =
 // Waits at most twice the bound: the server's own timeout answers first while it is alive.
 // Returns the first failed result, else the statement's.
 static PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
+    // The statement's bound grows for a slow kind of call (src/core/store_bound.hpp); a lock
+    // wait's does not (waiting longer for someone's lock is no cure), nor what the client
+    // waits beyond the server's own timeout (a store that does not answer at all).
     const int64 call_bound = call_bound_ms(cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr));
-    int64 deadline = mono_ms() + 2 * call_bound;
+    const int64 wait_ms = call_bound + store_bound_ms();
+    int64 deadline = mono_ms() + wait_ms;
     char msg[256];
-    snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)(2 * call_bound));
-    char bound[32];
+    snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)wait_ms);
+    char bound[32], lock_bound[32];
     snprintf(bound, sizeof(bound), "%d", (int)call_bound);
-    const char* bound_args[1] = {bound};
+    snprintf(lock_bound, sizeof(lock_bound), "%d", (int)store_bound_ms());
+    const char* bound_args[2] = {bound, lock_bound};
     if (!PQenterPipelineMode(remote) ||
-        !PQsendQueryParams(remote, kBoundsSql, 1, nullptr, bound_args, nullptr, nullptr, 0) ||
+        !PQsendQueryParams(remote, kBoundsSql, 2, nullptr, bound_args, nullptr, nullptr, 0) ||
         !PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0) || !PQpipelineSync(remote)) {
         remote_failed(err, PQerrorMessage(remote));
         return nullptr;
     }
     for (int f; (f = PQflush(remote)) != 0;) {
         if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
-            call_ran_out = mono_ms() >= deadline;
             remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
             return nullptr;
         }
@@ -345,7 +349,6 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     while (!synced && PQstatus(remote) == CONNECTION_OK && idle_nulls < 4) {
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
-                call_ran_out = mono_ms() >= deadline;
                 PQclear(answer);
                 remote_failed(err, msg, true);
                 return nullptr;
@@ -417,6 +420,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
     begin_store_call();
     pgstat_report_activity(STATE_RUNNING, sql);
     remote_call_started = mono_ms();
+    int64 exec_started = remote_call_started;
     bool ok = false;
     // A connection kept from an earlier call may have lost its server since (a restart, a
     // switchover): the first thing it reads is then the old session's farewell (57P01-57P03,
@@ -426,6 +430,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
     bool reused = remote != nullptr && PQstatus(remote) == CONNECTION_OK;
     for (int attempt = 0; attempt < 2 && connect_remote(err); ++attempt) {
         remote_warned = false;
+        exec_started = mono_ms();  // (how long the store took: without connecting)
         PGresult* res = exec_remote(sql, nargs, args, err);
         // (not after a warning that a commit's wait for a standby was cut short: that one ran)
         if (reused && attempt == 0 && !remote_warned && remote_session_gone(res, err)) {
@@ -468,7 +473,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
     }
     end_store_call();
     note_call(cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr), call_ran_out, ok,
-              mono_ms() - remote_call_started);
+              mono_ms() - exec_started);
     pgstat_report_activity(STATE_IDLE, nullptr);
     if (latch_seen) SetLatch(MyLatch);
     return ok;
@@ -503,5 +508,7 @@ void store_disconnect() {
     remote = nullptr;
     remote_down_until = 0;
 }
+
+void store_bound_reset() { store_io::slow_calls.reset(); }
 
 }  // namespace cosid::pg

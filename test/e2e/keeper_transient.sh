@@ -12,7 +12,10 @@
 #   c) every write of one namespace's leases slower than the store bound (250 ms against
 #      ttl / 6 = 166 ms, as a loaded disk makes each commit): the first call gets its id within
 #      cosid.acquire_timeout, and 4 s of calls (a dozen renewals) all get theirs, because a
-#      statement that ran out of its bound gets twice as long next time (up to ttl / 3).
+#      statement that ran out of its bound gets ttl / 3 at its next try for that namespace.
+#   d) every write of namespace k stuck (60 s): k's calls fail with ZC006 within their
+#      timeout, while namespace j, renewed by the same keeper, issues for 4 s without a failure
+#      (a stuck kind of call goes back to the base bound after one longer try).
 # Before the fix (main at c16ef0e) a static slot's first call failed at once with 57014 when
 # the keeper's write of cosid.static_ceiling ran past the store bound (ttl / 6): under load,
 # clock_jump.sh's clients died that way.  Before the second (main at bd2fc31) c) failed with
@@ -104,6 +107,38 @@ check "c) 4 s of calls in k while every lease write is slow (renewals included)"
     "$(grep -o 'failed calls: [0-9]*' <<<"$failed" || echo "$failed")"
 check_true "c) the keeper met the bound: a write of k's lease ran out of 166 ms and was tried again" \
     "$(grep -q 'cosid: acquire in namespace "k" failed: canceling statement due to statement timeout' "$DIR/server.log" && echo t || echo f)"
+
+echo "# d) every write of namespace k stuck (60 s), while j issues"
+q -c "CREATE OR REPLACE FUNCTION slow_k() RETURNS trigger LANGUAGE plpgsql AS \$\$
+      BEGIN IF NEW.namespace = 'k' THEN PERFORM pg_sleep(60); END IF; RETURN NEW; END \$\$" >/dev/null
+q -c "SELECT cosid_next('j') > 0" >/dev/null
+# k's lease: renewals now stuck; new calls of k wait for it, then fail
+( q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '3s'" -c "SELECT cosid_release('k', slot) FROM cosid_pool() WHERE namespace = 'k'" \
+    -c "SELECT cosid_next('k')" >"$DIR/d_k.out" 2>&1 ) &
+kpid=$!
+out=$(q 2>&1 <<'SQL'
+DO $$
+DECLARE
+    until timestamptz := clock_timestamp() + interval '4 s';
+    failed int := 0;
+BEGIN
+    WHILE clock_timestamp() < until LOOP
+        BEGIN
+            PERFORM cosid_next('j');
+        EXCEPTION WHEN others THEN
+            failed := failed + 1;
+            RAISE NOTICE 'failed: % %', SQLSTATE, SQLERRM;
+        END;
+        PERFORM pg_sleep(0.02);
+    END LOOP;
+    RAISE NOTICE 'failed calls: %', failed;
+END $$;
+SQL
+)
+wait "$kpid" 2>/dev/null || true
+check "d) 4 s of calls in j while k's writes are stuck" "failed calls: 0" \
+    "$(grep -o 'failed calls: [0-9]*' <<<"$out" || echo "$out")"
+check "d) a call of k meanwhile fails, with ZC006" "ZC006" "$(sqlstate_of "$(cat "$DIR/d_k.out")")"
 q -c "DROP TRIGGER slow_k ON cosid.lease" >/dev/null
 assert_store_verified "$DIR" "$PORT" postgres "the store"
 exit $FAIL

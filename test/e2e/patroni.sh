@@ -414,7 +414,7 @@ drill() {
         echo "# [$mode] ${s^^}: first id above the old leader's ceilings $(( first_new - t_promote )) ms after the promotion" \
              "($(( first_new - t_kill )) ms after the kill); first insert committed after the promotion" \
              "$(( ${first_any:-$t_promote} - t_promote )) ms after it; longest time without a committed insert $gap ms; errors:${errs:- none}"
-        echo "# [$mode] ${s^^}'s keeper: $($q -c "SELECT 'store failovers seen ' || store_failovers || ', leases lost ' || leases_lost || ', renewal failures ' || renewal_failures FROM cosid_stats()")"
+        echo "# [$mode] ${s^^}'s keeper: $($q -c "SELECT 'store failovers seen ' || store_failovers || ', leases lost ' || leases_lost || ', freed ' || leases_freed || ', renewal failures ' || renewal_failures FROM cosid_stats()")"
         if [ "$mode" = sync ]; then
             # nothing was lost: the failover to the synchronous standby costs what a
             # renewed lease rides out

@@ -122,7 +122,8 @@ has_value() { [ "$(value "$1" "${2:-}")" = "$3" ] && echo t || echo f; }  # has_
 check_true "the exporter serves /metrics" "$(wait_for 20 "exporter up" has_value cosid_keeper_ttl_seconds "" 3)"
 check "no query of the file failed" "" "$(grep -i 'error' "$DIR/exporter.log" | grep -i cosid | head -3)"
 for s in ids_issued acquires renewals renewal_failures leases_lost duplicate_owner_keys clock_skew_events \
-         waits_at_ceiling releases store_transactions store_failovers static_writes static_write_failures; do
+         waits_at_ceiling releases store_transactions store_failovers static_writes static_write_failures \
+         leases_freed; do
     check_true "series cosid_${s}_total" "$(grep -q "^cosid_${s}_total" "$DIR/metrics" && echo t)"
 done
 check_true "cosid_ids_issued_total counts the 1000 ids" "$(awk '$1 ~ /^cosid_ids_issued_total/ {print ($2 >= 1000) ? "t" : "f"}' "$DIR/metrics")"

@@ -29,9 +29,9 @@ raise_floors() {
     local lost
     release_w
     q -c "SELECT cosid_next('w')" >/dev/null
-    lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
+    lost=$(q -c "SELECT leases_freed FROM cosid_stats()")
     raise_store_floors
-    wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
+    wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_freed > $lost FROM cosid_stats()" >/dev/null
     q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'"
 }
 
@@ -46,6 +46,7 @@ q -c "DO \$\$ BEGIN
       END \$\$" > "$DIR/client.log" 2>&1 &
 client=$!
 wait_for 20 "the client's first 100 ids" q -c "SELECT count(*) >= 100 FROM ids" >/dev/null
+freed=$(q -c "SELECT leases_freed FROM cosid_stats()")
 lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
 raise_store_floors
 floor=$(q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'w'")
@@ -58,7 +59,9 @@ echo "# longest pause between two ids: ${gap%.*} ms (the client sleeps 20 ms bet
 check_true "no pause of a second between two ids" "$(q -c "SELECT $gap < 1000")"
 check_true "every id unique and larger than the one before" \
     "$(q -c "SELECT count(DISTINCT id) = count(*) AND bool_and(d) FROM (SELECT id, id > lag(id, 1, 0::bigint) OVER (ORDER BY n) AS d FROM ids) x")"
-check_true "the keeper found its lease freed by the raise" "$(q -c "SELECT leases_lost > $lost FROM cosid_stats()")"
+check_true "the keeper found its lease freed by the raise (cosid_stats().leases_freed)" "$(q -c "SELECT leases_freed > $freed FROM cosid_stats()")"
+check "a freed lease is not a lost one: leases_lost unchanged, its health check ok" "$lost|ok" \
+    "$(q -c "SELECT leases_lost FROM cosid_stats()")|$(q -c "SELECT status FROM cosid_health() WHERE name = 'leases_lost'")"
 check_true "the last ids come from a window above the raised floor" \
     "$(q -c "SELECT (extract(epoch FROM p.ts) * 1000)::bigint > $floor FROM ids, cosid_parse(ids.id, 'w') p ORDER BY n DESC LIMIT 1")"
 check_true "ids below the raised floor all came before ids above it (the held window is used up first)" \

@@ -14,9 +14,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_order"; PORT=${PORT:-27049}
 raised_server 6s 6s
-lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
+lost=$(q -c "SELECT leases_freed FROM cosid_stats()")
 raise_store_floors
-wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
+wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_freed > $lost FROM cosid_stats()" >/dev/null
 # new connections, one id each, for 4 s (the successor opens about 1 s after the raise)
 until_ms=$(( $(now_ms) + 4000 ))
 while [ "$(now_ms)" -lt "$until_ms" ]; do

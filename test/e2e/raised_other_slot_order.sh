@@ -37,8 +37,14 @@ wait_for 20 "the old connection's first 30 ids" q -c "SELECT count(*) >= 30 FROM
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'o' AND state = 'active'")
 echo "# before the raise: ids up to $(q -c "SELECT round(max(extract(epoch FROM p.ts)) - extract(epoch FROM clock_timestamp()), 1) FROM ids, cosid_parse(id, 'o') p") s ahead of the clock, on slot $slot"
 echo "# raise at $(date -u +%H:%M:%S.%3N)"
-raise_store_floors
-thief=$(q -c "SELECT slot FROM cosid.acquire('o', 'thief', gen_random_uuid(), 60000, $slot)")
+# The raise (the fork's acknowledgement) and the other owner's acquire of the freed slot in one
+# transaction: the keeper, which asks for a successor as soon as it finds its lease freed,
+# must not take that slot first (on a loaded machine it did, and no other slot was needed).
+q -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null 2>&1
+thief=$(q -c "BEGIN" -c "SELECT cosid_fork_acknowledge()" \
+          -c "SELECT 'thief ' || slot FROM cosid.acquire('o', 'thief', gen_random_uuid(), 60000, $slot)" -c "COMMIT" |
+        sed -n 's/^thief //p')
+check_true "the other owner took the freed slot ($slot) in the raise's transaction" "$([ "$thief" = "$slot" ] && echo t || echo f)"
 # (the freed lease, at its ceiling, ends as soon as the keeper finds it freed)
 wait_for 20 "a successor on another slot" \
     q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE namespace = 'o' AND state = 'active' AND slot NOT IN ($slot, $thief)" >/dev/null

@@ -27,9 +27,9 @@ freed_ceiling=$(q -c "SELECT ceiling FROM cosid_pool() WHERE state = 'freed'")
 wait_for 10 "the successor, still empty" \
     q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'active' AND ceiling = floor" >/dev/null
 echo "# successor $(( $(q -c "SELECT floor FROM cosid_pool() WHERE state = 'active'") - freed_ceiling )) ms above the freed ceiling, $(( freed_ceiling - $(now_ms) )) ms from now"
-lost=$(q -c "SELECT leases_lost FROM cosid_stats()")
+lost=$(q -c "SELECT leases_freed FROM cosid_stats()")
 raise_store_floors  # the second raise: frees the empty successor
-wait_for 10 "the keeper to find the successor freed" q -c "SELECT leases_lost > $lost FROM cosid_stats()" >/dev/null
+wait_for 10 "the keeper to find the successor freed" q -c "SELECT leases_freed > $lost FROM cosid_stats()" >/dev/null
 # A successor: asked for (wanted, acquiring) or held, while a freed lease serves (A, or on a
 # loaded machine the successor the second raise freed once it had opened).
 successor=f

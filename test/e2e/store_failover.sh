@@ -170,7 +170,7 @@ drill() {
     echo "# [$mode] client errors: $(cat "$A"/[pc].*.log "$B"/[pc].*.log | grep -ohE 'ERROR:  [^:]*' | sort | uniq -c | tr '\n' ' ')"
     [ "$raise" = on ] && check "[$mode] no client lost its lease to the raise (ZC001): they waited for new leases" 0 \
         "$(cat "$A"/[pc].*.log "$B"/[pc].*.log | grep -c 'cosid lost its lease' || true)"
-    echo "# [$mode] A's keeper: $(qa -c "SELECT 'failovers ' || store_failovers || ', leases lost ' || leases_lost FROM cosid_stats()")"
+    echo "# [$mode] A's keeper: $(qa -c "SELECT 'failovers ' || store_failovers || ', leases lost ' || leases_lost || ', freed ' || leases_freed FROM cosid_stats()")"
     # A's keeper says what the new timeline means for its leases, as the store is set
     local said='lost to their holders' unsaid='The store raises no floors'
     [ "$raise" = off ] && { said='The store raises no floors'; unsaid='lost to their holders'; }

@@ -8,45 +8,43 @@ TEST(StoreBound, BaseIsASixthOfTheTtlAtLeast100ms) {
     EXPECT_EQ(sb::base_ms(30000), 5000);
     EXPECT_EQ(sb::base_ms(1000), 166);
     EXPECT_EQ(sb::base_ms(300), 100);
-    EXPECT_EQ(sb::call_ms(30000, 0), 5000);
-    EXPECT_EQ(sb::call_ms(1000, 0), 166);
+    EXPECT_EQ(sb::call_ms(30000, sb::kFast), 5000);
+    EXPECT_EQ(sb::call_ms(1000, sb::kFast), 166);
 }
 
-TEST(StoreBound, EachLevelDoublesUpToAThirdOfTheTtl) {
-    EXPECT_EQ(sb::call_ms(30000, 1), 10000);
-    EXPECT_EQ(sb::call_ms(30000, 2), 10000);
-    EXPECT_EQ(sb::call_ms(1000, 1), 332);
-    EXPECT_EQ(sb::call_ms(1000, 2), 333);
-    EXPECT_EQ(sb::call_ms(1000, 50), 333);
-    // a ttl so short that its third is below the 100 ms floor: the floor, at any level
-    EXPECT_EQ(sb::call_ms(250, 0), 100);
-    EXPECT_EQ(sb::call_ms(250, 3), 100);
+TEST(StoreBound, SlowGetsAThirdOfTheTtlStuckTheBase) {
+    EXPECT_EQ(sb::call_ms(30000, sb::kSlow), 10000);
+    EXPECT_EQ(sb::call_ms(1000, sb::kSlow), 333);
+    EXPECT_EQ(sb::call_ms(30000, sb::kStuck), 5000);
+    EXPECT_EQ(sb::call_ms(1000, sb::kStuck), 166);
+    // a ttl so short that its third is below the 100 ms floor: the floor
+    EXPECT_EQ(sb::call_ms(250, sb::kSlow), 100);
 }
 
-TEST(StoreBound, ARunOutRaisesAQuickAnswerLowersNoCallKeeps) {
-    // up while doubling still lengthens the bound, then no further (the level never runs away)
-    int level = 0;
-    for (int i = 0; i < 10; ++i) level = sb::next_level(30000, level, true, false, 0);
-    EXPECT_EQ(level, 1);
-    level = 0;
-    for (int i = 0; i < 10; ++i) level = sb::next_level(1000, level, true, false, 0);
-    EXPECT_EQ(level, 2);
-    EXPECT_EQ(sb::call_ms(1000, level), 333);
-    // an answer within half the next shorter bound (332 / 2, then 166 / 2): one level down
-    EXPECT_EQ(sb::next_level(1000, 2, false, true, 165), 1);
-    EXPECT_EQ(sb::next_level(1000, 1, false, true, 82), 0);
-    EXPECT_EQ(sb::next_level(1000, 0, false, true, 1), 0);
-    // a store whose calls take a steady 250 ms (1.5 base bounds) keeps the longer bound: no
-    // call lost every other time
-    level = sb::next_level(1000, 0, true, false, 166);
+TEST(StoreBound, ARunOutMakesSlowThenStuck) {
+    EXPECT_EQ(sb::next_level(1000, sb::kFast, true, false, 166), sb::kSlow);
+    EXPECT_EQ(sb::next_level(1000, sb::kSlow, true, false, 333), sb::kStuck);
+    EXPECT_EQ(sb::next_level(1000, sb::kStuck, true, false, 166), sb::kStuck);
+    // no longer bound to give (ttl / 3 below the floor): stays fast
+    EXPECT_EQ(sb::next_level(250, sb::kFast, true, false, 100), sb::kFast);
+    // out of range: taken as fast
+    EXPECT_EQ(sb::next_level(1000, -3, false, false, 0), sb::kFast);
+    EXPECT_EQ(sb::next_level(1000, 7, true, false, 0), sb::kSlow);
+}
+
+TEST(StoreBound, AnAnswerMakesStuckFastAndAQuickOneSlow) {
+    EXPECT_EQ(sb::next_level(1000, sb::kStuck, false, true, 150), sb::kFast);
+    EXPECT_EQ(sb::next_level(1000, sb::kSlow, false, true, 82), sb::kFast);
+    // a kind that takes a steady 250 ms (1.5 base bounds) stays slow: no try lost every other time
+    int level = sb::next_level(1000, sb::kFast, true, false, 166);
     for (int i = 0; i < 10; ++i) {
-        EXPECT_EQ(sb::call_ms(1000, level), 332);
+        EXPECT_EQ(sb::call_ms(1000, level), 333);
         level = sb::next_level(1000, level, false, true, 250);
     }
+    EXPECT_EQ(sb::next_level(1000, sb::kFast, false, true, 1), sb::kFast);
     // no store call made (a connection known down): unchanged
-    EXPECT_EQ(sb::next_level(1000, 2, false, false, 0), 2);
-    EXPECT_EQ(sb::next_level(250, 0, true, false, 100), 0);
-    EXPECT_EQ(sb::next_level(1000, -3, false, false, 0), 0);
+    EXPECT_EQ(sb::next_level(1000, sb::kSlow, false, false, 0), sb::kSlow);
+    EXPECT_EQ(sb::next_level(1000, sb::kStuck, false, false, 0), sb::kStuck);
 }
 
 TEST(StoreBound, EachKindOfCallHasItsOwnLevel) {
@@ -58,24 +56,30 @@ TEST(StoreBound, EachKindOfCallHasItsOwnLevel) {
     EXPECT_NE(write, sb::call_key("SELECT * FROM cosid.renew($1)", "j"));  // another namespace
     EXPECT_NE(sb::call_key("ab", "c"), sb::call_key("a", "bc"));
     levels.note(write, 1000, true, false, 166);
-    EXPECT_EQ(levels.level(write), 1);
+    EXPECT_EQ(levels.level(write), sb::kSlow);
     // a quick read does not shorten the slow write's bound
     for (int i = 0; i < 5; ++i) levels.note(read, 1000, false, true, 2);
-    EXPECT_EQ(levels.level(read), 0);
-    EXPECT_EQ(levels.level(write), 1);
-    // the write answered quickly again: back to the base, and no longer kept
+    EXPECT_EQ(levels.level(read), sb::kFast);
+    EXPECT_EQ(levels.level(write), sb::kSlow);
+    // the write answered quickly again: fast, and no longer kept
     levels.note(write, 1000, false, true, 10);
-    EXPECT_EQ(levels.level(write), 0);
-    for (const auto& s : levels.slots) EXPECT_EQ(s.level, 0);
+    EXPECT_EQ(levels.level(write), sb::kFast);
+    for (const auto& s : levels.slots) EXPECT_EQ(s.level, sb::kFast);
+    // reset: every kind fast
+    levels.note(write, 1000, true, false, 166);
+    levels.note(read, 1000, true, false, 166);
+    levels.reset();
+    EXPECT_EQ(levels.level(write), sb::kFast);
+    EXPECT_EQ(levels.level(read), sb::kFast);
 }
 
-TEST(StoreBound, AFullTableReplacesTheStatementUsedLongestAgo) {
+TEST(StoreBound, AFullTableReplacesTheKindUsedLongestAgo) {
     sb::Levels levels{};
     for (uint64_t k = 1; k <= sb::Levels::kSlots; ++k) levels.note(k, 30000, true, false, 5000);
-    levels.note(1, 30000, false, true, 6000);  // statement 1 used again (still slow)
-    levels.note(100, 30000, true, false, 5000);
-    EXPECT_EQ(levels.level(100), 1);
-    EXPECT_EQ(levels.level(1), 1);
-    EXPECT_EQ(levels.level(2), 0);  // used longest ago
-    EXPECT_EQ(levels.level(3), 1);
+    levels.note(1, 30000, false, true, 6000);  // kind 1 used again (still slow)
+    levels.note(1000, 30000, true, false, 5000);
+    EXPECT_EQ(levels.level(1000), sb::kSlow);
+    EXPECT_EQ(levels.level(1), sb::kSlow);
+    EXPECT_EQ(levels.level(2), sb::kFast);  // used longest ago
+    EXPECT_EQ(levels.level(3), sb::kSlow);
 }
