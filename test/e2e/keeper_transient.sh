@@ -49,6 +49,32 @@ call_while_locked() {
     echo $(( $(now_ms) - t0 ))
 }
 
+# calls_for_4s NS: cosid_next(NS) every 20 ms for 4 s in one session; prints "failed calls: N"
+# (or, when the session itself failed, what psql said).
+calls_for_4s() {
+    local out
+    out=$(q 2>&1 <<SQL
+DO \$\$
+DECLARE
+    until timestamptz := clock_timestamp() + interval '4 s';
+    failed int := 0;
+BEGIN
+    WHILE clock_timestamp() < until LOOP
+        BEGIN
+            PERFORM cosid_next('$1');
+        EXCEPTION WHEN others THEN
+            failed := failed + 1;
+            RAISE NOTICE 'failed: % %', SQLSTATE, SQLERRM;
+        END;
+        PERFORM pg_sleep(0.02);
+    END LOOP;
+    RAISE NOTICE 'failed calls: %', failed;
+END \$\$;
+SQL
+)
+    grep -o 'failed calls: [0-9]*' <<<"$out" || echo "$out"
+}
+
 echo "# a) locks shorter than cosid.acquire_timeout (10 s): waited out"
 took_s=$(call_while_locked cosid.static_ceiling s 10s "$DIR/a_static.out")
 check "a) a static slot's first id while cosid.static_ceiling was locked ($took_s ms)" "t" "$(cat "$DIR/a_static.out")"
@@ -84,27 +110,7 @@ CREATE TRIGGER slow_k BEFORE INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUT
 SQL
 out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next('k') > 0" 2>&1)
 check "c) the first id of k, with the default cosid.acquire_timeout (the ttl, 1 s)" "t" "$out"
-failed=$(q 2>&1 <<'SQL'
-DO $$
-DECLARE
-    until timestamptz := clock_timestamp() + interval '4 s';
-    failed int := 0;
-BEGIN
-    WHILE clock_timestamp() < until LOOP
-        BEGIN
-            PERFORM cosid_next('k');
-        EXCEPTION WHEN others THEN
-            failed := failed + 1;
-            RAISE NOTICE 'failed: % %', SQLSTATE, SQLERRM;
-        END;
-        PERFORM pg_sleep(0.02);
-    END LOOP;
-    RAISE NOTICE 'failed calls: %', failed;
-END $$;
-SQL
-)
-check "c) 4 s of calls in k while every lease write is slow (renewals included)" "failed calls: 0" \
-    "$(grep -o 'failed calls: [0-9]*' <<<"$failed" || echo "$failed")"
+check "c) 4 s of calls in k while every lease write is slow (renewals included)" "failed calls: 0" "$(calls_for_4s k)"
 check_true "c) the keeper met the bound: a write of k's lease ran out of 166 ms and was tried again" \
     "$(grep -q 'cosid: acquire in namespace "k" failed: canceling statement due to statement timeout' "$DIR/server.log" && echo t || echo f)"
 
@@ -116,28 +122,9 @@ q -c "SELECT cosid_next('j') > 0" >/dev/null
 ( q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '3s'" -c "SELECT cosid_release('k', slot) FROM cosid_pool() WHERE namespace = 'k'" \
     -c "SELECT cosid_next('k')" >"$DIR/d_k.out" 2>&1 ) &
 kpid=$!
-out=$(q 2>&1 <<'SQL'
-DO $$
-DECLARE
-    until timestamptz := clock_timestamp() + interval '4 s';
-    failed int := 0;
-BEGIN
-    WHILE clock_timestamp() < until LOOP
-        BEGIN
-            PERFORM cosid_next('j');
-        EXCEPTION WHEN others THEN
-            failed := failed + 1;
-            RAISE NOTICE 'failed: % %', SQLSTATE, SQLERRM;
-        END;
-        PERFORM pg_sleep(0.02);
-    END LOOP;
-    RAISE NOTICE 'failed calls: %', failed;
-END $$;
-SQL
-)
+out=$(calls_for_4s j)
 wait "$kpid" 2>/dev/null || true
-check "d) 4 s of calls in j while k's writes are stuck" "failed calls: 0" \
-    "$(grep -o 'failed calls: [0-9]*' <<<"$out" || echo "$out")"
+check "d) 4 s of calls in j while k's writes are stuck" "failed calls: 0" "$out"
 check "d) a call of k meanwhile fails, with ZC006" "ZC006" "$(sqlstate_of "$(cat "$DIR/d_k.out")")"
 q -c "DROP TRIGGER slow_k ON cosid.lease" >/dev/null
 assert_store_verified "$DIR" "$PORT" postgres "the store"
