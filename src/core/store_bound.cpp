@@ -15,7 +15,7 @@ int next_level(int64_t ttl_ms, int level, bool ran_out, bool answered, int64_t t
     if (level != kSlow && level != kStuck) level = kFast;
     if (ran_out) {
         if (level == kFast) return call_ms(ttl_ms, kSlow) > base_ms(ttl_ms) ? kSlow : kFast;
-        return kStuck;
+        return level == kSlow ? kStuck : kFast;
     }
     if (!answered) return level;
     if (level == kStuck) return kFast;

@@ -12,14 +12,16 @@
 // keeper makes (a statement and its first argument: the namespace of a lease or a static
 // slot) is one of three:
 //  - fast: the base bound;
-//  - slow: it ran out of the base bound, and its next try gets ttl / 3, twice as long.  At
-//    ttl / 3 a call still ends before the lease it renews does (due when a third of it has
-//    passed);
-//  - stuck: it ran out of ttl / 3 too.  That is no longer a loaded machine but a store that
-//    does not answer (a synchronous standby gone, a statement that never ends): its tries
-//    get the base bound again, so that one stuck namespace holds up the renewals of the
-//    others no longer than before, until it answers again.
-// A slow kind answered within half the base bound is fast again; a stuck one, once answered.
+//  - slow: it ran out of the base bound; its tries get ttl / 3, twice as long, for as long
+//    as they are answered.  At ttl / 3 a call still ends before the lease it renews does
+//    (due when a third of it has passed);
+//  - stuck: a slow try ran out of ttl / 3 too.  That may be a store that does not answer at
+//    all (a synchronous standby gone, a statement that never ends), so its next try gets the
+//    base bound again, and the one after it, if that runs out too, ttl / 3: a kind that never
+//    answers costs the keeper ttl / 6, ttl / 3, ttl / 6, ttl / 6, ttl / 3, ... (2/9 ttl a
+//    try on average, against ttl / 6 with a fixed bound), while one that answers only in the
+//    tail of a slow store's times still gets a ttl / 3 try every third time.
+// A slow kind answered within half the base bound is fast again; a stuck one once answered.
 // Per kind, because a loaded disk slows the writes and not the reads, and one namespace's
 // rows may be slow while another's are not: a quick call must not shorten the bound of a
 // slow one.
@@ -38,9 +40,10 @@ enum Level : int { kFast = 0, kSlow = 1, kStuck = 2 };
 int64_t call_ms(int64_t ttl_ms, int level) noexcept;
 
 // The level after a call that took `took_ms` (kFast for anything out of range): a run-out
-// makes a fast kind slow (when ttl / 3 is longer than the base) and a slow one stuck; an
-// answer makes a stuck kind fast, and a slow one when it came within half the base bound;
-// a call that never reached the store (a connection known to be down) changes nothing.
+// makes a fast kind slow (when ttl / 3 is longer than the base), a slow one stuck and a stuck
+// one fast (its next run-out: slow again); an answer makes a stuck kind fast, and a slow one
+// when it came within half the base bound; a call that never reached the store (a
+// connection known to be down) changes nothing.
 int next_level(int64_t ttl_ms, int level, bool ran_out, bool answered, int64_t took_ms) noexcept;
 
 // A kind of call's key: a hash of its statement's text and its first argument (nullptr: none).

@@ -183,7 +183,7 @@ void refuse_if_ahead(const Ahead& ahead, const char* what, const char* made_agai
                            "issued in them.",
                            ahead.until, ahead.which, made_again),
                  errhint("Stop the writers, release their slots (on each instance: SELECT cosid_release(namespace, "
-                         "slot) FROM cosid_pool() WHERE slot IS NOT NULL), and try again after %s: leases of other owners expire by "
+                         "slot) FROM (SELECT DISTINCT namespace, slot FROM cosid_pool() WHERE slot IS NOT NULL) p), and try again after %s: leases of other owners expire by "
                          "themselves.",
                          ahead.until)));
 }

@@ -188,10 +188,9 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     require_preloaded("cosid_release");
     require_admin("release cosid slots");
     if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_release: namespace and slot must not be NULL")));
+        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_release: namespace must not be NULL")));
     // A row of cosid_pool() without a slot is a request for a lease (after a raise, often a
-    // successor's): nothing to release, so SELECT cosid_release(namespace, slot) FROM
-    // cosid_pool() releases every lease and passes over the requests.
+    // successor's): nothing to release, so a release over cosid_pool()'s rows passes over it.
     if (PG_ARGISNULL(1)) PG_RETURN_NULL();
     char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
     int32 slot = PG_GETARG_INT32(1);

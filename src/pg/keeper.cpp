@@ -329,7 +329,7 @@ void release_all_at_shutdown() {
 // A store that blocks (rows locked by someone, a hung server) must not stall the keeper:
 // every store call is bounded by ttl/6, then fails and backs off (lock_timeout here; the
 // statement itself by a timer that run_spi arms, or by the remote server's settings; the
-// statement's bound is ttl/3 for one try after a call of its kind ran out: store_bound.hpp).  Re-applied when a reload
+// statement's bound is ttl/3 for a kind of call that ran out of it: store_bound.hpp).  Re-applied when a reload
 // changes cosid.ttl; a remote store connection is reopened to take the new bound.
 void apply_store_timeouts() {
     static int applied_ttl_ms = -1;

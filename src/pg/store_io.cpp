@@ -74,11 +74,11 @@ static void store_cancel_handler(SIGNAL_ARGS) {
     store_cancel_seen = 1;
     COSID_CALL_HANDLER(StatementCancelHandler);
 }
-// Which kinds of call are slow or stuck (src/core/store_bound.hpp): a call that ran out of the
-// base bound gets ttl / 3 at its next try, once.  (Plain data, zeroed: no constructor or
+// Which kinds of call are slow or stuck (src/core/store_bound.hpp): after a call that ran out
+// of the base bound, the tries of its kind get ttl / 3 while they are answered.  (Plain data, zeroed: no constructor or
 // destructor runs.)
 static cosid::store_bound::Levels slow_calls;
-static bool call_ran_out = false;  // the current remote call: the server's statement timeout ended it
+static bool call_ran_out = false;  // the current remote call: its bound passed (a timeout, the wait's end)
 static int64 call_bound_ms(uint64 key) { return cosid::store_bound::call_ms(setting_ttl_ms, slow_calls.level(key)); }
 static void note_call(uint64 key, bool ran_out, bool answered, int64 took_ms) {
     slow_calls.note(key, setting_ttl_ms, ran_out, answered, took_ms);
@@ -160,7 +160,7 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     bool timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
     // (a statement the timer cancelled: ProcessInterrupts read and reset the indicator)
     const bool ran_out = timed_out || (!ok && err->sqlerrcode == ERRCODE_QUERY_CANCELED);
-    note_call(key, ran_out, ok && !timed_out, mono_ms() - started);
+    note_call(key, ran_out, ok && !timed_out && !store_cancel_seen, mono_ms() - started);
     if (ok && (timed_out || store_cancel_seen)) {
         char msg[160];
         snprintf(msg, sizeof(msg),
@@ -311,7 +311,10 @@ constexpr const char* kBoundsSql =
 // (implicit) transaction, which PostgreSQL arms the statement timer for again at each
 // message, so the statement runs under the bound set just before it.  Unnamed statements
 // only: none outlives the transaction (PgBouncer 1.18 keeps no prepared statements).
-// Waits at most twice the bound: the server's own timeout answers first while it is alive.
+// Waits at most the statement's bound plus the base bound: the server's own timeout answers
+// first while it is alive.  Past that wait the call ran out as much as on the server's
+// timeout (a commit, which the server's statement_timeout does not cover, or a store that
+// does not answer): either makes its kind slow, or stuck (src/core/store_bound.hpp).
 // Returns the first failed result, else the statement's.
 static PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
     // The statement's bound grows for a slow kind of call (src/core/store_bound.hpp); a lock
@@ -334,6 +337,7 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     }
     for (int f; (f = PQflush(remote)) != 0;) {
         if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
+            call_ran_out = mono_ms() >= deadline;
             remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
             return nullptr;
         }
@@ -350,6 +354,7 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
                 PQclear(answer);
+                call_ran_out = mono_ms() >= deadline;
                 remote_failed(err, msg, true);
                 return nullptr;
             }

@@ -21,10 +21,24 @@ TEST(StoreBound, SlowGetsAThirdOfTheTtlStuckTheBase) {
     EXPECT_EQ(sb::call_ms(250, sb::kSlow), 100);
 }
 
-TEST(StoreBound, ARunOutMakesSlowThenStuck) {
+TEST(StoreBound, ARunOutMakesSlowThenStuckThenFast) {
     EXPECT_EQ(sb::next_level(1000, sb::kFast, true, false, 166), sb::kSlow);
     EXPECT_EQ(sb::next_level(1000, sb::kSlow, true, false, 333), sb::kStuck);
-    EXPECT_EQ(sb::next_level(1000, sb::kStuck, true, false, 166), sb::kStuck);
+    EXPECT_EQ(sb::next_level(1000, sb::kStuck, true, false, 166), sb::kFast);
+    // a kind that never answers: 166, 333, 166, 166, 333, ... ms (2/9 ttl a try on average)
+    int level = sb::kFast;
+    int64_t spent = 0;
+    for (int i = 0; i < 9; ++i) {
+        spent += sb::call_ms(900, level);
+        level = sb::next_level(900, level, true, false, sb::call_ms(900, level));
+    }
+    EXPECT_EQ(spent, 9 * 200);
+    // one that answers only in the tail (a try of 400 ms made it stuck; it takes 250 ms):
+    // its ttl / 3 try comes back within two tries
+    level = sb::next_level(1000, sb::kSlow, true, false, 333);  // stuck
+    level = sb::next_level(1000, level, true, false, 166);       // fast
+    level = sb::next_level(1000, level, true, false, 166);       // slow
+    EXPECT_EQ(sb::call_ms(1000, level), 333);
     // no longer bound to give (ttl / 3 below the floor): stays fast
     EXPECT_EQ(sb::next_level(250, sb::kFast, true, false, 100), sb::kFast);
     // out of range: taken as fast
