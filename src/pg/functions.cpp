@@ -28,6 +28,40 @@ PG_FUNCTION_INFO_V1(cosid_static_slot);
 
 namespace {
 
+// The slots this backend released in its current transaction, with the answer it gave.  A
+// second call for one of them answers the same instead of revoking the slot: after a raise
+// a freed lease and its successor share a slot, so a release over the rows of cosid_pool()
+// names it twice, and by the second call the store may have granted it to another server.
+// (A transaction is known by its start time: the backend's next one starts later.)
+struct ReleasedSlot {
+    char ns[NAMEDATALEN];
+    int32 slot;
+    bool pending;
+};
+constexpr int kReleasedSlots = 64;
+ReleasedSlot released_slots[kReleasedSlots];
+int released_count = 0;
+TimestampTz released_in_xact = 0;
+
+const ReleasedSlot* released_before(const char* ns, int32 slot) {
+    if (released_in_xact != GetCurrentTransactionStartTimestamp()) return nullptr;
+    for (int i = 0; i < released_count; ++i)
+        if (released_slots[i].slot == slot && strcmp(released_slots[i].ns, ns) == 0) return &released_slots[i];
+    return nullptr;
+}
+
+void remember_released(const char* ns, int32 slot, bool pending) {
+    if (released_in_xact != GetCurrentTransactionStartTimestamp()) {
+        released_in_xact = GetCurrentTransactionStartTimestamp();
+        released_count = 0;
+    }
+    if (released_count == kReleasedSlots) return;  // (more in one transaction: not remembered)
+    ReleasedSlot* r = &released_slots[released_count++];
+    strlcpy(r->ns, ns, sizeof(r->ns));
+    r->slot = slot;
+    r->pending = pending;
+}
+
 struct LayoutArgs {
     int timestamp_bits, slot_bits, sequence_bits;
     int64 epoch_ms;
@@ -194,6 +228,8 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     if (PG_ARGISNULL(1)) PG_RETURN_NULL();
     char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
     int32 slot = PG_GETARG_INT32(1);
+    if (const ReleasedSlot* r = released_before(ns, slot))
+        PG_RETURN_TEXT_P(cstring_to_text(r->pending ? "release pending" : "released"));
 
     // A slot of this instance: the keeper releases it in order, with the exact last timestamp
     // of its issue word; its backends move on to the instance's next lease.
@@ -213,7 +249,9 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     LWLockRelease(shared->lock);
     if (count > 0) {
         wake_keeper();
-        PG_RETURN_TEXT_P(cstring_to_text(wait_for_releases(entries, generations, count) ? "released" : "release pending"));
+        bool released = wait_for_releases(entries, generations, count);
+        remember_released(ns, slot, !released);
+        PG_RETURN_TEXT_P(cstring_to_text(released ? "released" : "release pending"));
     }
 
     // Another owner's slot (or a stale one of ours): revoke it in the store; the next holder
