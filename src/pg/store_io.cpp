@@ -75,10 +75,13 @@ static void store_cancel_handler(SIGNAL_ARGS) {
     COSID_CALL_HANDLER(StatementCancelHandler);
 }
 // Which kinds of call are slow or stuck (src/core/store_bound.hpp): after a call that ran out
-// of the base bound, the tries of its kind get ttl / 3 while they are answered.  (Plain data, zeroed: no constructor or
-// destructor runs.)
+// of the base bound, the tries of its kind get ttl / 3 while they are answered.  (Plain
+// data, zeroed: no constructor or destructor runs.)
 static cosid::store_bound::Levels slow_calls;
-static bool call_ran_out = false;  // the current remote call: its bound passed (a timeout, the wait's end)
+// A call's kind: its statement and first argument (the namespace of a lease or static slot).
+static uint64 call_key(const char* sql, int nargs, const char* const* args) {
+    return cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr);
+}
 static int64 call_bound_ms(uint64 key) { return cosid::store_bound::call_ms(setting_ttl_ms, slow_calls.level(key)); }
 static void note_call(uint64 key, bool ran_out, bool answered, int64 took_ms) {
     slow_calls.note(key, setting_ttl_ms, ran_out, answered, took_ms);
@@ -112,7 +115,7 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     SetCurrentStatementStartTimestamp();
     const int64 started = mono_ms();
     begin_store_call();
-    const uint64 key = cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr);
+    const uint64 key = call_key(sql, nargs, args);
     enable_timeout_after(STATEMENT_TIMEOUT, static_cast<int>(call_bound_ms(key)));
     StartTransactionCommand();
     PG_TRY();
@@ -315,12 +318,13 @@ constexpr const char* kBoundsSql =
 // first while it is alive.  Past that wait the call ran out as much as on the server's
 // timeout (a commit, which the server's statement_timeout does not cover, or a store that
 // does not answer): either makes its kind slow, or stuck (src/core/store_bound.hpp).
-// Returns the first failed result, else the statement's.
-static PGresult* exec_remote(const char* sql, int nargs, const char* const* args, StoreError* err) {
+// Returns the first failed result, else the statement's; *ran_out says whether the wait ended.
+static PGresult* exec_remote(const char* sql, int nargs, const char* const* args, uint64 key, StoreError* err,
+                             bool* ran_out) {
     // The statement's bound grows for a slow kind of call (src/core/store_bound.hpp); a lock
     // wait's does not (waiting longer for someone's lock is no cure), nor what the client
     // waits beyond the server's own timeout (a store that does not answer at all).
-    const int64 call_bound = call_bound_ms(cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr));
+    const int64 call_bound = call_bound_ms(key);
     const int64 wait_ms = call_bound + store_bound_ms();
     int64 deadline = mono_ms() + wait_ms;
     char msg[256];
@@ -337,7 +341,7 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     }
     for (int f; (f = PQflush(remote)) != 0;) {
         if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
-            call_ran_out = mono_ms() >= deadline;
+            *ran_out = mono_ms() >= deadline;
             remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
             return nullptr;
         }
@@ -354,7 +358,7 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
         while (PQisBusy(remote)) {
             if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
                 PQclear(answer);
-                call_ran_out = mono_ms() >= deadline;
+                *ran_out = mono_ms() >= deadline;
                 remote_failed(err, msg, true);
                 return nullptr;
             }
@@ -421,7 +425,8 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
         return false;
     }
     latch_seen = false;
-    call_ran_out = false;
+    const uint64 key = call_key(sql, nargs, args);
+    bool ran_out = false;  // its bound passed: the wait's end, or the store's statement timeout
     begin_store_call();
     pgstat_report_activity(STATE_RUNNING, sql);
     remote_call_started = mono_ms();
@@ -436,7 +441,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
     for (int attempt = 0; attempt < 2 && connect_remote(err); ++attempt) {
         remote_warned = false;
         exec_started = mono_ms();  // (how long the store took: without connecting)
-        PGresult* res = exec_remote(sql, nargs, args, err);
+        PGresult* res = exec_remote(sql, nargs, args, key, err, &ran_out);
         // (not after a warning that a commit's wait for a standby was cut short: that one ran)
         if (reused && attempt == 0 && !remote_warned && remote_session_gone(res, err)) {
             PQclear(res);
@@ -468,7 +473,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
             // No SQLSTATE: libpq's own error (the connection broke), not the server's answer.
             bool answered = PQresultErrorField(res, PG_DIAG_SQLSTATE) != nullptr;
             set_error(err, primary != nullptr ? primary : PQerrorMessage(remote), sqlstate_of(res), !answered);
-            if (err->sqlerrcode == ERRCODE_QUERY_CANCELED) call_ran_out = true;  // the bound set on the store
+            if (err->sqlerrcode == ERRCODE_QUERY_CANCELED) ran_out = true;  // the bound set on the store
             if (const char* hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT))
                 set_hint(err, hint);  // the store's own advice, for the caller
             if (PQstatus(remote) != CONNECTION_OK) remote_failed(err, err->message, !answered);
@@ -477,8 +482,7 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
         break;
     }
     end_store_call();
-    note_call(cosid::store_bound::call_key(sql, nargs > 0 ? args[0] : nullptr), call_ran_out, ok,
-              mono_ms() - exec_started);
+    note_call(key, ran_out, ok, mono_ms() - exec_started);
     pgstat_report_activity(STATE_IDLE, nullptr);
     if (latch_seen) SetLatch(MyLatch);
     return ok;

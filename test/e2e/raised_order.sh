@@ -18,11 +18,7 @@ lost=$(q -c "SELECT leases_freed FROM cosid_stats()")
 raise_store_floors
 wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_freed > $lost FROM cosid_stats()" >/dev/null
 # new connections, one id each, for 4 s (the successor opens about 1 s after the raise)
-until_ms=$(( $(now_ms) + 4000 ))
-while [ "$(now_ms)" -lt "$until_ms" ]; do
-    new_id w
-    sleep 0.05
-done
+new_ids_for w 4000
 stop_id_clients "$client"; status=$CLIENT_STATUS
 
 check "no error (old connection, new connections)" "0 0 0" \

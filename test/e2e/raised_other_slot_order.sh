@@ -50,11 +50,7 @@ wait_for 20 "a successor on another slot" \
     q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE namespace = 'o' AND state = 'active' AND slot NOT IN ($slot, $thief)" >/dev/null
 echo "# the other owner took slot $thief; pool: $(q -c "SELECT string_agg(slot || ':' || state, ' ') FROM cosid_pool() WHERE namespace = 'o'")"
 : > "$DIR/new.log"
-until_ms=$(( $(now_ms) + 6000 ))
-while [ "$(now_ms)" -lt "$until_ms" ]; do
-    new_id o
-    sleep 0.05
-done
+new_ids_for o 6000
 stop_id_clients "$client"; status=$CLIENT_STATUS
 echo "# ids per slot: $(q -c "SELECT string_agg(s || ':' || c, ' ') FROM (SELECT p.slot s, count(*) c FROM ids, cosid_parse(id, 'o') p GROUP BY 1 ORDER BY 1) x")"
 check "the successor was on another slot than the freed lease" t \

@@ -80,6 +80,14 @@ new_id() {
     q -c "INSERT INTO ids (ns, start, id, done, who) VALUES ('$1', clock_timestamp(), cosid_next('$1'), clock_timestamp(), 'new')" \
         >/dev/null 2>>"$DIR/new.log" || true
 }
+# new_ids_for NS MS: new_id NS every 50 ms for MS ms.
+new_ids_for() {
+    local until_ms=$(( $(now_ms) + $2 ))
+    while [ "$(now_ms)" -lt "$until_ms" ]; do
+        new_id "$1"
+        sleep 0.05
+    done
+}
 # check_order_kept: no id in ids below one of its namespace committed (50 ms margin) before its
 # call began (every id an instance issues is above those its connections committed before);
 # the first three that are, if any.
