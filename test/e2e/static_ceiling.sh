@@ -137,7 +137,9 @@ qfo() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$F" -p 55705 -d postgres -A
 qfn() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$F" -p 55706 -d postgres -At "$@"; }
 for n in old:55705 new:55706; do
     d=${n%%:*}; as_pg "$B/initdb" -D "$F/$d" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
-    printf '%s\n' "port = ${n##*:}" "unix_socket_directories = '$F'" "${conf[@]:2}" >> "$F/$d/postgresql.conf"
+    # (no TCP: a listening port in the ephemeral range can be taken by another lane's
+    # outgoing connection, and the server then fails to start: seen on a CI run)
+    printf '%s\n' "port = ${n##*:}" "listen_addresses = ''" "unix_socket_directories = '$F'" "${conf[@]:2}" >> "$F/$d/postgresql.conf"
 done
 echo "cosid.static_slots = 'st:2'" >> "$F/new/postgresql.conf"   # the last line wins: slot 2 after the upgrade
 as_pg "$B/pg_ctl" -D "$F/old" -l "$F/old.log" -w start >/dev/null; RUNNING+=("$F/old")
@@ -165,7 +167,7 @@ qa() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$L" -p 55703 -d postgres -At
 qb() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$L" -p 55704 -d postgres -At "$@"; }
 for n in pub:55703 sub:55704; do
     d=${n%%:*}; as_pg "$B/initdb" -D "$L/$d" -A trust -U postgres -E UTF8 --locale=C >/dev/null
-    printf '%s\n' "port = ${n##*:}" "unix_socket_directories = '$L'" "wal_level = logical" "${conf[@]:2}" >> "$L/$d/postgresql.conf"
+    printf '%s\n' "port = ${n##*:}" "listen_addresses = ''" "unix_socket_directories = '$L'" "wal_level = logical" "${conf[@]:2}" >> "$L/$d/postgresql.conf"
     mkdir -p "$L/$d-run"; chown "$PG_USER" "$L/$d-run"
     as_pg "$B/pg_ctl" -D "$L/$d" -l "$L/$d-run/server.log" -w start >/dev/null; RUNNING+=("$L/$d")
 done
