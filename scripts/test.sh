@@ -192,9 +192,10 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
         mkdir -p "$work/e2e$lane"; touch "$work/e2e$lane/.started"
         if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); else
             failed=$((failed + 1)); echo "# FAILED: $name"
-            # what its servers logged as errors (a failure on a loaded CI machine is read from here)
+            # what its servers logged as errors, and the keepers' failed store calls (a failure on a
+            # loaded CI machine is read from here)
             find "$work/e2e$lane" -name '*.log' -newer "$work/e2e$lane/.started" -print0 2>/dev/null |
-                xargs -0 -r grep -hE 'ERROR|FATAL|PANIC|terminated by signal' 2>/dev/null | sort -u | tail -20 |
+                xargs -0 -r grep -hE 'ERROR|FATAL|PANIC|terminated by signal|cosid: .*(failed|not confirmed)' 2>/dev/null | sort -u | tail -20 |
                 cut -c1-300 | sed 's/^/#   server log: /' || true
         fi
         echo "# $name took $((SECONDS - started)) s"

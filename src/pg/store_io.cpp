@@ -65,10 +65,13 @@ void set_hint(StoreError* err, const char* hint) { copy_scrubbed(err->hint, size
 // running to cancel, and a pending cancel would turn the next CHECK_FOR_INTERRUPTS (an
 // ereport(LOG) has one) into an ERROR, which ends a worker.
 //
-// A cancel that arrived during a local call which still succeeded was swallowed by the
-// commit's wait for a synchronous standby (that wait ends on a cancel with a WARNING, its
-// change committed here only): the call counts as failed, with an unknown outcome.  Seen
-// through the signal itself, so it holds whatever log_min_messages says.
+// A cancel that arrived during a local call which still succeeded either came while nothing
+// could take it (the commit holds interrupts: a slow flush of its WAL, the local commit done
+// as configured) or was swallowed by the commit's wait for a synchronous standby, which alone
+// takes a cancel without an error: it clears the pending cancel and ends with a WARNING, its
+// change committed here only.  So a cancel seen through the signal (whatever
+// log_min_messages says) and no longer pending is the standby's: the call counts as failed,
+// with an unknown outcome; one still pending after the commit is only a slow commit.
 static volatile sig_atomic_t store_cancel_seen = 0;
 static void store_cancel_handler(SIGNAL_ARGS) {
     store_cancel_seen = 1;
@@ -158,13 +161,15 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     }
     PG_END_TRY();
     disable_timeout(STATEMENT_TIMEOUT, true);  // keep the indicator: read just below
-    // A cancel (the timer's, or anyone's) that produced no error interrupted the commit's wait
-    // for a synchronous standby: a commit that is only local, not confirmed as configured.
+    // A cancel (the timer's, or anyone's) that produced no error and is no longer pending was
+    // taken by the commit's wait for a synchronous standby: a commit that is only local, not
+    // confirmed as configured.  One still pending came while the commit held interrupts.
     bool timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
     // (a statement the timer cancelled: ProcessInterrupts read and reset the indicator)
     const bool ran_out = timed_out || (!ok && err->sqlerrcode == ERRCODE_QUERY_CANCELED);
-    note_call(key, ran_out, ok && !timed_out && !store_cancel_seen, mono_ms() - started);
-    if (ok && (timed_out || store_cancel_seen)) {
+    const bool cancel_swallowed = ok && (timed_out || store_cancel_seen) && !QueryCancelPending;
+    note_call(key, ran_out, ok && !cancel_swallowed, mono_ms() - started);
+    if (cancel_swallowed) {
         char msg[160];
         snprintf(msg, sizeof(msg),
                  "the store's commit was not confirmed %s (a synchronous standby did not answer)",

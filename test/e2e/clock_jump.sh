@@ -47,7 +47,7 @@ q -c "CREATE EXTENSION cosid" \
 q <<'SQL' >/dev/null
 CREATE TABLE tj (id bigint PRIMARY KEY DEFAULT cosid_next('j'), at timestamptz DEFAULT clock_timestamp(), client int, n bigint);
 CREATE TABLE ts (id bigint PRIMARY KEY DEFAULT cosid_next('s'), at timestamptz DEFAULT clock_timestamp(), client int, n bigint);
-CREATE TABLE runlog (client int, tbl text, at timestamptz, code text);
+CREATE TABLE runlog (client int, tbl text, at timestamptz, code text, message text);
 CREATE TABLE stop ();
 CREATE TABLE clock (offset_ms int);
 INSERT INTO clock VALUES (0);
@@ -76,18 +76,21 @@ CREATE PROCEDURE client(c int, tbl text) LANGUAGE plpgsql AS $$
 DECLARE
     k bigint := 0;
     code text;
+    message text;
 BEGIN
     WHILE NOT EXISTS (SELECT FROM stop) LOOP
         k := k + 1;
         code := NULL;
+        message := NULL;
         PERFORM set_config('cosid.clock_offset', (SELECT offset_ms FROM clock)::text, false);
         BEGIN
             EXECUTE format('INSERT INTO %I(client, n) SELECT $1, $2 * 100 + g FROM generate_series(1, 20) g', tbl)
                 USING c, k;
         EXCEPTION WHEN others OR query_canceled THEN  -- (others leaves out 57014)
             code := SQLSTATE;
+            message := SQLERRM;
         END;
-        INSERT INTO runlog VALUES (c, tbl, clock_timestamp(), code);
+        INSERT INTO runlog VALUES (c, tbl, clock_timestamp(), code, message);
         COMMIT;
         PERFORM pg_sleep(CASE WHEN code IS NULL THEN 0.005 ELSE 0.05 END);
     END LOOP;
@@ -162,6 +165,9 @@ wait "${CLIENTS[@]}" 2>/dev/null || true
 echo "# inserts after the correction: tj $(q -c "SELECT count(*) FROM tj WHERE at > to_timestamp($t_fix / 1000.0)"), ts $(q -c "SELECT count(*) FROM ts WHERE at > to_timestamp($t_fix / 1000.0)") rows; went past both windows $(( t_past - t_fix )) ms after it"
 echo "# statements: $(q -c "SELECT string_agg(tbl || ' ' || coalesce(code, 'ok') || ' ' || n, ', ') FROM (SELECT tbl, code, count(*) n FROM runlog GROUP BY 1, 2 ORDER BY 1, 2) x")"
 echo "# failures by second after the correction: $(q -c "SELECT string_agg(tbl || '@' || s || 's ' || code || ' x' || n, ', ') FROM (SELECT tbl, code, floor((extract(epoch FROM at) * 1000 - $t_fix) / 1000)::int s, count(*) n FROM runlog WHERE code IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 1, 3) x")"
+echo "# what failed: $(q -c "SELECT coalesce(string_agg(DISTINCT code || ' ' || message, ' | '), 'nothing') FROM runlog WHERE code IS NOT NULL")"
+[ "$(q -c "SELECT count(*) FROM runlog WHERE code IS NOT NULL")" = 0 ] ||
+    grep -E 'cosid: .*(fail|not confirmed|orphan)' "$DIR/server.log" | tail -12 | cut -c1-300 | sed 's/^/#   keeper: /' || true
 
 check_true "ids were issued a day ahead during the jump, in both namespaces" "$(q -c "
     SELECT (SELECT max($(ts_of tj j)) FROM tj) > $t_start + $DAY / 2 AND (SELECT max($(ts_of ts s)) FROM ts) > $t_start + $DAY / 2")"
