@@ -71,9 +71,15 @@ void set_hint(StoreError* err, const char* hint) { copy_scrubbed(err->hint, size
 // takes a cancel without an error: it clears the pending cancel and ends with a WARNING, its
 // change committed here only.  So a cancel seen through the signal (whatever
 // log_min_messages says) and no longer pending is the standby's: the call counts as failed,
-// with an unknown outcome; one still pending after the commit is only a slow commit.
+// with an unknown outcome; one still pending after the commit is only a slow commit.  A
+// second cancel (the timer's after someone's, or the other way round) could set it pending
+// again after the standby's wait took the first: so a cancel that finds an earlier one
+// taken remembers that.  (Only a call that committed reads these; a cancel taken by an
+// ERROR rolled the call back.)
 static volatile sig_atomic_t store_cancel_seen = 0;
+static volatile sig_atomic_t store_cancel_taken = 0;
 static void store_cancel_handler(SIGNAL_ARGS) {
+    if (store_cancel_seen && !QueryCancelPending) store_cancel_taken = 1;
     store_cancel_seen = 1;
     COSID_CALL_HANDLER(StatementCancelHandler);
 }
@@ -92,6 +98,7 @@ static void note_call(uint64 key, bool ran_out, bool answered, int64 took_ms) {
 
 static void begin_store_call() {
     store_cancel_seen = 0;
+    store_cancel_taken = 0;
     pqsignal(SIGINT, store_cancel_handler);
 }
 static void end_store_call() {
@@ -163,17 +170,19 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     disable_timeout(STATEMENT_TIMEOUT, true);  // keep the indicator: read just below
     // A cancel (the timer's, or anyone's) that produced no error and is no longer pending was
     // taken by the commit's wait for a synchronous standby: a commit that is only local, not
-    // confirmed as configured.  One still pending came while the commit held interrupts.
+    // confirmed as configured.  One still pending came while the commit held interrupts.  A
+    // postmaster that died ends that wait too, with ProcDiePending and no warning.
     bool timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
     // (a statement the timer cancelled: ProcessInterrupts read and reset the indicator)
     const bool ran_out = timed_out || (!ok && err->sqlerrcode == ERRCODE_QUERY_CANCELED);
-    const bool cancel_swallowed = ok && (timed_out || store_cancel_seen) && !QueryCancelPending;
+    const bool cancel_swallowed =
+        ok && (store_cancel_taken || ((timed_out || store_cancel_seen) && !QueryCancelPending) || ProcDiePending);
     note_call(key, ran_out, ok && !cancel_swallowed, mono_ms() - started);
     if (cancel_swallowed) {
         char msg[160];
         snprintf(msg, sizeof(msg),
                  "the store's commit was not confirmed %s (a synchronous standby did not answer)",
-                 timed_out ? "within the store bound" : "before a cancel");
+                 ProcDiePending ? "before the postmaster died" : timed_out ? "within the store bound" : "before a cancel");
         set_error(err, msg, ERRCODE_QUERY_CANCELED, true);
         ok = false;
     }

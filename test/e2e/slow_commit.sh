@@ -24,16 +24,19 @@ stop_server "$DIR" immediate  # a run killed before its trap
 start_server "$DIR" "$PORT" "cosid.ttl = '300ms'" "cosid.static_slots = 's:3'" "cosid.state_file = 'cosid.state'" \
     "cosid.acquire_timeout = '2s'" "fsync = on" "commit_delay = 100000" "commit_siblings = 0" "synchronous_commit = off"
 trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+# What one durable commit takes here (as the store's are: synchronous whatever the server
+# says), before the keeper writes anything (its flush would carry the probe's along): the
+# longest of psql's \timing of three one-row INSERTs.
+took=$(q -c "CREATE TABLE probe (x int)" -c "SET synchronous_commit = on" -c '\timing on' \
+         -c "INSERT INTO probe VALUES (1)" -c "INSERT INTO probe VALUES (2)" -c "INSERT INTO probe VALUES (3)" |
+       grep -o 'Time: [0-9]*' | grep -o '[0-9]*$' | sort -n | tail -1)
+echo "# a commit takes $took ms (the store bound: 100 ms)"
+check_true "a commit takes at least the store bound (100 ms)" "$( [ "${took:-0}" -ge 100 ] && echo t || echo f)"
+
 q -c "CREATE EXTENSION cosid" \
   -c "SELECT cosid_namespace_create('j', slot_bits => 4)" \
   -c "SELECT cosid_namespace_create('s', slot_bits => 4)" >/dev/null
 ids_table
-
-# What one durable commit takes here (as the store's are: synchronous whatever the server
-# says): psql's \timing of a one-row INSERT.
-took=$(q -c "CREATE TABLE probe (x int)" -c "SET synchronous_commit = on" -c '\timing on' -c "INSERT INTO probe VALUES (1)" | grep -o 'Time: [0-9]*' | tail -1 | grep -o '[0-9]*$')
-echo "# a commit takes $took ms (the store bound: 100 ms)"
-check_true "a commit takes at least the store bound (100 ms)" "$( [ "${took:-0}" -ge 100 ] && echo t || echo f)"
 
 stat() { q -c "SELECT $1 FROM cosid_stats()"; }
 clients=()
