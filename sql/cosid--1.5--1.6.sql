@@ -386,6 +386,9 @@ BEGIN
                                   pg_catalog.to_timestamp(v_now / 1000.0)),
                   HINT = 'Give the time the other copy stopped issuing, or leave it out (now).';
     END IF;
+    -- What the data directory shows (a promotion, a cosid.fork file) is declared by the
+    -- keeper once it finds the store ready: after that, or this would not cover it.
+    PERFORM cosid._fork_declared_here();
     LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
     v_reason := cosid._fork_reason();
     IF v_reason IS NULL THEN
@@ -1389,6 +1392,12 @@ AS 'MODULE_PATHNAME', 'cosid_lease_guard' LANGUAGE C;
 -- raises a weaker synchronous_commit to "on" for the transaction, as before.
 CREATE OR REPLACE FUNCTION cosid._durable() RETURNS void
 AS 'MODULE_PATHNAME', 'cosid_durable' LANGUAGE C VOLATILE;
+
+-- cosid_fork_acknowledge() waits (up to 30 s) until the keeper has declared every copy the
+-- data directory shows (src/pg/fork.cpp): an acknowledgment must follow what it covers.
+CREATE FUNCTION cosid._fork_declared_here() RETURNS void
+AS 'MODULE_PATHNAME', 'cosid_fork_declared_here' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION cosid._fork_declared_here() FROM PUBLIC;
 
 -- >>> CREATE EXTENSION only
 -- CREATE EXTENSION cosid runs cosid--1.0.sql and then every update script in turn, this one

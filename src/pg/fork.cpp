@@ -20,6 +20,7 @@
 
 #include "boundary.hpp"
 #include "durable_file.hpp"
+#include "lease_wait.hpp"
 #include "errors.hpp"
 #include "settings.hpp"
 #include "state.hpp"
@@ -41,7 +42,9 @@ namespace cosid::pg {
 namespace {
 constexpr const char* kMarkerName = "cosid.fork";
 bool marker_pending = false;  // a cosid.fork file this keeper could not record yet
+bool timeline_pending = false;  // cosid.history's earlier timeline, not recorded in the store yet
 char marker_reason[400];
+char timeline_reason[300];
 void marker_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kMarkerName); }
 
 void remove_marker() {
@@ -309,6 +312,15 @@ void install_upgrade_source_hook() {
 }
 
 // The cosid.fork file, recorded in the store, then removed; marker_pending until then.
+// Once every copy the data directory shows is declared to the store, an acknowledgment may
+// follow (cosid_fork_acknowledge waits for it).  The store's declaration committed before;
+// the write barrier orders that before the timeline a backend reads (its own read barrier).
+static void publish_checked() {
+    if (marker_pending || timeline_pending) return;
+    pg_write_barrier();
+    pg_atomic_write_u32(&shared->fork_checked_timeline, RecoveryInProgress() ? 0 : GetWALInsertionTimeLine());
+}
+
 static void fork_check_marker_file() {
     char path[MAXPGPATH];
     marker_path(path, sizeof(path));
@@ -347,13 +359,18 @@ static void fork_check_marker_file() {
     remove_marker();
 }
 
+void declare_timeline_copy();
+
 bool fork_before_local_acquire(StoreError* err) {
-    if (marker_pending) {
-        fork_check_marker_file();
-        if (marker_pending) {
-            strlcpy(err->message, marker_reason, sizeof(err->message));
+    if (marker_pending || timeline_pending) {
+        if (marker_pending) fork_check_marker_file();
+        if (timeline_pending) declare_timeline_copy();
+        publish_checked();
+        if (marker_pending || timeline_pending) {
+            strlcpy(err->message, marker_pending ? marker_reason : timeline_reason, sizeof(err->message));
             err->sqlerrcode = COSID_FORK;
-            strlcpy(err->hint, "ALTER EXTENSION cosid UPDATE in the keeper's database, then restart the server.",
+            strlcpy(err->hint, "ALTER EXTENSION cosid UPDATE in the keeper's database (or let the store answer), then "
+                               "call again; the server log says what failed.",
                     sizeof(err->hint));
             err->outcome_unknown = false;
             return false;
@@ -364,9 +381,11 @@ bool fork_before_local_acquire(StoreError* err) {
 
 bool fork_static_check(StoreError* err) {
     if (marker_pending) fork_check_marker_file();
+    if (timeline_pending) declare_timeline_copy();
+    publish_checked();
     char reason[256] = "";
-    if (marker_pending) {
-        strlcpy(reason, marker_reason, sizeof(reason));
+    if (marker_pending || timeline_pending) {
+        strlcpy(reason, marker_pending ? marker_reason : timeline_reason, sizeof(reason));
     } else {
         bool pending = false;
         if (!store_fork_declared(reason, sizeof(reason), &pending, err)) return false;
@@ -402,6 +421,7 @@ void fork_record_issuer() {
 // now uses another database of the server as its store (cosid.database changed in a
 // configuration kept outside the data directory), whose record names no issuer.
 void declare_timeline_copy() {
+    timeline_pending = false;
     if (store_is_remote() || setting_store_only) return;
     uint32 then = 0, now = GetWALInsertionTimeLine();
     if (!history_issued_on_timeline(&then) || then == 0 || then == now) return;
@@ -412,8 +432,11 @@ void declare_timeline_copy() {
     StoreError err;
     bool recorded = false;
     if (!store_fork_mark(reason, &recorded, &err) || !recorded) {
+        timeline_pending = true;  // acquires are refused until it is recorded (fork_before_local_acquire)
+        strlcpy(timeline_reason, reason, sizeof(timeline_reason));
         ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: %s",
-                                 recorded ? err.message : "its catalog is older than 1.6")));
+                                 recorded ? err.message : "its catalog is older than 1.6"),
+                          errdetail("No slot is acquired until it is recorded; it is tried again before each acquire.")));
         return;
     }
     ereport(LOG, (errmsg("cosid: %s The lease store grants nothing until cosid_fork_acknowledge().", reason)));
@@ -421,8 +444,10 @@ void declare_timeline_copy() {
 }
 
 void fork_keeper_ready() {
+    pg_atomic_write_u32(&shared->fork_checked_timeline, 0);
     fork_check_marker_file();
     declare_timeline_copy();
+    publish_checked();
     fork_record_issuer();
 }
 
@@ -467,4 +492,50 @@ extern "C" Datum cosid_upgrade_read_here(PG_FUNCTION_ARGS) {
 extern "C" Datum cosid_upgraded_here(PG_FUNCTION_ARGS) {
     char read_id[40];
     PG_RETURN_BOOL(cosid::pg::upgraded_here(read_id, sizeof(read_id)));
+}
+
+// cosid._fork_declared_here(): waits until the keeper has declared to its store every copy
+// this data directory shows (fork_keeper_ready), on the timeline the server runs on now.
+// cosid_fork_acknowledge() calls it first, so that the acknowledgment covers them: Patroni
+// runs its callback as the promotion ends, when the keeper may not have looked yet, and a
+// declaration after the acknowledgment would stop the new primary again.  Without the library
+// preloaded no keeper declares anything.  Plain C inside: an ereport may leave it.
+extern "C" {
+PG_FUNCTION_INFO_V1(cosid_fork_declared_here);
+}
+
+using cosid::pg::shared;
+
+extern "C" Datum cosid_fork_declared_here(PG_FUNCTION_ARGS) {
+    using cosid::pg::elapsed_ms;
+    using cosid::pg::mono_ms;
+    using cosid::pg::wake_keeper;
+    if (shared == nullptr || RecoveryInProgress()) PG_RETURN_VOID();
+    constexpr int kWaitMs = 30000;
+    const uint32 now = GetWALInsertionTimeLine();
+    const int64 start = mono_ms();
+    for (;;) {
+        uint32 checked = pg_atomic_read_u32(&shared->fork_checked_timeline);
+        pg_read_barrier();  // pairs with publish_checked's write barrier: its declaration is seen
+        if (checked == now) PG_RETURN_VOID();
+        if (elapsed_ms(start) >= kWaitMs) break;
+        wake_keeper();
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 50, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+    char problem[256];
+    LWLockAcquire(shared->lock, LW_SHARED);
+    strlcpy(problem, shared->keeper_pid == 0 ? "the keeper is not running" : shared->keeper_problem_message,
+            sizeof(problem));
+    LWLockRelease(shared->lock);
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("cosid_fork_acknowledge: the keeper has not yet declared what this data directory shows"),
+                    errdetail("The keeper tells the store which copies its data directory reveals (a promotion, a "
+                              "cosid.fork file) when it finds the store ready; an acknowledgment before that would not "
+                              "cover them. Waited %d ms%s%s.",
+                              kWaitMs, problem[0] != '\0' ? "; the keeper reports: " : "", problem),
+                    errhint("Check the keeper (SELECT * FROM cosid_health() WHERE name = 'keeper', and the server "
+                            "log), then run cosid_fork_acknowledge() again.")));
+    PG_RETURN_VOID();
 }

@@ -438,6 +438,8 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
                          setting_database, shared->owner_key, shared->incarnation,
                          store_is_remote() ? "remote (cosid.store_dsn)" : "local")));
 
+    // (tests only: a keeper that looks at its store late, as on a loaded machine)
+    next_ready_check_at = mono_ms() + setting_test_keeper_ready_delay_ms;
     while (!ShutdownRequestPending) {
         long sleep_ms = 1000;
         if (ConfigReloadPending) {

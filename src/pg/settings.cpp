@@ -23,6 +23,7 @@ int setting_max_borrow_ms = -1;
 int setting_max_namespaces = 256;
 int setting_store_clock_offset_ms = 0;
 char* setting_test_keeper_exit = nullptr;
+int setting_test_keeper_ready_delay_ms = 0;
 uint64 namespace_setting_generation = 0;
 char* setting_static_slots = nullptr;
 char* setting_state_file = nullptr;
@@ -220,6 +221,10 @@ void define_settings() {
                                "commits and before it records the answer.",
                                nullptr, &setting_test_keeper_exit, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, nullptr,
                                nullptr, nullptr);
+    DefineCustomIntVariable("cosid.test_keeper_ready_delay",
+                            "Test only: a keeper that starts waits this long before it first looks at its store.",
+                            nullptr, &setting_test_keeper_ready_delay_ms, 0, 0, 600000, PGC_SIGHUP,
+                            GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("cosid");
 }
 

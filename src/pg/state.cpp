@@ -79,6 +79,7 @@ static void startup_shmem() {
             pg_atomic_init_u64(c, 0);
         health_init(&shared->health);
         shared->store_failovers_seen = -1;
+        pg_atomic_init_u32(&shared->fork_checked_timeline, 0);
         shared->npool = pool_size();
         shared->nclaiming = hazard_slots();
         for (int i = 0; i < shared->npool; ++i) {

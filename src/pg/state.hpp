@@ -177,6 +177,11 @@ struct SharedState {
     // it stays refused, removed or not, until a restart (with cosid.not_before set anew).
     bool static_file_refused;
     Oid database_oid;      // the keeper's database (cosid.database), once it connected
+    // The timeline on which the keeper last declared to its store every copy its data directory
+    // shows (fork.cpp: cosid.history's timeline, a cosid.fork file); 0 while a keeper that
+    // started has not yet.  cosid_fork_acknowledge() waits for it: an acknowledgment made
+    // before a declaration would not cover it.
+    pg_atomic_uint32 fork_checked_timeline;
     RaiseRequest raise;    // under the lock
     Stats stats;
     HealthState health;  // cosid_health(): see health.hpp

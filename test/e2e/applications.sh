@@ -14,7 +14,7 @@
 # knex and typeorm: without them the checks fail, saying why.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
-WORK="${1:-/tmp/cosid-e2e}/applications"; PORT=56670
+WORK="${1:-/tmp/cosid-e2e}/applications"; PORT=29670
 DIR="$WORK/server"; APP="$WORK/reader"; STEPS="$WORK/steps"
 PAGE="$COSID_ROOT/docs/applications.md"
 started=$SECONDS

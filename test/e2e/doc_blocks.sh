@@ -11,7 +11,7 @@
 # instance with password logins) and docs/pooler.md (an instance through Debian's PgBouncer).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
-DIR="${1:-/tmp/cosid-e2e}/doc_blocks"; PORT=56660
+DIR="${1:-/tmp/cosid-e2e}/doc_blocks"; PORT=29660
 trap 'stop_server "$DIR" immediate' EXIT
 start_server "$DIR" "$PORT"
 # README.md's step 2 first, as a reader comes to the pages: its SQL makes the extension and the
@@ -68,8 +68,8 @@ check "upgrades.md: extversion after ALTER EXTENSION cosid UPDATE is the version
 # authenticates as Debian's pg_hba.conf does on the socket; over TCP only the page's line lets
 # anyone in. PgBouncer's file is Debian's /etc/pgbouncer/pgbouncer.ini with the page's settings
 # put in their sections (its paths and port this test's).
-STORE="$(dirname "$DIR")/doc_blocks_store"; SP=56661
-BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=56664
+STORE="$(dirname "$DIR")/doc_blocks_store"; SP=29661
+BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=29664
 bouncer_pid=""
 trap '[ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null
       for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE" "$(dirname "$DIR")/doc_blocks_standby" "$(dirname "$DIR")/doc_blocks_static"; do stop_server "$d" immediate; done' EXIT
@@ -157,23 +157,27 @@ PY
     fi
     [ -n "$started" ] || start_instance
 }
-run_setup stores.md a 56662
+run_setup stores.md a 29662
 check "stores.md: instance a holds a slot of orders in the store, under keeper_a" "held keeper_a" \
     "$(psql_at "$STORE" "$SP" postgres -At -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held'" 2>&1)"
 check "stores.md: the instance's id is in its table, from namespace orders" 1 \
-    "$(psql_at "${DIR}_a" 56662 postgres -At -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
+    "$(psql_at "${DIR}_a" 29662 postgres -At -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
 # docs/failover.md's on_role_change callback (the page's own block), as Patroni calls it (as
 # postgres, with the action, the role and the scope), on a streaming standby of this server,
 # which issued ids above: promoted, the standby's store is a fork until acknowledged. psql finds
 # the standby through PGHOST and PGPORT (Patroni's user reaches its server on Debian's socket).
-FO="$(dirname "$DIR")/doc_blocks_standby"; FP=56665
+# Its keeper looks at its store 3 s after it starts (cosid.test_keeper_ready_delay, as on a
+# loaded machine): the callback's acknowledgment must still cover the fork the keeper declares
+# then (before the fix it came first, and the new primary stayed a fork).
+FO="$(dirname "$DIR")/doc_blocks_standby"; FP=29665
 rm -rf "$FO" "$DIR/failover"; mkdir -p "$FO" "$DIR/failover"; chown "$PG_USER" "$FO"
 callback=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/failover.md" "$DIR/failover" \
     | awk '$2 == "file" && $3 == "cosid-promoted" {print $1}')
 chmod 755 "$callback"; chown -R "$PG_USER" "$DIR/failover"
 as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$FO/data" -R -X stream -c fast >/dev/null
 sed -i -e "s/^port = .*/port = $FP/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$FO'|" "$FO/data/postgresql.conf"
+echo "cosid.test_keeper_ready_delay = '3s'" >> "$FO/data/postgresql.conf"
 as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -l "$FO/server.log" -w start >/dev/null
 on_role_change() { as_pg env PATH="$PG_BIN:$PATH" PGHOST="$FO" PGPORT="$FP" "$callback" on_role_change "$1" doc; }
 status=0; out=$(on_role_change replica 2>&1) || status=$?
@@ -186,6 +190,8 @@ status=0; wait "$waiting" || status=$?
 check "failover.md's callback on the promoted standby exits 0" 0 "$status"
 check_true "failover.md's callback acknowledged the fork (cosid_fork_acknowledge() answered)" \
     "$(grep -q 'fork acknowledged' "$DIR/failover/callback.out" && echo t || { sed 's/^/#   /' "$DIR/failover/callback.out" >&2; echo f; })"
+check "the promoted standby issues after it (its keeper looked at the store after the acknowledgment was asked for)" t \
+    "$(psql_at "$FO" "$FP" postgres -At -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1)"
 check "the promoted standby's fork check is ok after it" ok \
     "$(psql_at "$FO" "$FP" postgres -At -c "SELECT status FROM cosid_health() WHERE name = 'fork'" 2>&1)"
 stop_server "$FO" immediate
@@ -205,7 +211,7 @@ stop_server "$FO" immediate
 
 # docs/static-slots.md's settings on a server of their own: every namespace on slot 7, the
 # state file written before the first id
-SS="$(dirname "$DIR")/doc_blocks_static"; SSP=56666
+SS="$(dirname "$DIR")/doc_blocks_static"; SSP=29666
 rm -rf "$DIR/static"; mkdir -p "$DIR/static"
 conf=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/static-slots.md" "$DIR/static" \
     | awk '$2 == "conf" && $3 == "postgresql.conf" {print $1}')
@@ -218,16 +224,16 @@ check_true "static-slots.md: the state file (cosid.state in the data directory) 
     "$([ -s "$SS/data/cosid.state" ] && echo t || echo f)"
 stop_server "$SS" immediate
 
-run_setup pooler.md b 56663
-psql_at "${DIR}_b" 56663 postgres -q -c "CREATE EXTENSION cosid" >/dev/null
+run_setup pooler.md b 29663
+psql_at "${DIR}_b" 29663 postgres -q -c "CREATE EXTENSION cosid" >/dev/null
 t0=$(date +%s%3N)
 check_true "pooler.md: instance b issues an id of namespace orders through PgBouncer" \
-    "$(wait_for 30 "an id on instance b" psql_at "${DIR}_b" 56663 postgres -At -c "SELECT cosid_next('orders') > 0")"
+    "$(wait_for 30 "an id on instance b" psql_at "${DIR}_b" 29663 postgres -At -c "SELECT cosid_next('orders') > 0")"
 echo "# pooler.md: instance b's first id $(( $(date +%s%3N) - t0 )) ms after CREATE EXTENSION"
 check "pooler.md: instance b holds a slot of orders in the store, under keeper_b" "held keeper_b" \
     "$(psql_at "$STORE" "$SP" postgres -At -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held' AND x.owner_role = 'keeper_b'" 2>&1)"
 check "pooler.md: instance b's cosid.store_dsn names PgBouncer (port $BP), not the store" \
-    "host=127.0.0.1 port=$BP dbname=store user=keeper_b" "$(psql_at "${DIR}_b" 56663 postgres -At -c "SHOW cosid.store_dsn" 2>&1)"
+    "host=127.0.0.1 port=$BP dbname=store user=keeper_b" "$(psql_at "${DIR}_b" 29663 postgres -At -c "SHOW cosid.store_dsn" 2>&1)"
 assert_store_verified "$DIR" "$PORT" postgres "the store the pages' blocks ran on"
 exit $FAIL
