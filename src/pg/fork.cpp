@@ -20,6 +20,7 @@
 
 #include "boundary.hpp"
 #include "durable_file.hpp"
+#include "generator.hpp"
 #include "lease_wait.hpp"
 #include "errors.hpp"
 #include "settings.hpp"
@@ -43,6 +44,13 @@ namespace {
 constexpr const char* kMarkerName = "cosid.fork";
 bool marker_pending = false;  // a cosid.fork file this keeper could not record yet
 bool timeline_pending = false;  // cosid.history's earlier timeline, not recorded in the store yet
+bool timeline_warned = false;
+bool marker_warned = false;   // the failure to record it was logged (once until it is recorded)
+// This keeper process looked at its data directory (fork_keeper_ready).  Per process: a
+// keeper started again after an exit finds the pool, and shared->keeper_ready, as the last
+// one left them, and must look for itself (its pending flags start false).
+bool data_dir_looked = false;
+int64 next_pending_retry_at = 0;
 char marker_reason[400];
 char timeline_reason[300];
 void marker_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kMarkerName); }
@@ -316,7 +324,7 @@ void install_upgrade_source_hook() {
 // follow (cosid_fork_acknowledge waits for it).  The store's declaration committed before;
 // the write barrier orders that before the timeline a backend reads (its own read barrier).
 static void publish_checked() {
-    if (marker_pending || timeline_pending) return;
+    if (!data_dir_looked || marker_pending || timeline_pending) return;
     pg_write_barrier();
     pg_atomic_write_u32(&shared->fork_checked_timeline, RecoveryInProgress() ? 0 : GetWALInsertionTimeLine());
 }
@@ -347,12 +355,15 @@ static void fork_check_marker_file() {
     bool recorded = false;
     if (!store_fork_mark(marker_reason, &recorded, &err) || !recorded) {
         marker_pending = true;  // acquires are refused until it is recorded
-        ereport(WARNING, (errmsg("cosid: could not record %s in the lease store: %s", kMarkerName,
-                                 recorded ? err.message : "its catalog is older than 1.6"),
-                          errdetail("No slot is acquired while the file waits: this data directory is a copy."),
-                          errhint("ALTER EXTENSION cosid UPDATE in database \"%s\".", setting_database)));
+        if (!marker_warned)
+            ereport(WARNING, (errmsg("cosid: could not record %s in the lease store: %s", kMarkerName,
+                                     recorded ? err.message : "its catalog is older than 1.6"),
+                              errdetail("No slot is acquired while the file waits: this data directory is a copy."),
+                              errhint("ALTER EXTENSION cosid UPDATE in database \"%s\".", setting_database)));
+        marker_warned = true;  // tried again every 200 ms: logged once until recorded
         return;
     }
+    marker_warned = false;
     ereport(LOG, (errmsg("cosid: %s recorded in the lease store: it grants nothing until cosid_fork_acknowledge()",
                          kMarkerName),
                   errdetail("%s", marker_reason)));
@@ -431,24 +442,49 @@ void declare_timeline_copy() {
              "it now runs on timeline %u: a promoted or recovered copy.", then, now);
     StoreError err;
     bool recorded = false;
-    if (!store_fork_mark(reason, &recorded, &err) || !recorded) {
-        timeline_pending = true;  // acquires are refused until it is recorded (fork_before_local_acquire)
-        strlcpy(timeline_reason, reason, sizeof(timeline_reason));
-        ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: %s",
-                                 recorded ? err.message : "its catalog is older than 1.6"),
-                          errdetail("No slot is acquired until it is recorded; it is tried again before each acquire.")));
+    bool ok = store_fork_mark(reason, &recorded, &err);
+    if (ok && !recorded) {
+        // A store before 1.6 raises its floors on a new timeline itself, and has no way to
+        // acknowledge a fork: the copy is only logged there, as before.
+        ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: its "
+                                 "catalog is older than 1.6"),
+                          errdetail("%s", reason), errhint("ALTER EXTENSION cosid UPDATE in database \"%s\".", setting_database)));
         return;
     }
+    if (!ok) {
+        timeline_pending = true;  // acquires are refused until it is recorded (fork_before_local_acquire)
+        strlcpy(timeline_reason, reason, sizeof(timeline_reason));
+        if (!timeline_warned)
+            ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: %s",
+                                     err.message),
+                              errdetail("No slot is acquired until it is recorded; the keeper tries again.")));
+        timeline_warned = true;
+        return;
+    }
+    timeline_warned = false;
     ereport(LOG, (errmsg("cosid: %s The lease store grants nothing until cosid_fork_acknowledge().", reason)));
     if (!history_set_timeline(now, message, sizeof(message))) ereport(LOG, (errmsg("cosid: %s", message)));
 }
 
 void fork_keeper_ready() {
     pg_atomic_write_u32(&shared->fork_checked_timeline, 0);
+    data_dir_looked = true;
     fork_check_marker_file();
     declare_timeline_copy();
     publish_checked();
     fork_record_issuer();
+}
+
+bool fork_data_dir_looked() { return data_dir_looked; }
+
+bool fork_retry_pending() {
+    if (!(marker_pending || timeline_pending)) return false;
+    if (mono_ms() < next_pending_retry_at) return true;
+    next_pending_retry_at = mono_ms() + 200;
+    if (marker_pending) fork_check_marker_file();
+    if (timeline_pending) declare_timeline_copy();
+    publish_checked();
+    return marker_pending || timeline_pending;
 }
 
 }  // namespace cosid::pg
@@ -511,6 +547,19 @@ extern "C" Datum cosid_fork_declared_here(PG_FUNCTION_ARGS) {
     using cosid::pg::mono_ms;
     using cosid::pg::wake_keeper;
     if (shared == nullptr || RecoveryInProgress()) PG_RETURN_VOID();
+    // The keeper declares into its own database's store only, and nothing at all when it
+    // leases from a remote store without static slots (fork_check_marker_file).
+    if (!cosid::pg::in_store_database() || (cosid::pg::store_is_remote() && !cosid::pg::static_slots_configured()))
+        PG_RETURN_VOID();
+    // Its later statements must see what the keeper declares meanwhile: a snapshot taken
+    // once for the whole transaction would not.
+    if (IsolationUsesXactSnapshot())
+        ereport(ERROR, (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+                        errmsg("cosid_fork_acknowledge() must run in a READ COMMITTED transaction"),
+                        errdetail("It waits for the keeper to declare what the data directory shows, and must then see "
+                                  "that declaration; a REPEATABLE READ or SERIALIZABLE snapshot would not."),
+                        errhint("Run it in its own transaction: SET default_transaction_isolation = 'read committed' "
+                                "first, if your settings choose another level.")));
     constexpr int kWaitMs = 30000;
     const uint32 now = GetWALInsertionTimeLine();
     const int64 start = mono_ms();

@@ -22,6 +22,11 @@ bool fork_static_check(StoreError* err);
 // copy to the store; then this server is recorded as the one issuing from its local store
 // (unless cosid.store_only).
 void fork_keeper_ready();
+// Whether this keeper process ran fork_keeper_ready (a restarted keeper runs it again).
+bool fork_data_dir_looked();
+// A declaration that failed (the store did not answer) tried again, at most every 200 ms,
+// so that an acknowledgment waiting for it does not depend on a caller asking for a slot.
+bool fork_retry_pending();  // true: still pending
 // The record again, every ttl/3: an ALTER EXTENSION cosid UPDATE to 1.6, or a store made
 // again, while the keeper runs.  A no-op write when it is there.
 void fork_record_issuer();

@@ -440,6 +440,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
 
     // (tests only: a keeper that looks at its store late, as on a loaded machine)
     next_ready_check_at = mono_ms() + setting_test_keeper_ready_delay_ms;
+    pg_atomic_write_u32(&shared->fork_checked_timeline, 0);  // until this keeper looked (fork.cpp)
     while (!ShutdownRequestPending) {
         long sleep_ms = 1000;
         if (ConfigReloadPending) {
@@ -476,7 +477,12 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
                 sleep_ms = 0;
             }
         } else {
+            // A keeper started again finds keeper_ready set by the one before it: it looks
+            // at the data directory itself before it serves (fork.cpp).
+            if (!fork_data_dir_looked()) fork_keeper_ready();
+            bool pending = fork_retry_pending();
             sleep_ms = keeper_pass(true);
+            if (pending) sleep_ms = Min(sleep_ms, 200);
         }
         static_rows_tick();
         MemoryContextSwitchTo(old);

@@ -10,7 +10,8 @@
 #      one while the primary goes on; once the primary is stopped and the fork acknowledged,
 #      zero ids issued by both;
 #   3. a base backup restored as a new server (recovery.signal: a new timeline): ZC009;
-#   4. a copy marked with a cosid.fork file: ZC009 until acknowledged, the file gone;
+#   4. a copy marked with a cosid.fork file: ZC009 until acknowledged, the file gone; 4b. a
+#      keeper started again (pg_terminate_backend) records such a file too;
 #   5. a crash restart is not a fork: ids at once;
 #   6. static slots: a copy marked with a cosid.fork file opens no new static window until
 #      acknowledged (its state file names the same slots as its original's), and after it
@@ -175,6 +176,21 @@ check_true "the file is gone once recorded" "$([ ! -e "$S2/data/cosid.fork" ] &&
 qd "$S2" "$PS2" -c "SELECT cosid_fork_acknowledge()" >/dev/null
 r=$(insert_once "$S2" "$PS2")
 check "after the acknowledgement it issues" ok "${r%% *}"
+
+echo "# 4b. a keeper started again looks at the data directory itself"
+# (Its predecessor may have exited before the store took what it found there: the server keeps
+# the pool and the keeper's readiness across the restart, not what the keeper had pending.)
+echo "a copy whose first keeper exited before it recorded this" | as_pg tee "$S2/data/cosid.fork" >/dev/null
+keeper_pid() { qd "$S2" "$PS2" -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'cosid keeper'"; }
+old_keeper=$(keeper_pid)
+qd "$S2" "$PS2" -c "SELECT pg_terminate_backend($old_keeper)" >/dev/null
+check_true "a keeper started again recorded the file in the store" "$(wait_until 30 qd "$S2" "$PS2" -c "
+    SELECT coalesce(bool_or(fork_pending LIKE '%first keeper exited%'), false) FROM cosid.store_state")"
+check_true "... from a new process, and the file is gone" \
+    "$([ "$(keeper_pid)" != "$old_keeper" ] && [ ! -e "$S2/data/cosid.fork" ] && echo t || echo f)"
+check_true "the acknowledgement after it" "$(qd "$S2" "$PS2" -c "SELECT cosid_fork_acknowledge() LIKE 'fork acknowledged%'")"
+r=$(insert_once "$S2" "$PS2")
+check "then it issues" ok "${r%% *}"
 
 echo "# 5. a crash restart is not a fork"
 stop_server "$S2" immediate
