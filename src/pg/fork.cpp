@@ -44,13 +44,19 @@ namespace {
 constexpr const char* kMarkerName = "cosid.fork";
 bool marker_pending = false;  // a cosid.fork file this keeper could not record yet
 bool timeline_pending = false;  // cosid.history's earlier timeline, not recorded in the store yet
+// Failures to read or record them are logged once until they succeed: they are tried again
+// every 200 ms or more (fork_retry_pending).
 bool timeline_warned = false;
-bool marker_warned = false;   // the failure to record it was logged (once until it is recorded)
+bool marker_warned = false;
+// A cosid.fork file the store recorded but that could not be removed: only its removal is
+// tried again (recording it again would undo an acknowledgment made since).
+bool marker_unlink_pending = false;
 // This keeper process looked at its data directory (fork_keeper_ready).  Per process: a
 // keeper started again after an exit finds the pool, and shared->keeper_ready, as the last
 // one left them, and must look for itself (its pending flags start false).
 bool data_dir_looked = false;
 int64 next_pending_retry_at = 0;
+int64 pending_backoff_ms = 200;
 char marker_reason[400];
 char timeline_reason[300];
 void marker_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kMarkerName); }
@@ -58,12 +64,17 @@ void marker_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir,
 void remove_marker() {
     char path[MAXPGPATH];
     marker_path(path, sizeof(path));
+    marker_pending = false;  // recorded (or nothing to record): only the file is left
     if (unlink(path) != 0 && errno != ENOENT) {
-        ereport(WARNING, (errcode_for_file_access(), errmsg("cosid: could not remove \"%s\": %m", path)));
+        if (!marker_unlink_pending)
+            ereport(WARNING, (errcode_for_file_access(), errmsg("cosid: could not remove \"%s\": %m", path),
+                              errdetail("The lease store recorded it; its removal is tried again. Left in place, a "
+                                        "later start would record it again.")));
+        marker_unlink_pending = true;
         return;
     }
+    marker_unlink_pending = false;
     fsync_fname(DataDir, true);
-    marker_pending = false;
 }
 
 constexpr const char* kUpgradedName = "cosid.upgraded";
@@ -334,9 +345,11 @@ static void fork_check_marker_file() {
     marker_path(path, sizeof(path));
     char line[300];
     if (!read_head(path, line, sizeof(line))) {
-        if (errno != ENOENT)
+        const bool missing = errno == ENOENT;
+        if (!missing && !marker_warned)
             ereport(WARNING, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
-        marker_pending = errno != ENOENT;
+        marker_warned = !missing;
+        marker_pending = !missing;
         return;
     }
     marker_reason_of(line, "the data directory", marker_reason, sizeof(marker_reason));
@@ -478,13 +491,18 @@ void fork_keeper_ready() {
 bool fork_data_dir_looked() { return data_dir_looked; }
 
 bool fork_retry_pending() {
-    if (!(marker_pending || timeline_pending)) return false;
+    if (!(marker_pending || timeline_pending || marker_unlink_pending)) return false;
     if (mono_ms() < next_pending_retry_at) return true;
-    next_pending_retry_at = mono_ms() + 200;
+    if (marker_unlink_pending && !marker_pending) remove_marker();
     if (marker_pending) fork_check_marker_file();
     if (timeline_pending) declare_timeline_copy();
     publish_checked();
-    return marker_pending || timeline_pending;
+    // From the end of the tries, doubling up to 5 s: a store that does not answer must not
+    // take the keeper's time from its renewals.
+    const bool pending = marker_pending || timeline_pending || marker_unlink_pending;
+    pending_backoff_ms = pending ? Min(pending_backoff_ms * 2, 5000) : 200;
+    next_pending_retry_at = mono_ms() + pending_backoff_ms;
+    return pending;
 }
 
 }  // namespace cosid::pg

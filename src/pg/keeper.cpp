@@ -387,7 +387,10 @@ void back_off_after_failed_starts() {
 void forget_keeper(int code, Datum arg) {
     // Exit callbacks run before PostgreSQL releases LWLocks: one held here means an error in
     // the middle of a change; leave the fields (a stale latch only costs a spurious wakeup).
-    if (shared == nullptr || LWLockHeldByMe(shared->lock)) return;
+    if (shared == nullptr) return;
+    // The next keeper publishes it again once it looked at the data directory (fork.cpp).
+    pg_atomic_write_u32(&shared->fork_checked_timeline, 0);
+    if (LWLockHeldByMe(shared->lock)) return;
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     if (shared->keeper_latch == &MyProc->procLatch) shared->keeper_latch = nullptr;
     if (shared->keeper_pid == MyProcPid) shared->keeper_pid = 0;
