@@ -330,7 +330,6 @@ void install_upgrade_source_hook() {
     ProcessUtility_hook = origin_stamp_utility;
 }
 
-// The cosid.fork file, recorded in the store, then removed; marker_pending until then.
 // Once every copy the data directory shows is declared to the store, an acknowledgment may
 // follow (cosid_fork_acknowledge waits for it).  The store's declaration committed before;
 // the write barrier orders that before the timeline a backend reads (its own read barrier).
@@ -340,6 +339,7 @@ static void publish_checked() {
     pg_atomic_write_u32(&shared->fork_checked_timeline, RecoveryInProgress() ? 0 : GetWALInsertionTimeLine());
 }
 
+// The cosid.fork file, recorded in the store, then removed; marker_pending until then.
 static void fork_check_marker_file() {
     char path[MAXPGPATH];
     marker_path(path, sizeof(path));
@@ -385,30 +385,33 @@ static void fork_check_marker_file() {
 
 void declare_timeline_copy();
 
+// What this keeper could not declare or remove yet, tried again; true while a declaration
+// is still pending (nothing may be granted then: a file left to remove is no reason).
+static bool declarations_pending() {
+    if (!(marker_pending || timeline_pending || marker_unlink_pending)) return false;
+    if (marker_unlink_pending && !marker_pending) remove_marker();
+    if (marker_pending) fork_check_marker_file();
+    if (timeline_pending) declare_timeline_copy();
+    publish_checked();
+    return marker_pending || timeline_pending;
+}
+
 bool fork_before_local_acquire(StoreError* err) {
-    if (marker_pending || timeline_pending) {
-        if (marker_pending) fork_check_marker_file();
-        if (timeline_pending) declare_timeline_copy();
-        publish_checked();
-        if (marker_pending || timeline_pending) {
-            strlcpy(err->message, marker_pending ? marker_reason : timeline_reason, sizeof(err->message));
-            err->sqlerrcode = COSID_FORK;
-            strlcpy(err->hint, "ALTER EXTENSION cosid UPDATE in the keeper's database (or let the store answer), then "
-                               "call again; the server log says what failed.",
-                    sizeof(err->hint));
-            err->outcome_unknown = false;
-            return false;
-        }
+    if (declarations_pending()) {
+        strlcpy(err->message, marker_pending ? marker_reason : timeline_reason, sizeof(err->message));
+        err->sqlerrcode = COSID_FORK;
+        strlcpy(err->hint, "ALTER EXTENSION cosid UPDATE in the keeper's database (or let the store answer), then "
+                           "call again; the server log says what failed.",
+                sizeof(err->hint));
+        err->outcome_unknown = false;
+        return false;
     }
     return store_issuer_start(shared->incarnation, err);
 }
 
 bool fork_static_check(StoreError* err) {
-    if (marker_pending) fork_check_marker_file();
-    if (timeline_pending) declare_timeline_copy();
-    publish_checked();
     char reason[256] = "";
-    if (marker_pending || timeline_pending) {
+    if (declarations_pending()) {
         strlcpy(reason, marker_pending ? marker_reason : timeline_reason, sizeof(reason));
     } else {
         bool pending = false;
@@ -493,10 +496,7 @@ bool fork_data_dir_looked() { return data_dir_looked; }
 bool fork_retry_pending() {
     if (!(marker_pending || timeline_pending || marker_unlink_pending)) return false;
     if (mono_ms() < next_pending_retry_at) return true;
-    if (marker_unlink_pending && !marker_pending) remove_marker();
-    if (marker_pending) fork_check_marker_file();
-    if (timeline_pending) declare_timeline_copy();
-    publish_checked();
+    declarations_pending();
     // From the end of the tries, doubling up to 5 s: a store that does not answer must not
     // take the keeper's time from its renewals.
     const bool pending = marker_pending || timeline_pending || marker_unlink_pending;

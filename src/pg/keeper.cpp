@@ -443,7 +443,6 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
 
     // (tests only: a keeper that looks at its store late, as on a loaded machine)
     next_ready_check_at = mono_ms() + setting_test_keeper_ready_delay_ms;
-    pg_atomic_write_u32(&shared->fork_checked_timeline, 0);  // until this keeper looked (fork.cpp)
     while (!ShutdownRequestPending) {
         long sleep_ms = 1000;
         if (ConfigReloadPending) {
