@@ -5,7 +5,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_clock_store" 55451
 trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-stat() { q -c "SELECT $1 FROM cosid_stats()"; }
 only_errors() {  # only_errors PHASE CODES...: every client error of the phase is one of CODES
     local bad
     bad=$(cat "$DIR"/clients/"$1".*.log | awk '$2 != "ok" {print $2}' | sort -u | grep -vxF -f <(printf '%s\n' "${@:2}") || true)
@@ -29,11 +28,11 @@ under_setting() {
 PHASE=warmup; start_clients 4; sleep 1.5; stop_clients
 
 echo "# 4a. host clock ahead of the store by more than the tolerance (+2000 ms, tolerance 300 ms)"
-waits0=$(stat waits_at_ceiling); skew0=$(stat clock_skew_events)
-ahead_seen() { [ "$(stat "waits_at_ceiling > $waits0 AND clock_skew_events > $skew0")" = t ] && ok_in clock_ahead; }
+waits0=$(stat_of waits_at_ceiling); skew0=$(stat_of clock_skew_events)
+ahead_seen() { [ "$(stat_of "waits_at_ceiling > $waits0 AND clock_skew_events > $skew0")" = t ] && ok_in clock_ahead; }
 under_setting cosid.clock_offset 2000 clock_ahead 4 4 ahead_seen
-check_true "generators reached the ceiling early and waited for renewals" "$(stat "waits_at_ceiling > $waits0")"
-check_true "the keeper counted clock-skew events" "$(stat "clock_skew_events > $skew0")"
+check_true "generators reached the ceiling early and waited for renewals" "$(stat_of "waits_at_ceiling > $waits0")"
+check_true "the keeper counted clock-skew events" "$(stat_of "clock_skew_events > $skew0")"
 check_true "ids kept coming" "$([ "$(oks_of clock_ahead)" -gt 0 ] && echo t)"
 only_errors clock_ahead ZC002
 
@@ -63,7 +62,7 @@ check "no window's ceiling ever went down" 0 "$(q -c "
 only_errors store_jump ZC002
 
 echo "# 5. the store unreachable for the keeper for longer than a window: lease rows locked for 6 s"
-fail0=$(stat renewal_failures)
+fail0=$(stat_of renewal_failures)
 logged0=$(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true)
 back0=$(grep -c 'LOG:  cosid: renewals succeed again' "$DIR/server.log" || true)
 # The lease must be held when the rows are locked: on a loaded machine the clients (a
@@ -88,7 +87,7 @@ wait_for 60 "the locker holding the lease rows" barrier_waiters 1 >/dev/null
 t_lock=$(now_ms)
 sleep 6
 err_after() { [ -n "$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "ok" && $1 >= t' | head -1)" ] && echo t || true; }
-wait_for 60 "renewals to fail while locked" stat "renewal_failures > $fail0" >/dev/null
+wait_for 60 "renewals to fail while locked" stat_of "renewal_failures > $fail0" >/dev/null
 wait_for 60 "a caller's error while the store is locked" err_after >/dev/null
 barrier_open
 wait $locker
@@ -102,7 +101,7 @@ first_err=$(cat "$DIR"/clients/store_locked.*.log | awk -v t="$t_lock" '$2 != "o
 first_ok=$(first_ok_after store_locked "$t_unlock")
 echo "# locked $(( t_unlock - t_lock )) ms; first error $(( ${first_err:-t_lock} - t_lock )) ms after the lock (window left + acquire_timeout); first insert $(( ${first_ok:-0} - t_unlock )) ms after the unlock"
 echo "# errors: $(errors_of store_locked)"
-check_true "renewals failed while locked" "$(stat "renewal_failures > $fail0")"
+check_true "renewals failed while locked" "$(stat_of "renewal_failures > $fail0")"
 during=$(cat "$DIR"/clients/store_locked.*.log | awk -v a=$(( t_lock + 200 )) -v b="$t_unlock" '$2 == "ok" && $1 > a && $1 < b' | wc -l)
 echo "# inserts that succeeded while the store was locked: $during"
 check_true "generators went on inside their windows while the store was locked" "$([ "$during" -gt 0 ] && echo t)"
@@ -117,7 +116,7 @@ echo "# the keeper's first renewal or acquire ${resumed_ms:-(none)} ms after the
 check_true "the keeper served again within 2 s of the store coming back" "$([ -n "$resumed_ms" ] && [ "$resumed_ms" -le 2000 ] && echo t)"
 only_errors store_locked ZC002 ZC006
 logged=$(( $(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true) - logged0 ))
-echo "# $(stat "renewal_failures - $fail0") renewal failures, $logged of them in the log at LOG level"
+echo "# $(stat_of "renewal_failures - $fail0") renewal failures, $logged of them in the log at LOG level"
 check_true "the outage is logged once or twice, not once per failure" "$([ "$logged" -ge 1 ] && [ "$logged" -le 2 ] && echo t)"
 check_true "the log says when renewals succeed again" \
     "$([ "$(grep -c 'LOG:  cosid: renewals succeed again' "$DIR/server.log" || true)" -gt "$back0" ] && echo t)"

@@ -10,7 +10,6 @@ stopped=""
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
       stop_server "$DIR" immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE ids (who text, id bigint)" -c "GRANT ALL ON ids TO PUBLIC" >/dev/null
-stat() { q -c "SELECT $1 FROM cosid_stats()"; }
 keeper_pid() { q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'"; }
 run_bg() {  # run_bg OUT SQL...: a session in the background, one -c per statement
     local out="$1"; shift
@@ -68,7 +67,7 @@ f0=$(q -c "SELECT pg_current_wal_flush_lsn()")
 check "cosid_next() with a new namespace (the keeper acquires)" t "$(q -c "SELECT cosid_next('dur') > 0")"
 check_true "the acquire was flushed to disk before the id was issued" \
     "$(q -c "SELECT pg_current_wal_flush_lsn() > '$f0' AND EXISTS (SELECT 1 FROM cosid.lease WHERE namespace = 'dur' AND fence > 0)")"
-inc=$(stat incarnation)
+inc=$(stat_of incarnation)
 # The crash takes what was not flushed; the acquire must survive it.
 kill -9 $stopped; stopped=""
 check_true "the server is back after the crash" "$(wait_until 60 q -c "SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")"
@@ -79,7 +78,7 @@ echo "# item 5: renewals are scheduled on a monotonic clock; the keeper's clock 
 q -c "SELECT cosid_namespace_create('mono', slot_bits => 2)" >/dev/null
 check "an idle pool slot of 'mono'" t "$(q -c "SELECT cosid_next('mono') > 0")"
 lease0=$(q -c "SELECT slot || ':' || fence FROM cosid.lease WHERE namespace = 'mono' AND incarnation IS NOT NULL")
-ren0=$(stat renewals); lost0=$(stat leases_lost)
+ren0=$(stat_of renewals); lost0=$(stat_of leases_lost)
 set_conf cosid.clock_offset -10000
 # the lease's expiry (+ tolerance) as the step found it: a lease not renewed after the step
 # has expired once the store's clock is past it
@@ -88,7 +87,7 @@ exp0=$(q -c "SELECT l.expires_at + n.tolerance_ms FROM cosid.lease l JOIN cosid.
 check_true "the store's clock passes the lease's expiry as the step found it (+ tolerance)" \
     "$(wait_for 30 "the store's clock past $exp0" q -c "SELECT cosid.store_now() > $exp0")"
 check_true "renewals went on while the keeper's clock was 10 s back" "$(wait_for 30 "3 renewals" q -c "SELECT renewals >= $ren0 + 3 FROM cosid_stats()")"
-check "no lease lost" "$lost0" "$(stat leases_lost)"
+check "no lease lost" "$lost0" "$(stat_of leases_lost)"
 check "the lease of 'mono' is still held, same slot and fence, not expired" "$lease0 true" "$(q -c "
     SELECT slot || ':' || fence || ' ' || (expires_at > cosid.store_now()) FROM cosid.lease
     WHERE namespace = 'mono' AND incarnation IS NOT NULL")"
@@ -99,22 +98,22 @@ q -c "CREATE TABLE slow_store (x int)" \
   -c "CREATE FUNCTION slow_lease() RETURNS trigger LANGUAGE plpgsql AS
       \$\$ BEGIN IF EXISTS (SELECT 1 FROM public.slow_store) THEN PERFORM pg_sleep(60); END IF; RETURN NEW; END \$\$" \
   -c "CREATE TRIGGER slow_lease BEFORE UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION slow_lease()" >/dev/null
-fail0=$(stat renewal_failures)
+fail0=$(stat_of renewal_failures)
 q -c "INSERT INTO slow_store VALUES (1)"
 # (Unbounded, the renewal would sit in its 60 s sleep past the 30 s waited here: a failure
 # counted at all is the bound's.)
 check_true "a renewal stuck in a slow statement fails within the bound (ttl/6) and is counted" \
     "$(wait_for 30 "a renewal failure" q -c "SELECT renewal_failures > $fail0 FROM cosid_stats()")"
 q -c "DELETE FROM slow_store"
-check_true "renewals succeed again" "$(wait_for 30 "a renewal" q -c "SELECT renewals > $(stat renewals) FROM cosid_stats()")"
+check_true "renewals succeed again" "$(wait_for 30 "a renewal" q -c "SELECT renewals > $(stat_of renewals) FROM cosid_stats()")"
 q -c "DROP TRIGGER slow_lease ON cosid.lease" >/dev/null
-fail0=$(stat renewal_failures)
+fail0=$(stat_of renewal_failures)
 set_conf synchronous_standby_names nobody
 check_true "a commit waiting for a synchronous standby that never answers fails within the bound" \
     "$(wait_for 30 "a renewal failure" q -c "SELECT renewal_failures > $fail0 FROM cosid_stats()")"
 reset_conf synchronous_standby_names
-check_true "renewals succeed again" "$(wait_for 30 "a renewal" q -c "SELECT renewals > $(stat renewals) FROM cosid_stats()")"
-check "no lease lost meanwhile" "$lost0" "$(stat leases_lost)"
+check_true "renewals succeed again" "$(wait_for 30 "a renewal" q -c "SELECT renewals > $(stat_of renewals) FROM cosid_stats()")"
+check "no lease lost meanwhile" "$lost0" "$(stat_of leases_lost)"
 
 echo "# item 7: a transient store error on acquire is retried within cosid.acquire_timeout"
 # (A first version held the table for a fixed 1.5 s and had to see the lock within it; the
@@ -185,16 +184,16 @@ for i in 1 2 3 4; do
 done
 wait_for 60 "the 4 holders at the barrier" barrier_waiters 4 >/dev/null
 check_true "4 holders issue on the instance's lease of 'hold'" "$(wait_for 10 "4 backends on the lease of 'hold'" leased_in hold 4)"
-lost0=$(stat leases_lost); tx0=$(stat store_transactions); ren0=$(stat renewals)
+lost0=$(stat_of leases_lost); tx0=$(stat_of store_transactions); ren0=$(stat_of renewals)
 printf "SET cosid.acquire_timeout = '4s';\nSELECT cosid_next('four');\n" > "$DIR/waiter.sql"; chmod a+r "$DIR/waiter.sql"
 as_pg pgbench -n -h "$DIR" -p "$PORT" -c 200 -j 2 -t 1 -f "$DIR/waiter.sql" postgres > "$DIR/waiters.log" 2>&1 || true
-tx1=$(stat store_transactions)
+tx1=$(stat_of store_transactions)
 barrier_open
 wait
-echo "# store transactions while 200 backends waited: $((tx1 - tx0)); renewals: $(( $(stat renewals) - ren0 ))"
+echo "# store transactions while 200 backends waited: $((tx1 - tx0)); renewals: $(( $(stat_of renewals) - ren0 ))"
 check "every waiter got ZC003 (exhausted)" 200 "$(grep -c 'ZC003\|is exhausted' "$DIR/waiters.log" || true)"
 check_true "the keeper did not run an acquire per waiter: under 100 store transactions" "$([ $((tx1 - tx0)) -lt 100 ] && echo t)"
-check "no lease lost" "$lost0" "$(stat leases_lost)"
+check "no lease lost" "$lost0" "$(stat_of leases_lost)"
 check "each holder issues again on the same lease's slot afterwards" 4 "$(for i in 1 2 3 4; do
     f=$(grep '^first ' "$DIR/holder.$i.out" | cut -d' ' -f2); a=$(grep '^again ' "$DIR/holder.$i.out" | cut -d' ' -f2)
     [ -n "$f" ] && [ "$f" = "$a" ] && echo same; done | wc -l)"

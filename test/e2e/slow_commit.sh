@@ -40,7 +40,6 @@ q -c "CREATE EXTENSION cosid" \
   -c "SELECT cosid_namespace_create('s', slot_bits => 4)" >/dev/null
 ids_table
 
-stat() { q -c "SELECT $1 FROM cosid_stats()"; }
 clients=()
 for who in a b; do
     id_client j "$who"; clients+=("$ID_CLIENT")
@@ -48,10 +47,10 @@ for who in a b; do
 done
 check_true "both namespaces issuing" "$(wait_for 30 "ids in j and s" q -c "
     SELECT count(DISTINCT ns) = 2 FROM ids WHERE id IS NOT NULL")"
-renewals0=$(stat renewals); failures0=$(stat renewal_failures)
+renewals0=$(stat_of renewals); failures0=$(stat_of renewal_failures)
 t0=$(now_ms)
 sleep 4
-renewals=$(( $(stat renewals) - renewals0 )); failures=$(( $(stat renewal_failures) - failures0 ))
+renewals=$(( $(stat_of renewals) - renewals0 )); failures=$(( $(stat_of renewal_failures) - failures0 ))
 stop_id_clients "${clients[@]}"
 echo "# in $(( $(now_ms) - t0 )) ms: $renewals renewals, $failures failed; ids: $(q -c "SELECT string_agg(ns || ' ' || n, ', ') FROM (SELECT ns, count(id) n FROM ids GROUP BY 1 ORDER BY 1) x")"
 echo "# errors: $(q -c "SELECT coalesce(string_agg(DISTINCT err, ' | '), 'none') FROM ids WHERE err IS NOT NULL")"
@@ -59,7 +58,7 @@ check "no call failed" "0" "$(q -c "SELECT count(*) FROM ids WHERE err IS NOT NU
 check_true "both namespaces issued throughout" "$(q -c "SELECT count(*) FILTER (WHERE ns = 'j') > 20 AND count(*) FILTER (WHERE ns = 's') > 20 FROM ids WHERE id IS NOT NULL AND start > to_timestamp($t0 / 1000.0)")"
 check_true "renewals went on (at least 10 in 4 s, one due every 100 ms)" "$( [ "$renewals" -ge 10 ] && echo t || echo f)"
 check_true "at most one renewal in ten failed ($failures of $((renewals + failures)))" "$( [ $((failures * 10)) -le $((renewals + failures)) ] && echo t || echo f)"
-check "no lease lost" "0" "$(stat leases_lost)"
+check "no lease lost" "0" "$(stat_of leases_lost)"
 check "no keeper call taken for a commit a synchronous standby did not confirm" "0" \
     "$(grep -c 'not confirmed' "$DIR/server.log" || true)"
 check "no orphan lease swept" "0" "$(grep -c 'orphan' "$DIR/server.log" || true)"

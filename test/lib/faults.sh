@@ -6,6 +6,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 now_ms() { date +%s%3N; }
 q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
+# stat_of EXPR: EXPR over this server's cosid_stats() (a counter, or a test on counters).
+stat_of() { q -c "SELECT $1 FROM cosid_stats()"; }
 # set_conf NAME VALUE / reset_conf NAME: a setting of the fault server, reloaded.
 set_conf() { q -c "ALTER SYSTEM SET $1 = '$2'" -c "SELECT pg_reload_conf()" >/dev/null; sleep 0.3; }
 reset_conf() { q -c "ALTER SYSTEM RESET $1" -c "SELECT pg_reload_conf()" >/dev/null; }
