@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "reach.hpp"
 #include "static_state.hpp"  // crc32c, valid_namespace_name, adopt_floor
 
 namespace cosid {
@@ -42,7 +43,8 @@ bool store_grants(StoreHistory h) { return h != StoreHistory::BeingRestored && h
 int64_t fork_acknowledged_floor(std::optional<int64_t> stopped_ms, int64_t store_now_ms, int64_t max_ttl_ms,
                                 int64_t max_tolerance_ms) {
     const int64_t base = stopped_ms ? std::min(*stopped_ms, store_now_ms) : store_now_ms;
-    return base + max_ttl_ms + 2 * max_tolerance_ms;
+    // The original's limits after the copy are unseen here: the cap, not this copy's limits.
+    return base + unseen_history_reach_ms(max_ttl_ms + 2 * max_tolerance_ms);
 }
 
 int64_t GrantedNamespace::bound(int32_t slot, const std::string& except_store) const {

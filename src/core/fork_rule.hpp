@@ -57,8 +57,9 @@ StoreHistory classify_store(const std::vector<StoreRecord>& records, uint64_t he
 bool store_grants(StoreHistory h);  // false for BeingRestored and Forked
 
 // The next floor every slot gets when a fork is acknowledged: the origin stopped at
-// stopped_ms (the administrator's word; never later than now), and its last grant was then at
-// most max_ttl + max_tolerance long, on a clock within max_tolerance of this one.
+// stopped_ms (the administrator's word; never later than now), and its last grant then
+// reached at most kReachCapMs past it (reach.hpp: its limits may have been raised after the
+// copy), or what this copy's own limits show, if further.
 int64_t fork_acknowledged_floor(std::optional<int64_t> stopped_ms, int64_t store_now_ms, int64_t max_ttl_ms,
                                 int64_t max_tolerance_ms);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fork_rule.hpp"
+#include "reach.hpp"
 
 using namespace cosid;
 
@@ -86,9 +87,11 @@ TEST(ForkRule, OnlyForksAndUnfinishedRestoresGrantNothing) {
 }
 
 TEST(ForkRule, AcknowledgedFloorIsAboveAnythingTheStoppedOriginCouldGrantItself) {
-    EXPECT_EQ(fork_acknowledged_floor(std::nullopt, 100000, 60000, 5000), 170000);
-    EXPECT_EQ(fork_acknowledged_floor(40000, 100000, 60000, 5000), 110000);
-    EXPECT_EQ(fork_acknowledged_floor(400000, 100000, 60000, 5000), 170000);  // never after now
+    // the cap covers limits the original raised after the copy (reach.hpp)
+    EXPECT_EQ(fork_acknowledged_floor(std::nullopt, 100000, 60000, 5000), 100000 + kReachCapMs);
+    EXPECT_EQ(fork_acknowledged_floor(40000, 100000, 60000, 5000), 40000 + kReachCapMs);
+    EXPECT_EQ(fork_acknowledged_floor(400000, 100000, 60000, 5000), 100000 + kReachCapMs);  // never after now
+    EXPECT_EQ(fork_acknowledged_floor(std::nullopt, 100000, 600000, 5000), 710000);  // limits from before the cap
     // The origin's last grant at its store time g <= stopped + tolerance (clocks within the
     // tolerance) reaches at most g + max_ttl + tolerance: below the floor for every g.
     for (int64_t stopped = 0; stopped <= 100000; stopped += 997)
