@@ -114,11 +114,30 @@ bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t sl
     return false;
 }
 
-std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t local_timeline) {
+bool valid_fork_id(const std::string& id) {
+    if (id.empty() || id.size() > 64) return false;
+    for (char c : id)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-')) return false;
+    return true;
+}
+
+std::string fork_reason_line(const std::string& reason) {
+    std::string r;
+    for (char c : reason) {
+        if (r.size() >= 400) break;
+        r += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? ' ' : c;
+    }
+    while (!r.empty() && r.back() == ' ') r.pop_back();
+    return r.empty() ? "a copy of another server's data directory" : r;
+}
+
+std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t local_timeline,
+                              const std::vector<ForkSeen>& forks) {
     std::ostringstream o;
     o << "# cosid: what this instance was granted per namespace and by which store; do not edit\n";
     o << "cosid_history_version 1\n";
     if (local_timeline != 0) o << "timeline " << local_timeline << '\n';
+    for (const ForkSeen& f : forks) o << "fork " << f.id << ' ' << fork_reason_line(f.reason) << '\n';
     for (const GrantedNamespace& g : h) {
         o << "namespace " << g.ns << ' ' << g.layout.timestamp_bits << ' ' << g.layout.slot_bits
           << ' ' << g.layout.sequence_bits << ' ' << g.layout.epoch_ms << ' ' << g.layout.unit_ms() << ' '
@@ -151,8 +170,9 @@ bool to_int64(const std::string& s, int64_t lo, int64_t hi, int64_t* out) {
 }  // namespace
 
 std::optional<std::string> parse_history(const std::string& text, std::vector<GrantedNamespace>* out,
-                                         uint32_t* local_timeline) {
+                                         uint32_t* local_timeline, std::vector<ForkSeen>* forks) {
     uint32_t timeline = 0;
+    std::vector<ForkSeen> seen;
     const size_t last = text.rfind("crc32c ");
     if (last == std::string::npos || (last > 0 && text[last - 1] != '\n')) return "it has no checksum line (truncated)";
     const std::string tail = text.substr(last);
@@ -181,6 +201,13 @@ std::optional<std::string> parse_history(const std::string& text, std::vector<Gr
         } else if (w.size() == 2 && w[0] == "timeline") {
             if (timeline != 0 || !h.empty() || !to_int64(w[1], 1, UINT32_MAX, &a)) return "bad timeline line" + at;
             timeline = static_cast<uint32_t>(a);
+        } else if (w.size() >= 3 && w[0] == "fork") {
+            if (!valid_fork_id(w[1])) return "bad fork id" + at;
+            for (const ForkSeen& x : seen)
+                if (x.id == w[1]) return "a second line for fork " + w[1] + at;
+            const std::string reason = line.substr(line.find(w[1], 4) + w[1].size() + 1);
+            if (fork_reason_line(reason) != reason) return "bad fork reason" + at;
+            seen.push_back(ForkSeen{w[1], reason});
         } else if (w.size() == 8 && w[0] == "namespace") {
             if (!valid_namespace_name(w[1])) return "bad namespace name" + at;
             for (const GrantedNamespace& g : h)
@@ -210,11 +237,12 @@ std::optional<std::string> parse_history(const std::string& text, std::vector<Gr
                 if (x.slot == a && x.store_id == w[2]) return "a second line for one slot of one store" + at;
             g->slots.push_back(GrantedSlot{w[2], static_cast<int32_t>(a), b});
         } else {
-            return "line " + std::to_string(n) + " is not a version, namespace or slot line";
+            return "line " + std::to_string(n) + " is not a version, timeline, fork, namespace or slot line";
         }
     }
     if (!version) return "it has no version line";
     *out = std::move(h);
+    if (forks != nullptr) *forks = std::move(seen);
     if (local_timeline != nullptr) *local_timeline = timeline;
     return std::nullopt;
 }

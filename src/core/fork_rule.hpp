@@ -107,9 +107,21 @@ bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t sl
 // local_timeline: the WAL timeline on which this data directory last issued from a store of its
 // own server (0: never).  A data directory that finds another one at start was promoted or
 // recovered: a copy of a server that issued, whatever store it uses now (fork.cpp).
-std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t local_timeline = 0);
+//   fork tl-7716258636065961467-1-2 A promoted or recovered copy ...    (any number)
+// A fork this data directory is a copy in (a cosid.fork file, a new timeline): kept for good, so
+// that every store the server uses refuses until the fork is acknowledged there, whichever
+// database or file it looks at later (src/pg/fork.cpp).  The id names the fork in a store's
+// cosid.fork_declared; the reason is one line of text.
+struct ForkSeen {
+    std::string id;
+    std::string reason;
+};
+bool valid_fork_id(const std::string& id);
+std::string fork_reason_line(const std::string& reason);  // printable, one line, at most 400 bytes
+std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t local_timeline = 0,
+                              const std::vector<ForkSeen>& forks = {});
 // Nothing when it parsed; else why not (the file is then refused, never guessed at).
 std::optional<std::string> parse_history(const std::string& text, std::vector<GrantedNamespace>* out,
-                                         uint32_t* local_timeline = nullptr);
+                                         uint32_t* local_timeline = nullptr, std::vector<ForkSeen>* forks = nullptr);
 
 }  // namespace cosid

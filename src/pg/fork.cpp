@@ -55,6 +55,9 @@ bool marker_unlink_pending = false;
 // keeper started again after an exit finds the pool, and shared->keeper_ready, as the last
 // one left them, and must look for itself (its pending flags start false).
 bool data_dir_looked = false;
+// The forks cosid.history keeps were not yet all declared to the store this keeper uses
+// (forks_declared): the data directory's word is not published before they are.
+bool forks_unchecked = true;
 int64 next_pending_retry_at = 0;
 int64 pending_backoff_ms = 200;
 char marker_reason[400];
@@ -118,6 +121,14 @@ bool write_marker(const char* path, const char* text, bool overwrite, char* fail
     return true;
 }
 
+}  // namespace
+
+void marker_file_path(char* out, size_t size) { marker_path(out, size); }
+bool marker_write(const char* path, const char* text, char* failed, size_t len) {
+    return write_marker(path, text, false, failed, len);
+}
+
+namespace {
 ClientAuthentication_hook_type previous_auth_hook = nullptr;
 ProcessUtility_hook_type previous_utility_hook = nullptr;
 bool origin_stamp_pending = false;  // this backend is pg_upgrade's pg_dump of the old cluster
@@ -334,7 +345,7 @@ void install_upgrade_source_hook() {
 // follow (cosid_fork_acknowledge waits for it).  The store's declaration committed before;
 // the write barrier orders that before the timeline a backend reads (its own read barrier).
 static void publish_checked() {
-    if (!data_dir_looked || marker_pending || timeline_pending) return;
+    if (!data_dir_looked || marker_pending || timeline_pending || forks_unchecked) return;
     pg_write_barrier();
     pg_atomic_write_u32(&shared->fork_checked_timeline, RecoveryInProgress() ? 0 : GetWALInsertionTimeLine());
 }
@@ -353,6 +364,22 @@ static void fork_check_marker_file() {
         return;
     }
     marker_reason_of(line, "the data directory", marker_reason, sizeof(marker_reason));
+    // Kept in cosid.history before anything else: the file may be removed (by this keeper
+    // below, by an operator) and cosid.database or cosid.store_dsn changed, and every store
+    // of this data directory must still refuse until the fork is acknowledged there.
+    struct stat st;
+    char id[64], message[256];
+    snprintf(id, sizeof(id), "file-%llx-%llx", stat(path, &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0ULL,
+             static_cast<unsigned long long>(st.st_mtime));
+    if (!history_add_fork(id, marker_reason, message, sizeof(message))) {
+        marker_pending = true;
+        if (!marker_warned)
+            ereport(WARNING, (errmsg("cosid: could not keep %s in the data directory's history: %s", kMarkerName,
+                                     message),
+                              errdetail("No slot is acquired while the file waits: this data directory is a copy.")));
+        marker_warned = true;
+        return;
+    }
     if (store_is_remote() && !static_slots_configured()) {
         // Leasing from another server's store, a copy of this data directory is one more
         // instance there, with an incarnation of its own: nothing to declare.  (Static slots
@@ -385,6 +412,24 @@ static void fork_check_marker_file() {
 
 void declare_timeline_copy();
 
+// Every fork cosid.history keeps, declared to the local store this keeper uses unless it was
+// acknowledged there (cosid._fork_check), whichever database that is: a copy that switches
+// cosid.database is refused by the new store too.  A remote store is not asked: there a copy
+// is one more instance, with an incarnation and leases of its own.  False when the store
+// could not be asked; *reason (with *refused) when a fork waits for its acknowledgment.
+static bool forks_declared(bool* refused, char* reason, size_t size, StoreError* err) {
+    *refused = false;
+    if (store_is_remote() && !static_slots_configured()) return true;
+    char forks[8192], message[256];
+    if (!history_forks_text(forks, sizeof(forks), message, sizeof(message))) {
+        strlcpy(err->message, message, sizeof(err->message));
+        err->sqlerrcode = COSID_STATIC_STATE;  // (ZC007: a damaged cosid.history, as store_history.cpp's)
+        return false;
+    }
+    if (forks[0] == '\0') return true;
+    return store_fork_check(forks, reason, size, refused, err);
+}
+
 // What this keeper could not declare or remove yet, tried again; true while a declaration
 // is still pending (nothing may be granted then: a file left to remove is no reason).
 static bool declarations_pending() {
@@ -394,6 +439,26 @@ static bool declarations_pending() {
     if (timeline_pending) declare_timeline_copy();
     publish_checked();
     return marker_pending || timeline_pending;
+}
+
+// The forks kept, declared to the store (forks_declared); once that answered, the data
+// directory's word is published (cosid_fork_acknowledge waits for it).
+static bool forks_refuse(StoreError* err) {
+    bool refused = false;
+    char reason[400] = "";
+    if (!forks_declared(&refused, reason, sizeof(reason), err)) return true;
+    forks_unchecked = false;
+    publish_checked();
+    if (!refused) return false;
+    snprintf(err->message, sizeof(err->message),
+             "this data directory is a copy of a server that may still issue ids, not acknowledged in this store: %s",
+             reason);
+    err->sqlerrcode = COSID_FORK;
+    strlcpy(err->hint, "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's "
+                       "database (each store this server uses acknowledges it once).",
+            sizeof(err->hint));
+    err->outcome_unknown = false;
+    return true;
 }
 
 bool fork_before_local_acquire(StoreError* err) {
@@ -406,6 +471,7 @@ bool fork_before_local_acquire(StoreError* err) {
         err->outcome_unknown = false;
         return false;
     }
+    if (forks_refuse(err)) return false;
     return store_issuer_start(shared->incarnation, err);
 }
 
@@ -413,6 +479,8 @@ bool fork_static_check(StoreError* err) {
     char reason[256] = "";
     if (declarations_pending()) {
         strlcpy(reason, marker_pending ? marker_reason : timeline_reason, sizeof(reason));
+    } else if (forks_refuse(err)) {
+        return false;
     } else {
         bool pending = false;
         if (!store_fork_declared(reason, sizeof(reason), &pending, err)) return false;
@@ -456,6 +524,17 @@ void declare_timeline_copy() {
     snprintf(reason, sizeof(reason),
              "cosid.history in the data directory shows that it issued ids from a store of its server on timeline %u; "
              "it now runs on timeline %u: a promoted or recovered copy.", then, now);
+    // Kept in cosid.history for good before the timeline there moves on: a later start with
+    // another cosid.database must still find this fork (forks_declared).
+    char id[64];
+    snprintf(id, sizeof(id), "tl-" UINT64_FORMAT "-%u-%u", GetSystemIdentifier(), then, now);
+    if (!history_add_fork(id, reason, message, sizeof(message))) {
+        timeline_pending = true;
+        strlcpy(timeline_reason, reason, sizeof(timeline_reason));
+        if (!timeline_warned) ereport(WARNING, (errmsg("cosid: %s", message)));
+        timeline_warned = true;
+        return;
+    }
     StoreError err;
     bool recorded = false;
     bool ok = store_fork_mark(reason, &recorded, &err);
@@ -487,6 +566,8 @@ void fork_keeper_ready() {
     data_dir_looked = true;
     fork_check_marker_file();
     declare_timeline_copy();
+    StoreError err;
+    (void)forks_refuse(&err);  // declares what cosid.history keeps, then publishes (or at the next try)
     publish_checked();
     fork_record_issuer();
 }
@@ -494,12 +575,16 @@ void fork_keeper_ready() {
 bool fork_data_dir_looked() { return data_dir_looked; }
 
 bool fork_retry_pending() {
-    if (!(marker_pending || timeline_pending || marker_unlink_pending)) return false;
+    if (!(marker_pending || timeline_pending || marker_unlink_pending || forks_unchecked)) return false;
     if (mono_ms() < next_pending_retry_at) return true;
     declarations_pending();
+    if (forks_unchecked) {
+        StoreError err;
+        (void)forks_refuse(&err);
+    }
     // From the end of the tries, doubling up to 5 s: a store that does not answer must not
     // take the keeper's time from its renewals.
-    const bool pending = marker_pending || timeline_pending || marker_unlink_pending;
+    const bool pending = marker_pending || timeline_pending || marker_unlink_pending || forks_unchecked;
     pending_backoff_ms = pending ? Min(pending_backoff_ms * 2, 5000) : 200;
     next_pending_retry_at = mono_ms() + pending_backoff_ms;
     return pending;
@@ -605,4 +690,25 @@ extern "C" Datum cosid_fork_declared_here(PG_FUNCTION_ARGS) {
                     errhint("Check the keeper (SELECT * FROM cosid_health() WHERE name = 'keeper', and the server "
                             "log), then run cosid_fork_acknowledge() again.")));
     PG_RETURN_VOID();
+}
+
+// cosid._fork_file(reason): cosid_store_follow_timeline(restored => true) declares this data
+// directory a copy: the declaration belongs to the data directory, not to the one database it
+// ran in, so it is written as a cosid.fork file (when there is none), which the keeper keeps in
+// cosid.history at its next look and declares to every store it uses.  True when written.
+// Plain C inside but for write_marker's cpp_call: an ereport may leave it.
+extern "C" {
+PG_FUNCTION_INFO_V1(cosid_fork_file);
+}
+
+extern "C" Datum cosid_fork_file(PG_FUNCTION_ARGS) {
+    char path[MAXPGPATH], line[500], failed[256];
+    cosid::pg::marker_file_path(path, sizeof(path));
+    char* reason = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    snprintf(line, sizeof(line), "%s\n", reason);
+    bool written = cosid::pg::marker_write(path, line, failed, sizeof(failed));
+    if (failed[0] != '\0')
+        ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %s", path, failed),
+                        errhint("Create the file by hand: this data directory is a copy.")));
+    PG_RETURN_BOOL(written);
 }

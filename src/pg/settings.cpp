@@ -1,5 +1,7 @@
 #include "settings.hpp"
 
+#include "reach.hpp"
+
 #include "boundary.hpp"
 #include "dsn_scrub.hpp"
 
@@ -24,6 +26,7 @@ int setting_max_namespaces = 256;
 int setting_store_clock_offset_ms = 0;
 char* setting_test_keeper_exit = nullptr;
 int setting_test_keeper_ready_delay_ms = 0;
+int setting_test_reach_cap_ms = 0;
 uint64 namespace_setting_generation = 0;
 char* setting_static_slots = nullptr;
 char* setting_state_file = nullptr;
@@ -185,9 +188,12 @@ void define_settings() {
                                    nullptr, &setting_not_before, "", PGC_POSTMASTER, 0, check_not_before,
                                    assign_not_before, nullptr);
     }
+    // At most the static part of the reach cap (src/core/reach.hpp): a copy of this server
+    // acknowledged as a fork cannot see a value set here after the copy was made.
     DefineCustomIntVariable("cosid.static_ahead",
                             "How far ahead of the clock a static slot's ceiling is written to the state file.",
-                            nullptr, &setting_static_ahead_ms, 10000, 200, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+                            nullptr, &setting_static_ahead_ms, 10000, 200, static_cast<int>(cosid::kStaticAheadCapMs),
+                            PGC_SIGHUP, GUC_UNIT_MS,
                             nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.ttl", "How long a lease lasts without renewal; renewed every ttl/3.", nullptr,
                             &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
@@ -225,6 +231,12 @@ void define_settings() {
                             "Test only: a keeper that starts waits this long before it first looks at its store.",
                             nullptr, &setting_test_keeper_ready_delay_ms, 0, 0, 600000, PGC_SIGHUP,
                             GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
+    // Only in postgresql.conf, and only lower: a test suite that forks and restores stores
+    // dozens of times would wait out the reach cap at each (src/core/reach.hpp).
+    DefineCustomIntVariable("cosid.test_reach_cap",
+                            "Test only: a raise after history the store cannot see covers this (0: the reach cap).",
+                            nullptr, &setting_test_reach_cap_ms, 0, 0, static_cast<int>(cosid::kReachCapMs),
+                            PGC_POSTMASTER, GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("cosid");
 }
 

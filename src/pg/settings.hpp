@@ -18,7 +18,8 @@ extern int setting_max_namespaces;    // cosid.max_namespaces
 extern int setting_clock_offset_ms;   // cosid.clock_offset (superuser; tests)
 extern int setting_store_clock_offset_ms;  // cosid.store_clock_offset (superuser; tests; read by SQL)
 extern char* setting_test_keeper_exit;    // cosid.test_keeper_exit_after_acquire (superuser; tests)
-extern int setting_test_keeper_ready_delay_ms;  // cosid.test_keeper_ready_delay (superuser; tests)
+extern int setting_test_keeper_ready_delay_ms;
+extern int setting_test_reach_cap_ms;  // cosid.test_reach_cap (postgresql.conf; tests)  // cosid.test_keeper_ready_delay (superuser; tests)
 extern uint64 namespace_setting_generation;  // bumped whenever cosid.namespace is assigned
 extern char* setting_static_slots;    // cosid.static_slots ('' = every namespace leases from the store)
 extern char* setting_state_file;      // cosid.state_file ('' = none: nothing guards a restart against the clock)

@@ -1,5 +1,7 @@
 #include "state.hpp"
 
+#include "reach.hpp"
+
 #include <algorithm>
 
 #include <unistd.h>
@@ -135,7 +137,12 @@ void end_lease_locked(PoolEntry* e) {
     e->earliest_expiry = 0;
 }
 
-int64 raise_reach_ms() { return 2 * static_cast<int64>(setting_ttl_ms) + 15000; }
+// A raise after history the store cannot see puts floors up to the reach cap ahead
+// (src/core/reach.hpp); one after a failover, max_ttl + 2 x max_tolerance.
+int64 raise_reach_ms() {
+    return std::max<int64>(2 * static_cast<int64>(setting_ttl_ms),
+                           setting_test_reach_cap_ms > 0 ? setting_test_reach_cap_ms : cosid::kReachCapMs) + 15000;
+}
 
 void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, int64 now_mono) {
     // The entry came from kEmpty, so no backend is in the middle of a claim on it: its word

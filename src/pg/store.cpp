@@ -584,6 +584,21 @@ bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* e
     return true;
 }
 
+bool store_fork_check(const char* forks, char* reason, size_t size, bool* pending, StoreError* err) {
+    *pending = false;
+    bool exists = false;
+    if (!local_function_exists("cosid._fork_check(text)", &exists, err)) return false;
+    if (!exists) return true;  // a catalog before 1.7: a fork is declared once, when found (store_fork_mark)
+    TextRow row;
+    memset(&row, 0, sizeof(row));
+    const char* args[1] = {forks};
+    if (!run_spi("SELECT f FROM cosid._durable() durable, cosid._fork_check($1::text) f", 1, args, &row, err))
+        return false;
+    *pending = row.present && !row.null[0];
+    if (*pending) strlcpy(reason, row.value[0], size);
+    return true;
+}
+
 bool store_fork_mark(const char* reason, bool* recorded, StoreError* err) {
     bool exists = false;
     if (!local_function_exists("cosid._fork_mark(text)", &exists, err)) return false;

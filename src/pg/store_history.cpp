@@ -15,6 +15,7 @@ namespace cosid::pg {
 
 namespace {
 std::vector<cosid::GrantedNamespace>* history = nullptr;  // loaded: not null
+std::vector<cosid::ForkSeen>* forks = nullptr;  // loaded with it: the forks this data directory is a copy in
 uint32 local_timeline = 0;  // the timeline this data directory last issued from a local store on
 char load_error[256] = "";
 
@@ -26,17 +27,20 @@ bool loaded(char* message, size_t size) {
     bool ok = cpp_call([&] {
         std::string text, why;
         auto* h = new std::vector<cosid::GrantedNamespace>();
+        auto* f = new std::vector<cosid::ForkSeen>();
         switch (cosid::read_small_file(history_path(), size_t{1} << 20, &text, &why)) {
-        case cosid::ReadStatus::Missing: history = h; return true;
+        case cosid::ReadStatus::Missing: history = h; forks = f; return true;
         case cosid::ReadStatus::Unreadable: break;
         case cosid::ReadStatus::Ok:
-            if (auto bad = cosid::parse_history(text, h, &local_timeline)) why = *bad;
+            if (auto bad = cosid::parse_history(text, h, &local_timeline, f)) why = *bad;
             else {
                 history = h;
+                forks = f;
                 return true;
             }
         }
         delete h;
+        delete f;
         snprintf(load_error, sizeof(load_error), "cosid.history in the data directory cannot be used: %s", why.c_str());
         return false;
     });
@@ -73,7 +77,7 @@ bool history_record(const char* ns, const char* store_id, const cosid::Layout& l
             g->layout = layout;
         }
         if (!cosid::record_grant(g, store_id, layout, slot, ceiling_ms) && timeline == local_timeline) return;
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, timeline))) {
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, timeline, *forks))) {
             strlcpy(failed, bad->c_str(), sizeof(failed));
             return;
         }
@@ -97,7 +101,7 @@ void history_released(const char* ns, const char* store_id, int32 slot, int64 la
         for (cosid::GrantedNamespace& g : next)
             if (g.ns == ns) changed = cosid::record_release(&g, store_id, slot, last_ms);
         if (!changed) return;
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, local_timeline)))
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, local_timeline, *forks)))
             strlcpy(failed, bad->c_str(), sizeof(failed));
         else
             *history = std::move(next);
@@ -116,7 +120,7 @@ bool history_set_timeline(uint32 timeline, char* message, size_t message_size) {
     if (!loaded(message, message_size)) return false;
     char failed[256] = "";
     cpp_call([&] {
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(*history, timeline)))
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(*history, timeline, *forks)))
             strlcpy(failed, bad->c_str(), sizeof(failed));
         else
             local_timeline = timeline;
@@ -126,6 +130,38 @@ bool history_set_timeline(uint32 timeline, char* message, size_t message_size) {
         return false;
     }
     return true;
+}
+
+bool history_add_fork(const char* id, const char* reason, char* message, size_t message_size) {
+    if (!loaded(message, message_size)) return false;
+    char failed[256] = "";
+    cpp_call([&] {
+        for (const cosid::ForkSeen& f : *forks)
+            if (f.id == id) return;
+        std::vector<cosid::ForkSeen> next = *forks;
+        next.push_back(cosid::ForkSeen{id, cosid::fork_reason_line(reason)});
+        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(*history, local_timeline, next)))
+            strlcpy(failed, bad->c_str(), sizeof(failed));
+        else
+            *forks = std::move(next);
+    });
+    if (failed[0] != '\0') {
+        snprintf(message, message_size, "cosid.history could not be written: %s", failed);
+        return false;
+    }
+    return true;
+}
+
+bool history_forks_text(char* out, size_t size, char* message, size_t message_size) {
+    out[0] = '\0';
+    if (!loaded(message, message_size)) return false;
+    return cpp_call([&] {
+        std::string text;
+        for (const cosid::ForkSeen& f : *forks) text += f.id + "\t" + f.reason + "\n";
+        if (text.size() >= size) return false;  // (never: a fork line is under 500 bytes)
+        strlcpy(out, text.c_str(), size);
+        return true;
+    });
 }
 
 }  // namespace cosid::pg

@@ -25,6 +25,13 @@ bool history_issued_on_timeline(uint32* timeline);
 // Writes that timeline anew (a copy, once declared to its store, is not declared again).
 bool history_set_timeline(uint32 timeline, char* message, size_t message_size);
 
+// A fork this data directory is a copy in, kept for good (written durably before it returns
+// true; nothing when that id is there already): every store the server uses must acknowledge
+// it before it grants (fork.cpp).
+bool history_add_fork(const char* id, const char* reason, char* message, size_t message_size);
+// The forks kept, one "id<TAB>reason" line each ("" when none): what cosid._fork_check reads.
+bool history_forks_text(char* out, size_t size, char* message, size_t message_size);
+
 // A release in order with its exact last timestamp: the record comes down to it (best effort:
 // a failed write keeps the higher value, which is only more cautious).
 void history_released(const char* ns, const char* store_id, int32 slot, int64 last_ms);

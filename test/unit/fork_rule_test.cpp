@@ -218,3 +218,29 @@ TEST(StoreChange, RandomMovesBetweenStoresNeverRepeatAnIdWithTheRule) {
     }
     EXPECT_GT(without, 0);  // the rule has teeth
 }
+
+TEST(ForkRule, HistoryKeepsEveryForkItSaw) {
+    // A fork stays in the data directory's history whatever store it used since: a copy that
+    // switches databases must be refused by the new one too (src/pg/fork.cpp).
+    std::vector<GrantedNamespace> h;
+    std::vector<ForkSeen> forks = {{"tl-7716258636065961467-1-2", "a promoted copy: timeline 1 to 2"},
+                                   {"file-0a1b2c3d", "A cosid.fork file in the data directory: made by hand."}};
+    const std::string text = serialize_history(h, 2, forks);
+    std::vector<GrantedNamespace> back;
+    std::vector<ForkSeen> seen;
+    uint32_t tl = 0;
+    ASSERT_FALSE(parse_history(text, &back, &tl, &seen).has_value());
+    EXPECT_EQ(tl, 2u);
+    ASSERT_EQ(seen.size(), 2u);
+    EXPECT_EQ(seen[0].id, forks[0].id);
+    EXPECT_EQ(seen[0].reason, forks[0].reason);
+    EXPECT_EQ(seen[1].reason, forks[1].reason);
+    // one line of printable text: a newline in a reason cannot forge another line
+    EXPECT_EQ(fork_reason_line("two\nlines\tand a tab"), "two lines and a tab");
+    EXPECT_FALSE(valid_fork_id("has space"));
+    EXPECT_FALSE(valid_fork_id(""));
+    EXPECT_TRUE(valid_fork_id("file-0a1b"));
+    // a file that names one fork twice, or an id with a bad character, is refused
+    std::string twice = serialize_history(h, 0, {forks[0], forks[0]});
+    EXPECT_TRUE(parse_history(twice, &back, &tl, &seen).has_value());
+}
