@@ -8,4 +8,357 @@
 
 -- >>> tenants of a shared store
 
+-- A shared store serves many servers, each through a store role of its own
+-- (docs/stores.md): nothing one role can take may stop another's leases.
+--  * The lock that keeps a namespace's slot range from changing under an acquire in flight is
+--    a row lock on the namespace's row, taken inside the store's SECURITY DEFINER functions:
+--    locking a row needs UPDATE on its table, which no role but the extension's owner has.
+--    The advisory key used before (1.5 and 1.6) could be taken by any login
+--    (pg_advisory_lock) and held, which stopped every new window of the namespace.
+--  * An acquire passes over a lease row another transaction holds locked rather than wait
+--    for it (see cosid.acquire).
+--  * A store role holds at most a cap of live leases of a namespace (cosid.lease_cap,
+--    cosid_lease_cap()); the store's own server's keeper (a superuser, through SPI) and the
+--    administrators are not capped.  An administrator revokes every lease of a role at once
+--    (cosid_revoke_role).
+-- What any login may still lock: ACCESS SHARE on the tables PUBLIC reads (a SELECT in an open
+-- transaction).  That conflicts only with ACCESS EXCLUSIVE, which no call of a keeper takes.
+
+-- Caps on the live leases one store role holds in a namespace: a row per role, and the row
+-- '' (no role has an empty name) for every role without a row of its own.  No row at all: the
+-- default, half the slots the store grants in the namespace (its slot range, or all of its
+-- slots), at least 2.  A server holds one lease per namespace it issues in (two for a moment:
+-- a crash restart meets its old incarnation's lease still live), so a role of its own never
+-- meets the default; a role shared by a fleet (one login through PgBouncer) keeps up to half
+-- a namespace, which a namespace sized for its fleet (docs/capacity.md) does not reach.
+CREATE TABLE cosid.lease_cap (
+    role_name  name PRIMARY KEY,
+    max_leases int NOT NULL CHECK (max_leases >= 0)
+);
+REVOKE ALL ON cosid.lease_cap FROM PUBLIC;
+GRANT SELECT ON cosid.lease_cap TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('cosid.lease_cap', '');
+-- Rows logical replication brings are skipped; a TRUNCATE it brings is refused (as for the
+-- store's other tables: another store's caps are not this one's).
+CREATE TRIGGER keep_local BEFORE INSERT OR UPDATE OR DELETE ON cosid.lease_cap
+    FOR EACH ROW EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.lease_cap ENABLE REPLICA TRIGGER keep_local;
+CREATE TRIGGER keep_local_truncate BEFORE TRUNCATE ON cosid.lease_cap
+    FOR EACH STATEMENT EXECUTE FUNCTION cosid._keep_local();
+ALTER TABLE cosid.lease_cap ENABLE REPLICA TRIGGER keep_local_truncate;
+
+-- The cap's count reads only the calling role's live leases of the namespace.
+CREATE INDEX lease_owner_role ON cosid.lease (namespace, owner_role) WHERE incarnation IS NOT NULL;
+
+-- Refuses an acquire of a store role that holds its cap of live leases of the namespace
+-- already.  Two acquires of one role that run at once may both pass: a role goes past its cap
+-- by at most its sessions less one (ALTER ROLE ... CONNECTION LIMIT bounds them).  SQLSTATE
+-- 53400, a class the keeper retries (src/core/store_errors.cpp): a server's own lease that
+-- expires or goes back makes room, and its callers see the message if none does.  Called by
+-- cosid.acquire for the roles that are capped (not superusers nor cosid_admin).
+CREATE FUNCTION cosid._lease_cap_check(p_ns cosid.namespace, p_now bigint) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_slots int := coalesce(upper(p_ns.slot_range) - lower(p_ns.slot_range), 1 << p_ns.slot_bits);
+    v_cap   int;
+    v_from  text;
+    v_held  int;
+BEGIN
+    SELECT c.max_leases,
+           CASE WHEN c.role_name = '' THEN 'the store''s cap for every role (cosid_lease_cap)'
+                ELSE pg_catalog.format('the cap of role %I (cosid_lease_cap)', c.role_name) END
+      INTO v_cap, v_from
+      FROM cosid.lease_cap c WHERE c.role_name IN (session_user, '') ORDER BY c.role_name DESC LIMIT 1;
+    IF NOT FOUND THEN
+        v_cap := greatest(2, v_slots / 2);
+        v_from := 'the default: half the slots the store grants in the namespace, at least 2';
+    END IF;
+    IF v_cap >= v_slots THEN
+        RETURN;
+    END IF;
+    SELECT count(*) INTO v_held
+      FROM (SELECT 1 FROM cosid.lease l
+             WHERE l.namespace = p_ns.name AND l.owner_role = session_user
+               AND l.incarnation IS NOT NULL AND l.expires_at > p_now
+             LIMIT v_cap) x;
+    IF v_held >= v_cap THEN
+        RAISE EXCEPTION 'cosid store role "%" holds its cap of live leases of namespace "%" already', session_user, p_ns.name
+            USING ERRCODE = 'configuration_limit_exceeded',
+                  DETAIL = pg_catalog.format('It holds %s live leases of the namespace, and a store role holds at most %s '
+                                             '(%s); a server holds one lease per namespace it issues in. No slot was taken.',
+                                             CASE WHEN v_held > 0 THEN 'at least ' || v_held ELSE '0' END, v_cap, v_from),
+                  HINT = pg_catalog.format('Give each server its own store role. If role %I serves several servers on '
+                                           'purpose, an administrator of the store raises its cap: SELECT * FROM '
+                                           'cosid_lease_cap(%s, role => %L);', session_user, least(v_slots, v_cap * 2), session_user);
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION cosid._lease_cap_check(cosid.namespace, bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
+                              p_ttl_ms bigint, p_preferred int DEFAULT NULL)
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now  bigint := cosid.store_now();
+    v_ns   cosid.namespace;
+    v_dup  boolean;
+    v_cond text;
+    v_pref int := 0;
+    v_after int;
+    v_batch int;
+    c      record;
+    r      cosid.lease;
+    v_static bigint;
+    v_now_ok text;
+    v_missed boolean := false;
+BEGIN
+    -- FOR KEY SHARE on the namespace's row: shared with every acquire and with a keeper's
+    -- floor raise (cosid.raise_floor, FOR NO KEY UPDATE), exclusive with a change of the
+    -- namespace's slot range (cosid._namespace_range_guard takes FOR UPDATE): a range is never
+    -- set while an acquire that read the namespace without it is still in flight, and an
+    -- acquire reads the range after it (a row lock that waited returns the row as the change
+    -- committed it).  No role but the extension's owner may lock the row (FOR KEY SHARE needs
+    -- UPDATE on cosid.namespace), so no login can hold this lock to stop the namespace's new
+    -- windows, as it could an advisory key.
+    SELECT n.* INTO v_ns FROM cosid.namespace n WHERE n.name = p_namespace FOR KEY SHARE;
+    IF NOT FOUND THEN
+        v_ns := cosid._namespace_row(p_namespace);  -- its error: a NULL or unknown namespace
+    END IF;
+    IF p_owner_key IS NULL OR p_owner_key = '' OR p_incarnation IS NULL THEN
+        RAISE EXCEPTION 'cosid.acquire needs an owner key and an incarnation'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl_ms > 86400000 THEN
+        -- (a longer max_ttl is refused too: cosid_store_settings)
+        RAISE EXCEPTION 'cosid lease ttl must be at most 24 hours, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
+    END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms);
+    SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
+    v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
+    -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
+    -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
+    -- the acquire fails, naming it, and touches nothing.  cosid_namespace_lower_floor undoes it.
+    IF v_ns.not_before_ms > v_now + cosid._floor_margin() THEN
+        RAISE EXCEPTION 'cosid namespace "%" grants no window before % (% ahead of the lease store''s clock)',
+            p_namespace, cosid._ms_text(v_ns.not_before_ms), cosid._ms_span(v_ns.not_before_ms - v_now)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Its floor (cosid.namespace.not_before_ms %s) lies beyond the %s ms a window may start '
+                                  'ahead of the store''s clock (max_ttl + 2 x max_tolerance); no slot was touched.',
+                                  v_ns.not_before_ms, cosid._floor_margin()),
+                  HINT = format('If the floor was set by mistake and nothing was issued above it, an administrator '
+                                'lowers it on the store: SELECT cosid_namespace_lower_floor(%L, now()).', p_namespace);
+    END IF;
+    IF NOT cosid._is_admin() THEN
+        PERFORM cosid._lease_cap_check(v_ns, v_now);
+    END IF;
+    v_dup := EXISTS (SELECT 1 FROM cosid.lease l
+                     WHERE l.namespace = p_namespace
+                       AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
+                       AND l.owner_key = p_owner_key
+                       AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
+    -- Only available slots are candidates: free, or expired.  A live lease is never handed
+    -- out again, not even to its own incarnation, since the store cannot know what that
+    -- incarnation issued in it.  Nor is an expired lease of the asking incarnation, except
+    -- as the very last resort: its owner renews it (a renewal succeeds after expiry while
+    -- nobody took over) or releases it, and taking it over would only cut its window short.
+    -- As a last resort it is safe (the new window starts at its next_floor, its ceiling),
+    -- and it keeps an orphan the owner never learnt of (an acquire whose answer was lost)
+    -- from being lost to it for good.
+    -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest; each
+    -- first among slots whose next window can start now (next_floor <= now: not one released
+    -- at a ceiling still ahead, where the holder would wait for its clock to pass the floor),
+    -- then (4) the lowest of any, then (5) an expired lease of the asking incarnation.  Each
+    -- preference is read in slot order, 16 candidates at a time (an index scan, whatever the
+    -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
+    -- to the next.  A slot that fits two preferences comes
+    -- twice; the second try matches no row.
+    -- "Can start now" also asks cosid.static_ceiling: a slot static here before (see the
+    -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
+    v_now_ok := ' AND l.next_floor <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
+                || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
+    FOREACH v_cond IN ARRAY ARRAY[
+        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
+        'coalesce(l.owner_key, l.previous_owner_key) = $2'
+            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
+        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
+        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
+        'l.incarnation = $6 AND l.expires_at <= $4']
+    LOOP
+        v_pref := v_pref + 1;
+        v_after := coalesce(lower(v_ns.slot_range), 0) - 1;  -- a regional store grants only its range
+        LOOP
+            v_batch := 0;
+            -- (a row past the layout's slots, left by a hand edit, is never granted: its ids
+            -- would spill into the timestamp bits)
+            FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND l.slot < $7 AND '
+                             || v_cond || ' ORDER BY l.slot LIMIT 16'
+                     USING p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
+                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits)
+            LOOP
+                v_batch := v_batch + 1;
+                v_after := c.slot;
+                -- A slot a server of this database issued on as a static slot before it was
+                -- leased (cosid.static_slots removed, a restart), or a static namespace's
+                -- adopted floor (slot -1): the window starts above the ceilings it recorded,
+                -- so ids the static windows issued ahead of the clock are not issued again.
+                v_static := (SELECT max(sc.ceiling_ms) FROM cosid.static_ceiling sc
+                              WHERE sc.namespace = p_namespace AND sc.slot IN (c.slot, -1));
+                UPDATE cosid.lease l
+                   SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                       owner_key   = p_owner_key,
+                       incarnation = p_incarnation,
+                       owner_role  = session_user,
+                       fence       = l.fence + 1,
+                       floor       = greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       expires_at  = v_now + p_ttl_ms,
+                       ceiling     = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           p_ttl_ms, v_ns.tolerance_ms, v_now),
+                       next_floor  = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           p_ttl_ms, v_ns.tolerance_ms, v_now)
+                 -- A row another transaction holds locked is passed over (SKIP LOCKED), not
+                 -- waited for: a racing acquirer takes it anyway, and a keeper role that holds
+                 -- its own acquire's or renewal's transaction open (a statement that sleeps
+                 -- after the call) would otherwise stop every acquire that reaches that slot
+                 -- until the callers' lock timeouts.  The conditions below are checked again on
+                 -- the row as the lock found it.
+                 WHERE l.namespace = p_namespace
+                   AND l.slot = (SELECT k.slot FROM cosid.lease k
+                                  WHERE k.namespace = p_namespace AND k.slot = c.slot
+                                    AND (k.incarnation IS NULL
+                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 5)))
+                                    FOR NO KEY UPDATE SKIP LOCKED)
+                   AND l.slot < (1 << v_ns.slot_bits)
+                   AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
+                   AND (l.incarnation IS NULL
+                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 5)))
+                RETURNING l.* INTO r;
+                IF FOUND THEN
+                    RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
+                                        v_now, v_dup, NULL::bigint;
+                    RETURN;
+                END IF;
+                v_missed := true;  -- taken meanwhile, or passed over: its locker may roll back
+            END LOOP;
+            EXIT WHEN v_batch < 16;
+        END LOOP;
+    END LOOP;
+    -- Exhausted: no slot, and the earliest expiry to wait for: at most 100 ms from now when
+    -- a candidate was missed (the keeper tries again then: src/pg/keeper_request.cpp).
+    RETURN QUERY SELECT NULL::int, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+                        NULL::bigint, v_now, v_dup,
+                        (SELECT CASE WHEN v_missed THEN least(min(l.expires_at), v_now + 100) ELSE min(l.expires_at) END
+                           FROM cosid.lease l
+                          WHERE l.namespace = p_namespace AND l.incarnation IS NOT NULL
+                            AND l.expires_at > v_now
+                            AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range));
+END $$;
+
+
+
+-- As before (1.5), but the lock that waits for acquires in flight is FOR UPDATE on the
+-- namespace's row, which conflicts with the FOR KEY SHARE each acquire holds on it, and with
+-- nothing a role without UPDATE on the table can hold.
+CREATE OR REPLACE FUNCTION cosid._namespace_range_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NEW.slot_range IS DISTINCT FROM OLD.slot_range THEN
+        -- waits for acquires in flight (cosid.acquire): their grants are then seen below
+        PERFORM 1 FROM cosid.namespace n WHERE n.name = OLD.name FOR UPDATE;
+    END IF;
+    -- An instance's own record of the range a store stated (cosid._namespace_range_seen,
+    -- cosid._namespace_range_forget) is not a store's range: its old grants are its own history.
+    IF NEW.slot_range IS DISTINCT FROM OLD.slot_range
+       AND coalesce(pg_catalog.current_setting('cosid_internal.range_record', true), '') <> 'on'
+       AND EXISTS (SELECT 1 FROM cosid.lease l WHERE l.namespace = OLD.name AND l.fence > 0) THEN
+        RAISE EXCEPTION 'cosid namespace "%" keeps its slot range', OLD.name
+            USING ERRCODE = 'invalid_object_definition',
+                  DETAIL = format('This store granted slots of it with range %s; %s would strand its leases or grant slots another store may grant.',
+                                  coalesce(OLD.slot_range::text, 'all slots'), coalesce(NEW.slot_range::text, 'all slots')),
+                  HINT = 'A range is stated when the namespace is created on a store, before its first lease; for other ranges create a namespace with another name.';
+    END IF;
+    RETURN NEW;
+END $$;
+
+
+-- An administrator's caps (superuser or cosid_admin): cosid_lease_cap(n) caps every store role
+-- at n live leases per namespace, cosid_lease_cap(n, role => 'r') one role (its own cap, above
+-- or below every role's); NULL removes the cap set (back to every role's cap, or to the
+-- default).  A cap at or above a namespace's slots leaves the role uncapped there, and is not
+-- counted.  Returns the caps set.
+CREATE FUNCTION cosid_lease_cap(max_leases int, role name DEFAULT NULL)
+RETURNS SETOF cosid.lease_cap
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+BEGIN
+    IF max_leases < 0 THEN
+        RAISE EXCEPTION 'cosid lease cap must be 0 or more, got %', max_leases
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'It is the number of live leases a store role may hold in one namespace.',
+                  HINT = 'NULL removes the cap set; a cap of a namespace''s slots or more leaves the role uncapped there.';
+    END IF;
+    IF role IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = role) THEN
+        RAISE EXCEPTION 'role "%" does not exist', role
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'Name the store role a server''s keeper logs in as (the user of its cosid.store_dsn), or leave role out to cap every role.';
+    END IF;
+    IF max_leases IS NULL THEN
+        DELETE FROM cosid.lease_cap c WHERE c.role_name = coalesce(role, '');
+    ELSE
+        INSERT INTO cosid.lease_cap AS c (role_name, max_leases) VALUES (coalesce(role, ''), max_leases)
+        ON CONFLICT (role_name) DO UPDATE SET max_leases = EXCLUDED.max_leases;
+    END IF;
+    RAISE LOG 'cosid lease cap of %: % (set by %)', coalesce(pg_catalog.quote_ident(role), 'every store role'),
+        coalesce(max_leases::text, 'removed'), session_user;
+    RETURN QUERY SELECT c.* FROM cosid.lease_cap c ORDER BY c.role_name;
+END $$;
+REVOKE ALL ON FUNCTION cosid_lease_cap(int, name) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_lease_cap(int, name) TO cosid_admin;
+COMMENT ON FUNCTION cosid_lease_cap(int, name) IS 'caps the live leases a store role holds per namespace: every role''s, or one role''s (superuser or cosid_admin)';
+
+-- Revokes every lease a store role holds (of one namespace, or of all), as cosid.revoke does
+-- one: the slot is freed with its next floor at least the window's ceiling and its fence
+-- moved on, so the role's renewals and releases find it gone and the next holder starts
+-- above anything the role could still issue.  The rows are locked first: a slot freed and
+-- taken by another role meanwhile is not revoked.  Returns how many were revoked.
+CREATE FUNCTION cosid_revoke_role(role name, namespace text DEFAULT NULL) RETURNS int
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_variable
+DECLARE
+    r      record;
+    v_done int := 0;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'cosid_revoke_role: role must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed',
+                  DETAIL = 'It revokes the leases of the store role named.',
+                  HINT = 'SELECT cosid_revoke_role(''keeper_a'') revokes every lease of role keeper_a.';
+    END IF;
+    IF namespace IS NOT NULL THEN
+        PERFORM cosid._namespace_row(namespace);
+    END IF;
+    FOR r IN SELECT l.namespace, l.slot FROM cosid.lease l
+              WHERE l.owner_role = role AND l.incarnation IS NOT NULL
+                AND (namespace IS NULL OR l.namespace = namespace)
+              ORDER BY l.namespace, l.slot FOR UPDATE
+    LOOP
+        PERFORM cosid.revoke(r.namespace, r.slot);
+        v_done := v_done + 1;
+    END LOOP;
+    RAISE LOG 'cosid: % leases of store role % revoked%, by %', v_done, pg_catalog.quote_ident(role),
+        coalesce(pg_catalog.format(' in namespace "%s"', namespace), ''), session_user;
+    RETURN v_done;
+END $$;
+REVOKE ALL ON FUNCTION cosid_revoke_role(name, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid_revoke_role(name, text) TO cosid_admin;
+COMMENT ON FUNCTION cosid_revoke_role(name, text) IS 'revokes every lease a store role holds, of one namespace or of all (superuser or cosid_admin)';
+
 -- >>> acquire cost
