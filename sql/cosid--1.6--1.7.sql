@@ -362,3 +362,155 @@ GRANT EXECUTE ON FUNCTION cosid_revoke_role(name, text) TO cosid_admin;
 COMMENT ON FUNCTION cosid_revoke_role(name, text) IS 'revokes every lease a store role holds, of one namespace or of all (superuser or cosid_admin)';
 
 -- >>> acquire cost
+-- An acquire costs the store no more than before the window history (cosid 1.5), at every
+-- fill (docs/capacity.md).  In 1.6 one took 40 to 80 ms: the history's trigger plans with
+-- enable_seqscan off (so that its plans use the history's indexes however small the table was
+-- when a session planned them), which prices a scan of a table without a usable index, here
+-- cosid.store_state and cosid.history_settings (a row each), at 10^10: past jit_above_cost,
+-- LLVM compiled those statements in every acquire (tens of milliseconds each).  The functions
+-- that plan with enable_seqscan off now turn jit off too, and the purge runs for one new
+-- window in 32 instead of every one.
+
+-- Counts the windows written, for the purge: one new window in 32 purges up to 200 ended
+-- windows older than the retention (a lease's window is one row, a static slot's recorded
+-- ceiling one), over six times as many as age out.  A sequence: no row lock between
+-- acquirers, no snapshot, a WAL record every 32 calls.
+CREATE SEQUENCE cosid.window_history_purge_tick;
+REVOKE ALL ON SEQUENCE cosid.window_history_purge_tick FROM PUBLIC;
+
+-- (enable_seqscan off, see cosid--1.5--1.6.sql; jit off: see above.  Both reach the functions
+-- and triggers it runs, cosid._window_history_guard on each row it deletes.)
+CREATE OR REPLACE FUNCTION cosid._history_purge(p_limit int) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off SET jit = off AS $$
+DECLARE
+    v_rows bigint;
+    v_cut  bigint := cosid.store_now() - cosid._history_retention_ms();  -- (a constant: an index bound)
+BEGIN
+    DELETE FROM cosid.window_history h
+     WHERE h.ctid = ANY (ARRAY(SELECT o.ctid FROM cosid.window_history o
+                                WHERE o.ended_at IS NOT NULL AND o.ceiling < v_cut
+                                ORDER BY o.ceiling LIMIT p_limit));
+    GET DIAGNOSTICS v_rows = ROW_COUNT;
+    RETURN v_rows;
+END $$;
+
+-- As in 1.6, with jit off and the purge for one new window in 32.
+CREATE OR REPLACE FUNCTION cosid._window_history_lease() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET enable_seqscan = off SET jit = off AS $$
+DECLARE
+    v_end  bigint;
+    v_how  text;
+    v_ctx  text;
+    v_sys  bigint;
+BEGIN
+    IF OLD.incarnation IS NOT NULL THEN
+        IF TG_OP = 'DELETE' THEN
+            v_end := OLD.ceiling;
+            v_how := 'forgotten: its lease row was deleted';
+        ELSE
+            v_end := least(OLD.ceiling, greatest(NEW.next_floor, OLD.floor));
+            GET DIAGNOSTICS v_ctx = PG_CONTEXT;
+            v_how := CASE
+                WHEN NEW.incarnation IS NOT NULL THEN 'taken over: expired, a new window granted'
+                WHEN NEW.fence - OLD.fence >= 4294967296 THEN 'freed by the store''s raise (a failover, a restore, a fork acknowledged)'
+                WHEN strpos(v_ctx, 'cosid.release(') > 0 THEN 'released'
+                WHEN strpos(v_ctx, 'cosid.revoke(') > 0 THEN 'revoked'
+                ELSE 'freed by hand' END;
+        END IF;
+        UPDATE cosid.window_history h
+           SET ceiling = v_end, ended_at = pg_catalog.clock_timestamp(),
+               ended_how = v_how
+         WHERE h.namespace = OLD.namespace AND h.slot = OLD.slot AND h.fence = OLD.fence AND h.floor = OLD.floor
+           AND h.ended_at IS NULL;
+        IF NOT FOUND THEN
+            INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, incarnation,
+                                              owner_role, ended_at, ended_how)
+            VALUES (OLD.namespace, OLD.slot, 'lease', OLD.fence, OLD.floor, v_end, OLD.owner_key, OLD.incarnation,
+                    OLD.owner_role, pg_catalog.clock_timestamp(), v_how);
+        END IF;
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.incarnation IS NOT NULL THEN
+        -- this server's own keeper (cosid._issuer_start names its incarnation before each
+        -- acquire, and the store's record names the cluster it writes on)
+        SELECT s.system_identifier INTO v_sys FROM cosid.store_state s WHERE s.issuer_incarnation = NEW.incarnation LIMIT 1;
+        INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, incarnation,
+                                          owner_role, client_addr, system_identifier, granted_at)
+        VALUES (NEW.namespace, NEW.slot, 'lease', NEW.fence, NEW.floor, NEW.ceiling, NEW.owner_key, NEW.incarnation,
+                NEW.owner_role, pg_catalog.inet_client_addr(), v_sys, pg_catalog.clock_timestamp());
+        IF pg_catalog.nextval('cosid.window_history_purge_tick') % 32 = 0 THEN
+            PERFORM cosid._history_purge(200);
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- As in 1.6, with the purge for one new window in 32.
+CREATE OR REPLACE FUNCTION cosid._window_history_static() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ahead bigint := coalesce(pg_catalog.floor(extract(epoch FROM
+                                   pg_catalog.current_setting('cosid.static_ahead', true)::interval) * 1000)::bigint,
+                               10000);
+    v_start bigint := NEW.ceiling_ms - v_ahead;
+    v_floor bigint;
+BEGIN
+    IF TG_OP = 'UPDATE' AND v_start <= OLD.ceiling_ms THEN
+        v_floor := OLD.ceiling_ms;
+    ELSE
+        IF (SELECT n.unit FROM cosid.namespace n WHERE n.name = NEW.namespace) = 's' THEN
+            v_start := (v_start / 1000) * 1000;
+        END IF;
+        v_floor := greatest(v_start - 1, CASE WHEN TG_OP = 'UPDATE' THEN OLD.ceiling_ms END, 0,
+                            (SELECT r.others_ms FROM cosid._static_recorded(NEW.namespace, NEW.slot) r,
+                                                     pg_catalog.pg_control_system() c
+                              WHERE c.system_identifier = NEW.system_identifier));
+    END IF;
+    INSERT INTO cosid.window_history (namespace, slot, kind, floor, ceiling, system_identifier, granted_at, ended_at,
+                                      ended_how)
+    VALUES (NEW.namespace, NEW.slot, 'static', least(v_floor, NEW.ceiling_ms), NEW.ceiling_ms, NEW.system_identifier,
+            pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(), 'static slot: ceiling recorded');
+    IF pg_catalog.nextval('cosid.window_history_purge_tick') % 32 = 0 THEN
+        PERFORM cosid._history_purge(200);
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- As in 1.6; the retention is read only where it is needed: for a DELETE (each row a purge
+-- deletes) and a TRUNCATE, not for the UPDATE that ends a window (a release, a takeover).
+CREATE OR REPLACE FUNCTION cosid._window_history_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_problem text;
+    v_cut bigint;
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        v_problem := CASE
+            WHEN (NEW.namespace, NEW.slot, NEW.kind, NEW.fence, NEW.floor, NEW.owner_key, NEW.incarnation, NEW.owner_role,
+                  NEW.client_addr, NEW.system_identifier, NEW.granted_at)
+                 IS DISTINCT FROM
+                 (OLD.namespace, OLD.slot, OLD.kind, OLD.fence, OLD.floor, OLD.owner_key, OLD.incarnation, OLD.owner_role,
+                  OLD.client_addr, OLD.system_identifier, OLD.granted_at)
+                THEN 'a window keeps its slot, floor and holder'
+            WHEN OLD.ended_at IS NOT NULL AND NEW IS DISTINCT FROM OLD THEN 'an ended window stays as it ended'
+            WHEN NEW.ended_at IS NULL AND NEW.ceiling < OLD.ceiling THEN 'a live window''s ceiling went down'
+        END;
+    ELSE
+        v_cut := cosid.store_now() - cosid._history_retention_ms();
+        IF TG_OP = 'DELETE' THEN
+            IF OLD.ended_at IS NULL OR OLD.ceiling >= v_cut THEN
+                v_problem := format('the window of slot %s of namespace "%s" (%s to %s) is %s', OLD.slot, OLD.namespace,
+                                    cosid._ms_text(OLD.floor), cosid._ms_text(OLD.ceiling),
+                                    CASE WHEN OLD.ended_at IS NULL THEN 'live' ELSE 'within the retention' END);
+            END IF;
+        ELSIF EXISTS (SELECT 1 FROM cosid.window_history h WHERE h.ended_at IS NULL OR h.ceiling >= v_cut) THEN
+            v_problem := 'it holds windows within the retention';
+        END IF;
+    END IF;
+    IF v_problem IS NOT NULL THEN
+        RAISE EXCEPTION 'cosid: cannot % cosid.window_history: %', lower(TG_OP), v_problem
+            USING ERRCODE = 'integrity_constraint_violation',
+                  DETAIL = 'The history of the windows the store granted is what cosid_verify() and cosid_issuer() read.',
+                  HINT = 'Rows older than the retention go by themselves; shorten it with cosid_history_settings(retention => ...).';
+    END IF;
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD WHEN 'UPDATE' THEN NEW END;
+END $$;

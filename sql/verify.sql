@@ -76,7 +76,7 @@ SELECT cosid._windows_meet('ms', 1200, 1900, 1100, 1800) AS ms_meet,
        cosid._windows_meet('s', 1000, 2000, 0, 1000) AS s_adjacent;
 
 -- Retention: at least a minute; shortening it purges ended windows older than it at once,
--- and every new window purges a few
+-- and one new window in 32 purges a few (the next one here)
 SELECT expect_error($$SELECT cosid_history_settings(retention => '10 seconds')$$);
 SELECT retention_now FROM cosid_history_settings();
 INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, ended_at, ended_how)
@@ -85,6 +85,7 @@ SELECT retention_now, windows > 0 AS has_windows FROM cosid_history_settings(ret
 SELECT count(*) AS ancient_left FROM cosid.window_history WHERE owner_key = 'ancient';
 INSERT INTO cosid.window_history (namespace, slot, kind, fence, floor, ceiling, owner_key, ended_at, ended_how)
 VALUES ('vf', 1, 'lease', 7, 1000, 2000, 'ancient', now(), 'old');
+SELECT setval('cosid.window_history_purge_tick', 31) AS purge_tick;
 SELECT count(*) AS granted FROM cosid.acquire('vf', 'server-f', '00000000-0000-0000-0000-00000000f001', 1000, 1);
 SELECT count(*) AS ancient_left FROM cosid.window_history WHERE owner_key = 'ancient';
 SELECT retention_now FROM cosid_history_settings(retention => '30 days');
