@@ -58,7 +58,10 @@ WHERE l.namespace = 'fo2' AND l.next_floor >= s.raised_at_ms + s.max_ttl_ms;
 SELECT cosid_namespace_create('fo2', slot_bits => 1);
 SELECT count(*) AS slots_above_the_raise FROM cosid.lease l, cosid.store_state s
 WHERE l.namespace = 'fo2' AND l.next_floor >= s.raised_at_ms + s.max_ttl_ms + 2000;
-SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '2 minutes');
+-- max_ttl + 2 x max_tolerance within the reach cap (120 s): a copy raises by the cap only
+SELECT expect_error($$SELECT cosid_store_settings(max_ttl => '2 minutes')$$);
+SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '110 s');
+SELECT expect_error($$SELECT cosid_store_settings(max_tolerance => '6 s')$$);
 SELECT expect_error($$SELECT cosid_store_settings(max_ttl => '1 ms')$$);
 SELECT max_ttl_ms FROM cosid_store_settings(max_ttl => '1 minute');
 -- another cluster (a restore elsewhere) counts as a new timeline too

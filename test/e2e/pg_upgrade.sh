@@ -78,7 +78,7 @@ init_pair() {
     as_pg "$nbin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
     wait "$i1"; wait "$i2"
     local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
-                "max_connections = 30" "fsync = off" "$@")
+                "max_connections = 30" "fsync = off" "cosid.test_reach_cap = '1ms'" "$@")
     printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
     printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
 }

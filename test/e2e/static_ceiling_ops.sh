@@ -36,7 +36,8 @@ mk() {  # mk NAME PORT settings...
     local n=$1 p=$2; shift 2
     as_pg "$B/initdb" -D "$D/$n" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
     printf '%s\n' "port = $p" "listen_addresses = ''" "unix_socket_directories = '$D'" \
-        "shared_preload_libraries = 'cosid'" "fsync = off" "cosid.acquire_timeout = '30s'" "$@" >> "$D/$n/postgresql.conf"
+        "shared_preload_libraries = 'cosid'" "fsync = off" "cosid.acquire_timeout = '30s'" "cosid.test_reach_cap = '1ms'" "$@" \
+        >> "$D/$n/postgresql.conf"
 }
 up() { as_pg "$B/pg_ctl" -D "$D/$1" -l "$D/$1.log" -w start >/dev/null; RUNNING+=("$D/$1"); }
 down() { as_pg "$B/pg_ctl" -D "$D/$1" -m fast -w stop >/dev/null; }

@@ -38,7 +38,8 @@ check "the dump has slot 0 free" "" "$(q "$ST" "$PST" -c "SELECT owner_key FROM 
 # The restored cluster is made ready beside the store (as a standby host would be).
 mkdir -p "$ST2"; fresh_cluster "$ST2/data"; chown -R "$PG_USER" "$ST2"
 { echo "port = $PST"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$ST2'";
-  echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off"; echo "cosid.ttl = '6s'"; } >> "$ST2/data/postgresql.conf"
+  echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off"; echo "cosid.ttl = '6s'";
+  echo "cosid.test_reach_cap = '1ms'"; } >> "$ST2/data/postgresql.conf"
 # restore_store SOCKETDIR: the dump into ST2, started at SOCKETDIR (ST2 stays up).
 restore_store() {
     sed -i "s|^unix_socket_directories = .*|unix_socket_directories = '$1'|" "$ST2/data/postgresql.conf"

@@ -41,7 +41,8 @@ echo "# restore order: $(as_pg "$PG_BIN/pg_restore" -l "$base/store.dump" | grep
 fresh_cluster "$ST2/data" 2>/dev/null || { mkdir -p "$ST2"; chown "$PG_USER" "$ST2"; fresh_cluster "$ST2/data"; }
 chown -R "$PG_USER" "$ST2"
 { echo "port = $PST"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$ST'";
-  echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off"; echo "cosid.ttl = '20s'"; } >> "$ST2/data/postgresql.conf"
+  echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off"; echo "cosid.ttl = '20s'";
+  echo "cosid.test_reach_cap = '1ms'"; } >> "$ST2/data/postgresql.conf"
 
 # I1 holds slot 0 of 'default' and issues without a pause.
 q "$I1" "$P1" -c "INSERT INTO t SELECT cosid_next() FROM generate_series(1, 10)" >/dev/null
