@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The exhaustive model checker (test/model/run_model) in the test command: first the bounds
 # the rules are checked to (no violation may be found), then its teeth: for every path to a
-# duplicate id found so far, the rule that closes it is switched off and the checker must reach
-# a violation, print its shortest trace, and find none to that depth with the rule on.
+# duplicate id (or, in the tenant bounds, a server refused a window by another login) found so
+# far, the rule that closes it is switched off and the checker must reach a violation, print its
+# shortest trace, and find none to that depth with the rule on.  A tooth with --preset starts
+# from a few of the model's own moves (printed as "preset:"), where the finding is deeper than a
+# bound can afford from the plain start.
 # Prints "ok - ..." / "not ok - ..." lines (scripts/test.sh counts them) and the traces under
-# "#".  ~45 s on 2 idle cores; the time limits (150 s a bound, 90 s a tooth) only stop a
+# "#".  ~60 s of CPU on 2 idle cores; the time limits (150 s a bound, 90 s a tooth) only stop a
 # runaway.  Usage: model_checks.sh [ROOT] [--teeth-only | --bounds-only]
 set -u
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -19,8 +22,8 @@ started=$SECONDS
 # The bounds.  Each line: a name, then run_model's arguments.  All moves at once reach depth 6
 # within seconds; smaller sets of moves go deeper.
 BOUNDS=(
-  "every move, two issuers on I0's own store (S0) and a fork|--depth 6"
-  "every move, two issuers on a store server of its own (S1, which fails over and is restored)|--central --depth 5"
+  "every move but issue 41's (limits, databases, tenants), two issuers on I0's own store (S0) and a fork|--depth 6"
+  "every move but issue 41's, two issuers on a store server of its own (S1, which fails over and is restored)|--central --depth 5"
   "one store server of its own: loss, crashes, restarts, clocks, failover, restore, keeper logins|--central --only core,loss,crash,restart,clock,store-clock,failover,restore,keeper-login --depth 6"
   "drops, namespaces made again, layout edits|--only core,crash,restart,clock,drop,namespace --depth 6"
   "a store that fails over while its lease issues: the lease the raise freed goes on beside its successor, on the same slot|--central --only core,failover --depth 9"
@@ -29,6 +32,12 @@ BOUNDS=(
   "static slots with a state file: switches, crashes, forks|--issuers 1 --static-start --only core,crash,restart,static,fork --depth 8"
   "static slots with a state file and clock steps (a window used up ahead of a clock that stepped back goes on from its ids)|--issuers 1 --static-start --only core,crash,restart,clock,static --depth 9"
   "static slots without a state file|--issuers 1 --static-start --static-no-file --only core,crash,restart,clock,static --depth 9"
+  "limits raised and lowered on a store server of its own, bursts, failovers, dumps taken at any moment and restored|--central --only core,failover,restore,limits --depth 6"
+  "limits raised and lowered on the original's store and its copy's, forks (promoted, or with a cosid.fork file) acknowledged|--issuers 1 --only core,restart,fork,limits --depth 6"
+  "static slots with limit changes (static_ahead, max_ttl) and forks|--issuers 1 --static-start --only core,restart,fork,static,limits --depth 6"
+  "a limit lowered under a live window, then failovers|--central --only core,failover,limits --preset grant-then-lower --depth 6"
+  "a copy switching between its server's two databases|--issuers 1 --only core,restart,fork,databases --depth 7"
+  "tenants: a login holding a lock, a keeper role hoarding slots (no server refused a window)|--central --issuers 1 --only core,loss,crash,tenants --depth 8"
 )
 
 # The teeth.  Each line: the rule(s) switched off (a comma between two), the path of the fault
@@ -50,7 +59,7 @@ TEETH=(
   "first-floor|a namespace lost in a failover's tail, made again|--central --ns-absent --only core,failover,namespace --depth 10"
   "layout-guard|a superuser's UPDATE of a live namespace's layout|--only core,namespace --depth 9"
   "role-guard|a second keeper role releasing another server's lease|--only core,keeper-login --depth 6"
-  "fork-detect|a promoted standby (or recovered backup) of an issuing server|--issuers 1 --only core,fork --depth 9"
+  "fork-detect|a promoted standby of an issuing server upgraded by pg_upgrade --link before its acknowledgment (its new cluster has no cosid.history)|--issuers 1 --only core,fork --depth 9"
   "record-at-start|a copy made before the original's first id|--issuers 1 --only core,fork --depth 9"
   "record-kept|a copy of a server after a clean restart|--issuers 1 --only core,restart,fork --depth 10"
   "fork-marker|pg_upgrade's old cluster started again|--issuers 1 --only core,fork --depth 10"
@@ -59,11 +68,17 @@ TEETH=(
   "static-floor|a static slot restarted after kill -9 or with its clock back|--issuers 1 --static-start --only core,crash,static --depth 6"
   "static-nofile-borrow|static slots without a state file borrowing ahead, then a restart|--issuers 1 --static-start --static-no-file --only core,crash,static --depth 9"
   "static-nofile-start|static slots without a state file restarted in the same tick|--issuers 1 --static-start --static-no-file --only core,crash,static --depth 6"
-  "static-timeline|a promoted standby with its origin's static state file|--issuers 1 --static-start --only core,fork,static --depth 6"
+  "static-timeline,fork-datadir|a promoted standby with its origin's static state file|--issuers 1 --static-start --only core,fork,static --depth 6"
   "static-rows,raise-cluster|static slots across pg_upgrade (raise_floors_on_new_timeline off)|--issuers 1 --static-start --only core,restart,fork,static --depth 8"
   "switch-to-static|a namespace moved from leased to static issuing|--issuers 1 --only core,static --depth 6"
   "switch-to-leased|a namespace moved from static to leased issuing|--issuers 1 --static-start --only core,static --depth 6"
   "upgrade-note|pg_upgrade of a store's promoted standby stopped before any store call|--central --only core,failover,fork --depth 8"
+  "reach-cap|a store restored from a dump taken before a max_ttl raise (issue 41, 2)|--central --issuers 1 --only core,restore,limits --preset dump-then-raise --depth 8"
+  "reach-cap|a fork acknowledged after the original raised max_ttl (issue 41, 1)|--issuers 1 --only core,restart,fork,limits --preset copy-then-raise --depth 7"
+  "reach-cap|a static copy acknowledged after the original raised static_ahead (issue 41, 3)|--issuers 1 --static-start --only core,restart,fork,static,limits --preset static-copy-then-raise --depth 7"
+  "fork-datadir|a copy with a cosid.fork file switched to another database of its server (issue 41, 4)|--issuers 1 --only core,restart,fork,databases --depth 7"
+  "tenant-lock|a login with no grants holding the acquire path's advisory key (issue 41, 5)|--central --issuers 1 --only core,tenants --depth 4"
+  "lease-cap|one keeper role taking every slot (issue 41, 6)|--central --issuers 1 --only core,tenants --depth 5"
 )
 
 ok() { echo "ok - model: $1"; }
@@ -96,6 +111,7 @@ if [ "$what" != --bounds-only ]; then
         if [ "$rc" = 0 ] && grep -q '^result: VIOLATION' "$out/teeth.log" && grep -q '^broken promise: ' "$out/teeth.log"; then
             moves=$(grep -oE 'VIOLATION after [0-9]+ moves' "$out/teeth.log" | grep -oE '[0-9]+')
             echo "# without $rules ($path):"
+            grep '^  preset: ' "$out/teeth.log" | sed 's/^/#   /'
             sed -n '/^result: VIOLATION/,$p' "$out/teeth.log" | grep -v '^      -> ' | sed 's/^/#   /'
             # With the rule, the same moves to the same depth: none.
             depth_args=$(echo "$args" | sed -E "s/--depth [0-9]+/--depth $moves/")
@@ -104,7 +120,9 @@ if [ "$what" != --bounds-only ]; then
             # shellcheck disable=SC2086
             "$run" $depth_args $extra --max-seconds 90 > "$out/with.log" 2>&1; rc2=$?
             if [ "$rc2" = 0 ]; then
-                ok "without $rules: the checker reaches a duplicate in $moves moves ($path); with it none to that depth"
+                what="a duplicate"
+                grep -q '^broken promise: I[0-9] refused a window' "$out/teeth.log" && what="a server refused a window"
+                ok "without $rules: the checker reaches $what in $moves moves ($path); with it none to that depth"
             else
                 sed 's/^/#   /' "$out/with.log" | tail -30
                 bad "with $rules the same bound ($depth_args) is not violation-free (exit $rc2)"

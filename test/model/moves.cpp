@@ -11,6 +11,7 @@
 // slots without a state file, a store clock outside max_tolerance.
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "clock_step.hpp"
 #include "issue_word.hpp"
@@ -32,6 +33,9 @@ enum Kind : uint8_t {
     K_SCLOCK_FWD, K_SCLOCK_BACK, K_STANDBY_BEHIND, K_FAILOVER, K_STORE_CRASH, K_DUMP, K_RESTORE_WHOLE,
     K_RESTORE_PIECES, K_RESTORE_RECORDS, K_RESTORE_ROWS, K_DROP_CREATE, K_NS_CREATE,
     K_NS_REMAKE, K_LAYOUT_EDIT, K_FORK_ACK, K_STORE_UPGRADE,
+    // issue 41: limits, a burst, a copy with a cosid.fork file, a second database, tenants
+    K_MAX_TTL, K_MAX_TOLERANCE, K_STATIC_AHEAD, K_BURST, K_FORK_MARKED, K_SWITCH_DB, K_PUBLIC_LOCK, K_HOARD,
+    K_HOARD_RENEW,
 };
 
 bool on(const Config& c, int rule) { return !c.without[rule]; }
@@ -84,15 +88,35 @@ void note_upgrade_read(StoreCore& core, uint64_t sysid, uint32_t timeline, bool 
 }
 
 LeaseTable new_table(const Config& c, int64_t first_floor) {
-    // Without the max_ttl rule the store grants any ttl (a table without limits).
-    if (on(c, R_MAX_TTL)) return LeaseTable(1, kTolerance, limits(), first_floor);
+    // Without the max_ttl rule the store grants any ttl (a table without limits).  With it, the
+    // table is made with the widest limits the model's cap allows, and every grant is cut to the
+    // store's max_ttl of the moment (granted_ttl below): the limits change (K_MAX_TTL).
+    if (on(c, R_MAX_TTL)) return LeaseTable(1, kTolerance, StoreLimits{kWideMaxTtl, kWideMaxTolerance}, first_floor);
     return LeaseTable(1, kTolerance, first_floor);
+}
+// cosid.acquire and cosid.renew: a ttl above the store's max_ttl is granted at max_ttl
+// (LeaseTable::granted_ttl's rule, with the limits of the moment).
+int64_t granted_ttl(const Config& c, const StoreCore& core, int64_t ttl) {
+    return on(c, R_MAX_TTL) ? std::min<int64_t>(ttl, core.max_ttl) : ttl;
+}
+// How far the store's limits let a window reach past the clock that granted it (what a raise
+// by the limits the store sees covers).
+int64_t visible_reach(const StoreCore& core) { return StoreLimits{core.max_ttl, core.max_tolerance}.raise_margin_ms(); }
+// raise_after_lost_history raises by limits.raise_margin_ms(): these limits raise by `margin`.
+StoreLimits margin_of(int64_t margin) { return StoreLimits{margin, 0}; }
+// Every floor raised to base + margin (cosid._follow_timeline).
+void raise_floors(StoreCore& core, int64_t base, int64_t margin) {
+    if (core.table) core.table->raise_after_lost_history(base, margin_of(margin));
+    core.raised_at = base;
+    core.raised_margin = static_cast<int8_t>(margin);
 }
 
 // Marks the store's record of its own server as an issuer's (the keeper records its server).
 void record_issuer(World& w, int s, bool issuer) {
     for (StoreRecord& r : w.st[s].core.records)
         if (r.system_identifier == here_sysid(w, s)) r.issuer = issuer;
+    // cosid.history's timeline line is written with it, and no stop clears it (fork.cpp).
+    if (issuer && w.st[s].host >= 0) w.iss[w.st[s].host].dd_local = true;
 }
 
 // A lease change committed on store s: with the flush rule the keeper waits for it to be
@@ -111,6 +135,10 @@ bool begin_call(World& w, const Config& c, int s, int caller, std::string* story
     // pg_restore's session is known by its application_name: a data-only restore that has not
     // brought the origin's record yet grants nothing either (store_restore_race.sh).
     if (st.restoring && st.records_pending && on(c, R_RESTORE_MARK)) return false;
+    // src/pg/fork.cpp: a data directory that saw a fork (cosid.history) is refused by every
+    // database of its server until the fork is acknowledged in that one.
+    if (on(c, R_FORK_DATADIR) && caller >= 0 && st.host == caller && w.iss[caller].dd_fork && !st.core.fork_acked)
+        return false;
     const int64_t now = store_now(w, s);
     const StoreHistory h = history_of(w, c, s);
     bool raise = false, follow = true;
@@ -133,9 +161,15 @@ bool begin_call(World& w, const Config& c, int s, int caller, std::string* story
     case StoreHistory::Restored: raise = on(c, R_RAISE_RESTORE); break;
     }
     if (raise) {
-        if (st.core.table) st.core.table->raise_after_lost_history(now, limits());
-        st.core.raised_at = now;
-        if (story) *story += " [" + S(s) + " raises every floor to " + std::to_string(now + limits().raise_margin_ms()) + "]";
+        // A restored dump cannot see the limits used after it was taken: the reach cap
+        // (unseen_history_reach_ms).  A failover's standby saw every limit change but one the
+        // operator raised before the standby replayed it (docs/failover.md: out of scope): the
+        // limits it sees, and the reach of limits lowered since that has not passed yet.
+        int64_t margin = visible_reach(st.core);
+        if (h == StoreHistory::Restored && on(c, R_REACH_CAP)) margin = unseen_history_reach(margin);
+        if (on(c, R_LOWERED_COVER) && st.core.cover_until > now) margin = std::max<int64_t>(margin, st.core.cover_until - now);
+        raise_floors(st.core, now, margin);
+        if (story) *story += " [" + S(s) + " raises every floor to " + std::to_string(now + margin) + "]";
     }
     if (follow) st.core.records = {StoreRecord{here_sysid(w, s), here_timeline(w, s), false, false}};
     if (st.host == caller && on(c, R_RECORD_AT_START)) record_issuer(w, s, true);
@@ -242,15 +276,22 @@ void start(World& w, const Config& c, int i, std::string* story) {
     x.lease = Lease{};
     x.freed = Lease{};
     x.sw = StaticWindow{};
+    const bool marker = x.fork_marker;
+    if (marker && on(c, R_FORK_DATADIR)) x.dd_fork = true;  // cosid.history: "fork <id> ..."
     for (int s = 0; s < kStores; ++s) {
         Store& st = w.st[s];
         if (!st.exists || st.host != i || !st.core.ext) continue;
         // The keeper finds a cosid.fork file and declares its store a copy (cosid._fork_mark).
-        if (x.fork_marker)
+        // With the rule fork-datadir, cosid.history keeps the fork for good and every database
+        // of the server is told; the rule before: only the store it uses (cosid.database), and
+        // the file removed.
+        if (x.fork_marker && (on(c, R_FORK_DATADIR) || s == x.store))
             for (StoreRecord& r : st.core.records) r.fork_declared = true;
         // The keeper records its server as soon as it finds its store ready.
         if (on(c, R_RECORD_AT_START)) begin_call(w, c, s, i, story);
     }
+    if (marker && !on(c, R_FORK_DATADIR) && x.store >= 0 && w.st[x.store].exists && w.st[x.store].host == i)
+        x.fork_marker = false;
 }
 
 void crash(World& w, const Config& c, int i, std::string* story) {
@@ -294,6 +335,7 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
     if (on(c, R_FORK_DETECT) && x.store >= 0 && w.st[x.store].exists) {
         bool declared = x.fork_marker;
         for (const StoreRecord& r : w.st[x.store].core.records) declared = declared || r.fork_declared;
+        if (on(c, R_FORK_DATADIR) && x.dd_fork && !w.st[x.store].core.fork_acked) declared = true;
         if (declared) {
             if (story) *story += " refused: this data directory is a declared copy (ZC009)";
             return std::nullopt;
@@ -315,7 +357,7 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
     const int64_t recorded = static_recorded_ms(on(c, R_STATIC_FLOOR) ? model_ms : 0, model_has, others, own, have_file);
     const int64_t started = on(c, R_STATIC_NOFILE_START) ? x.started_ms : 0;
     const int64_t floor = static_window_floor(recorded, 0, have_file, started);
-    return std::make_pair(floor, issuer_now(w, i) + kStaticAhead);
+    return std::make_pair(floor, issuer_now(w, i) + static_ahead_used(x.static_ahead));
 }
 
 // The keeper writes a static ceiling: cosid.static_ceiling first, then the state file
@@ -361,8 +403,11 @@ bool issue(World& w, const Config& c, int i, bool on_freed, std::string* story, 
         lay = layout_of(0);
         slot = x.sw.slot;
         window = ClaimWindow{x.sw.floor, x.sw.ceiling};
-        borrow = on(c, R_STATIC_NOFILE_BORROW) ? static_borrow_ms(!c.static_no_file, kMaxBorrow)
-                                               : static_borrow_ms(true, kMaxBorrow);
+        // cosid.max_borrow: 2 in the bounds before issue 41; its default (to the window's
+        // ceiling) in those with limit changes, where the window may reach further.
+        const int64_t max_borrow = fam(c, F_LIMITS) ? issue_word::kBorrowToCeiling : kMaxBorrow;
+        borrow = on(c, R_STATIC_NOFILE_BORROW) ? static_borrow_ms(!c.static_no_file, max_borrow)
+                                               : static_borrow_ms(true, max_borrow);
     } else {
         return false;
     }
@@ -387,10 +432,38 @@ bool issue(World& w, const Config& c, int i, bool on_freed, std::string* story, 
     return true;
 }
 
-bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story) {
+// The live leases a store role holds (the model's roles: one per server's keeper, by its owner
+// key, and the hoarding role's "evil").
+int live_leases_of(const StoreCore& core, const std::string& role, int64_t now) {
+    int n = 0;
+    if (core.table)
+        for (const LeaseRow& r : core.table->rows())
+            if (r.has_owner() && r.owner_key == role && r.expires_at > now) ++n;
+    return n;
+}
+
+// The availability promise of the tenant bounds (F_TENANT): a server whose role holds no live
+// lease is never refused a window while the namespace has a slot for each role (2 slots: the
+// server's role and the hoarding one).
+void refused_window(const World& w, const Config& c, int i, const char* why, std::string* violation) {
+    if (!fam(c, F_TENANT) || !violation) return;
+    const Store& st = w.st[w.iss[i].store];
+    if (live_leases_of(st.core, key_of(i), store_now(w, w.iss[i].store)) > 0) return;
+    *violation = I(i) + " refused a window (" + why + "), holding no lease: another login's doing";
+}
+
+bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story, std::string* violation = nullptr) {
     Issuer& x = w.iss[i];
     const int s = x.store;
     Store& st = w.st[s];
+    // cosid.acquire took pg_advisory_xact_lock_shared(1668248937, hashtext(namespace)): a key
+    // PUBLIC can hold.  With the rule no lock of the acquire path is one a login with no grants
+    // can take (cosid.acquire's row locks on tables only cosid_keeper may read).
+    if (!on(c, R_TENANT_LOCK) && st.public_lock) {
+        if (story) *story += " refused: canceling statement due to lock timeout (ZC006)";
+        refused_window(w, c, i, "lock timeout: a login with no grants holds the acquire path's advisory key", violation);
+        return true;
+    }
     if (!begin_call(w, c, s, i, story)) {
         if (story) *story += " refused: the store grants nothing now";
         return true;
@@ -400,8 +473,15 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story) 
         return true;
     }
     const int64_t now = store_now(w, s);
+    // cosid.acquire: a store role holds at most the cap of live leases in a namespace (in the
+    // tenant bounds; elsewhere the cap is above the model's 2 slots, as the default is above
+    // what one server needs).
+    if (fam(c, F_TENANT) && on(c, R_LEASE_CAP) && live_leases_of(st.core, key_of(i), now) >= kLeaseCap) {
+        if (story) *story += " refused: its role holds the cap of live leases";
+        return true;
+    }
     const StoreCore before = st.core;
-    const AcquireRequest req{key_of(i), inc_of(x, i), ttl, 0};
+    const AcquireRequest req{key_of(i), inc_of(x, i), granted_ttl(c, st.core, ttl), 0};
     std::optional<LeaseRow> row;
     // The rule before: a live lease of the asking incarnation was handed back with its floor.
     if (!on(c, R_LIVE_REGRANT))
@@ -413,6 +493,7 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story) 
     }
     if (!row) {
         if (story) *story += " refused: no slot free";
+        refused_window(w, c, i, "no slot free", violation);
         return true;
     }
     committed(w, c, s, before);
@@ -454,7 +535,12 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
         return true;
     }
     const StoreCore before = st.core;
-    const auto r = st.core.table->renew(l.slot, inc_of(x, i), l.fence, kTtl, now);
+    if (fam(c, F_TENANT) && on(c, R_LEASE_CAP) && st.core.table->row(l.slot).expires_at <= now &&
+        live_leases_of(st.core, key_of(i), now) >= kLeaseCap) {
+        if (story) *story += " renewal refused: its role holds the cap of live leases";
+        return true;
+    }
+    const auto r = st.core.table->renew(l.slot, inc_of(x, i), l.fence, granted_ttl(c, st.core, x.ttl), now);
     if (r) committed(w, c, l.store, before);
     if (kind == K_RENEW_ANSWER_LOST) {
         if (story) *story += r ? " renewal applied, its answer lost" : " renewal found the lease lost, answer lost";
@@ -483,7 +569,7 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
     return true;
 }
 
-void copy_data_directory(World& w, int from, int to) {
+void copy_data_directory(World& w, const Config& c, int from, int to) {
     Issuer& x = w.iss[to];
     const Issuer& o = w.iss[from];
     x = Issuer{};
@@ -500,6 +586,10 @@ void copy_data_directory(World& w, int from, int to) {
     x.file_ceiling = o.file_ceiling;
     x.file_prev_ceiling = o.file_prev_ceiling;
     x.file_timeline = o.file_timeline;
+    x.ttl = o.ttl;  // postgresql.conf is in the data directory
+    x.dd_local = o.dd_local;
+    x.dd_fork = o.dd_fork;
+    x.static_ahead = o.static_ahead;
     // Its cosid.store_dsn is copied too: a local store's copy is its own (S2), a remote one is shared.
     x.store = o.store == 0 ? 2 : o.store;
     if (o.store == 0) {
@@ -508,12 +598,65 @@ void copy_data_directory(World& w, int from, int to) {
         w.st[2].standby.reset();
         w.st[2].dump.reset();
         w.st[2].unflushed_before.reset();
+        if (fam(c, F_DATABASES)) {
+            // The server's second database with cosid installed (its own namespace, of the same
+            // name): the original never used it as its store (cosid.database).
+            Store& d = w.st[3];
+            d = Store{};
+            d.exists = true;
+            d.host = static_cast<int8_t>(to);
+            d.core.ext = d.core.ns = true;
+            d.core.store_id = 13;
+            d.core.table = new_table(c, 0);
+            d.core.records = {StoreRecord{o.sysid, o.timeline, false, false}};
+        }
     }
 }
 
 }  // namespace
 
-World initial_world(const Config& c) {
+namespace {
+World plain_world(const Config& c);
+struct Preset {
+    const char* name;
+    std::vector<Move> moves;
+};
+// Each: the model's own moves, in order (Move{kind, issuer or store, value}).
+const std::vector<Preset>& presets() {
+    static const std::vector<Preset> p = {
+        // finding 2: the nightly dump of S1 (max_ttl 2), then max_ttl raised to 6
+        {"dump-then-raise", {Move{K_DUMP, 1}, Move{K_MAX_TTL, 1, 6}}},
+        // finding 1: a standby of I0 promoted beside it (S2 sees max_ttl 2), then S0's max_ttl raised
+        {"copy-then-raise", {Move{K_FORK_PROMOTE, 0}, Move{K_MAX_TTL, 0, 6}}},
+        // finding 3: S0's max_ttl 1 (a reach of 3 visible), a copy started with a cosid.fork file,
+        // then the original's cosid.static_ahead raised
+        {"static-copy-then-raise", {Move{K_MAX_TTL, 0, 1}, Move{K_FORK_MARKED, 0}, Move{K_STATIC_AHEAD, 0}}},
+        // a lowered limit, then a failover: S1's max_ttl raised to 6, I0 granted under it, lowered to 2
+        {"grant-then-lower", {Move{K_MAX_TTL, 1, 6}, Move{K_ACQUIRE, 0}, Move{K_MAX_TTL, 1, 2}}},
+    };
+    return p;
+}
+}  // namespace
+
+const char* preset_names() { return "dump-then-raise, copy-then-raise, static-copy-then-raise, grant-then-lower"; }
+
+std::optional<World> initial_world(const Config& c, std::vector<std::string>* stories) {
+    World w = plain_world(c);
+    if (c.preset.empty()) return w;
+    for (const Preset& p : presets()) {
+        if (c.preset != p.name) continue;
+        for (const Move& m : p.moves) {
+            std::string story, violation;
+            apply(w, c, m, stories ? &story : nullptr, &violation);
+            if (stories) stories->push_back(story);
+        }
+        return w;
+    }
+    return std::nullopt;
+}
+
+namespace {
+World plain_world(const Config& c) {
     World w;
     for (int i = 0; i < c.issuers && i < 2; ++i) {
         Issuer& x = w.iss[i];
@@ -522,8 +665,10 @@ World initial_world(const Config& c) {
         x.sysid = static_cast<uint64_t>(1 + i);
         x.store = static_cast<int8_t>(c.central ? 1 : 0);
         x.started_ms = 0;
+        if (c.families & F_LIMITS) x.ttl = kLongTtl;
     }
     w.iss[0].is_static = c.static_start;
+    w.iss[0].dd_local = !c.central && on(c, R_RECORD_AT_START);  // its keeper recorded it on S0 at start
     for (int s = 0; s < 2; ++s) {
         if (s == 1 && !c.standalone_s1 && !c.central) continue;
         Store& st = w.st[s];
@@ -538,6 +683,7 @@ World initial_world(const Config& c) {
     }
     return w;
 }
+}  // namespace
 
 void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
     out->clear();
@@ -608,6 +754,17 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
                     add(K_ROGUE_RELEASE, i, j);
         }
         if (fam(c, F_FORK) && i == 0 && !w.iss[2].exists && !w.st[2].exists) add(K_FORK_PROMOTE, i);
+        // A copy started with a cosid.fork file (a snapshot, a base backup; docs/safety.md):
+        // in the bounds of issue 41 only.
+        if (fam(c, F_FORK) && fam(c, F_LIMITS | F_DATABASES) && i == 0 && !w.iss[2].exists && !w.st[2].exists)
+            add(K_FORK_MARKED, i);
+        if (fam(c, F_LIMITS)) {
+            if ((x.lease.held && !x.lease.pending_release) || x.sw.open) add(K_BURST, i);
+            if (x.is_static) add(K_STATIC_AHEAD, i);
+        }
+        // cosid.database switched between the two databases of a copy's server, and a restart
+        if (fam(c, F_DATABASES) && x.origin >= 0 && (x.store == 2 || x.store == 3) && w.st[2].exists && w.st[3].exists)
+            add(K_SWITCH_DB, i);
     }
     for (int s = 0; s < kStores; ++s) {
         const Store& st = w.st[s];
@@ -637,8 +794,19 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
             if (st.core.layout == 0) add(K_LAYOUT_EDIT, s);
         }
         if (fam(c, F_FORK) && st.core.ext &&
-            history_of(w, c, s) == StoreHistory::Forked)
+            (history_of(w, c, s) == StoreHistory::Forked ||
+             (on(c, R_FORK_DATADIR) && st.host >= 0 && w.iss[st.host].dd_fork && !st.core.fork_acked)))
             add(K_FORK_ACK, s);
+        if (fam(c, F_LIMITS) && st.core.ext && !st.restoring) {
+            for (int v : {1, 2, 6})
+                if (v != st.core.max_ttl) add(K_MAX_TTL, s, v);
+            add(K_MAX_TOLERANCE, s);
+        }
+        if (fam(c, F_TENANT) && st.core.ns && st.core.table) {
+            add(K_PUBLIC_LOCK, s);
+            add(K_HOARD, s);
+            add(K_HOARD_RENEW, s);
+        }
         // pg_upgrade of a store server of its own (the replicas made again afterwards)
         if (fam(c, F_FORK) && c.central && st.host < 0 && st.core.ext && !st.restoring) add(K_STORE_UPGRADE, s);
     }
@@ -663,7 +831,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         break;
     case K_ACQUIRE:
         say(I(a) + "'s keeper asks " + S(w.iss[a].store) + " for a lease:");
-        changed = acquire(w, c, a, kTtl, st);
+        changed = acquire(w, c, a, w.iss[a].ttl, st, violation);
         break;
     case K_ACQUIRE_LONG:
         say(I(a) + "'s keeper login asks " + S(w.iss[a].store) + " for a lease of ttl " + std::to_string(kRogueTtl) + ":");
@@ -743,7 +911,8 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         // reaches (a clock that stepped back: src/core/clock_step).
         const Layout lay = layout_of(0);
         const int64_t ceiling = clock_step::static_next_ceiling(lay, x.sw.word, x.sw.ceiling, issuer_now(w, a),
-                                                                kStaticAhead, clock_step::patience_ms(lay, 0));
+                                                                static_ahead_used(x.static_ahead),
+                                                                clock_step::patience_ms(lay, 0));
         if (ceiling <= x.sw.ceiling) return false;
         write_static_ceiling(w, c, a, ceiling);
         x.sw.ceiling = ceiling;
@@ -769,8 +938,12 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
     case K_FORK_PROMOTE:
         say(I(0) + "'s standby is promoted (or a backup of it recovered) beside it: " + I(2) + " on timeline " +
             std::to_string(w.iss[0].timeline + 1) + (w.iss[0].store == 0 ? ", with its copy S2 of S0" : ""));
-        copy_data_directory(w, 0, 2);
+        copy_data_directory(w, c, 0, 2);
         w.iss[2].timeline = w.iss[0].timeline + 1;
+        // A data directory that issued from a store of its own server finds another timeline
+        // than its cosid.history's at start: a fork it keeps (the rule before: only the store
+        // whose record shows the timeline knew).
+        w.iss[2].dd_fork = w.iss[2].dd_fork || (on(c, R_FORK_DATADIR) && w.iss[2].dd_local);
         start(w, c, 2, st);
         break;
     case K_PG_UPGRADE: {
@@ -783,12 +956,13 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         }
         for (Store& s : w.st)  // pg_upgrade's read, before the old directory's last stop
             if (s.exists && s.host == 0) note_upgrade_read(s.core, w.iss[0].sysid, w.iss[0].timeline, on(c, R_UPGRADE_NOTE));
-        copy_data_directory(w, 0, 2);
+        copy_data_directory(w, c, 0, 2);
         w.iss[2].fork_marker = on(c, R_FORK_MARKER);
         Issuer& x = w.iss[0];
         x.sysid = w.next_sysid++;
         x.timeline = 1;
         x.upgraded = true;
+        x.dd_local = x.dd_fork = false;
         x.file_has_window = false;  // the state file and cosid.history stay in the old directory
         x.file_ceiling = x.file_prev_ceiling = 0;
         x.history = GrantedNamespace{};
@@ -807,6 +981,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         x.sysid = w.next_sysid++;
         x.timeline = 1;
         x.upgraded = true;
+        x.dd_local = x.dd_fork = false;
         x.file_has_window = false;
         x.file_ceiling = x.file_prev_ceiling = 0;
         x.history = GrantedNamespace{};
@@ -902,7 +1077,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         // cosid._lease_arrives_raised: rows that arrive after the store's raise are raised as it
         // would have raised them.
         if (s.core.raised_at && s.core.table && on(c, R_ARRIVE_RAISED)) {
-            s.core.table->raise_after_lost_history(*s.core.raised_at, limits());
+            s.core.table->raise_after_lost_history(*s.core.raised_at, margin_of(s.core.raised_margin));
             say(" (raised on arrival)");
         }
         if (!s.records_pending) s.restoring = false, s.dump.reset();
@@ -945,7 +1120,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             }
         }
         // cosid._namespace_insert
-        const int64_t first = on(c, R_FIRST_FLOOR) ? namespace_first_floor(now, s.core.raised_at, limits()) : now;
+        const int64_t first = on(c, R_FIRST_FLOOR) ? namespace_first_floor(now, s.core.raised_at, margin_of(s.core.raised_margin)) : now;
         s.core.ns = true;
         s.core.table = new_table(c, first);
         say(" its slots start at " + std::to_string(first));
@@ -966,19 +1141,150 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
     case K_FORK_ACK: {
         Store& s = w.st[a];
         const int origin = s.host >= 0 ? w.iss[s.host].origin : -1;
+        // The operator's part: acknowledge only once the origin has stopped for good.  In the
+        // bounds of issue 41 the move does both, as docs/failover.md says: stop, then acknowledge.
+        if (origin < 0 || (w.iss[origin].up && !fam(c, F_LIMITS | F_DATABASES))) return false;
+        if (w.iss[origin].up) {
+            say(I(origin) + " is stopped for good:");
+            clean_stop(w, c, origin, st);
+            say("; then ");
+        }
         say("cosid_fork_acknowledge() on " + S(a));
-        // The operator's part: acknowledge only once the origin has stopped for good.
-        if (origin < 0 || w.iss[origin].up || w.iss[origin].stopped_at < 0) return false;
+        if (w.iss[origin].stopped_at < 0) return false;
         const int64_t now = store_now(w, a);
         const int64_t stopped = w.iss[origin].stopped_at + s.clock;
-        const int64_t floor = fork_acknowledged_floor(stopped, now, kMaxTtl, kMaxTolerance);
-        if (s.core.table) s.core.table->raise_after_lost_history(floor - limits().raise_margin_ms(), limits());
-        s.core.raised_at = floor - limits().raise_margin_ms();
+        // fork_acknowledged_floor: from the stop, by the reach cap (the original's limits after
+        // the copy are unseen here).  The rule before: by the limits this copy sees.
+        const int64_t floor = on(c, R_REACH_CAP)
+                                  ? fork_ack_floor(stopped, now, s.core.max_ttl, s.core.max_tolerance)
+                                  : std::min(stopped, now) + visible_reach(s.core);
+        const int64_t base = std::min(stopped, now);
+        raise_floors(s.core, base, floor - base);
         s.core.records = {StoreRecord{here_sysid(w, a), here_timeline(w, a), true, false}};
+        s.core.fork_acked = true;
         w.iss[s.host].fork_marker = false;
         w.iss[origin].never_again = true;
         say(": " + I(origin) + " stopped at " + std::to_string(w.iss[origin].stopped_at) + ", every floor raised to " +
             std::to_string(floor));
+        break;
+    }
+    case K_MAX_TTL:
+    case K_MAX_TOLERANCE: {
+        Store& s = w.st[a];
+        const int64_t ttl = m.kind == K_MAX_TTL ? m.b : s.core.max_ttl;
+        const int64_t tol = m.kind == K_MAX_TTL ? s.core.max_tolerance : (s.core.max_tolerance == 1 ? 2 : 1);
+        if (ttl == s.core.max_ttl && tol == s.core.max_tolerance) return false;
+        const bool raised = ttl > s.core.max_ttl || tol > s.core.max_tolerance;
+        // The operator raises a limit only once every standby replayed it (docs/failover.md):
+        // a raise a failover loses is out of scope.
+        if (raised && s.standby) return false;
+        say("cosid_store_settings(max_ttl => " + std::to_string(ttl) + ", max_tolerance => " + std::to_string(tol) +
+            ") on " + S(a) + ":");
+        // cosid_store_settings refuses limits above the reach cap (limits_within_cap).
+        if (!within_cap(ttl, tol)) {
+            say(" refused (above the reach cap)");
+            return false;
+        }
+        const int64_t old_reach = visible_reach(s.core), now = store_now(w, a);
+        s.core.max_ttl = static_cast<int8_t>(ttl);
+        s.core.max_tolerance = static_cast<int8_t>(tol);
+        // A lowered reach: windows granted before may reach old_reach past now (the cover).
+        if (visible_reach(s.core) < old_reach && on(c, R_LOWERED_COVER) && now + old_reach > s.core.cover_until)
+            s.core.cover_until = static_cast<int16_t>(now + old_reach);
+        say(raised ? " raised" : " lowered");
+        break;
+    }
+    case K_STATIC_AHEAD: {
+        Issuer& x = w.iss[a];
+        x.static_ahead = static_cast<int8_t>(x.static_ahead == kStaticAhead ? kStaticAheadRaised : kStaticAhead);
+        say("ALTER SYSTEM SET cosid.static_ahead = " + std::to_string(x.static_ahead) + " on " + I(a) +
+            " and a reload (used: " + std::to_string(static_ahead_used(x.static_ahead)) + ")");
+        break;
+    }
+    case K_BURST: {
+        say(I(a) + "'s backends issue a burst up to the window's ceiling:");
+        int n = 0;
+        std::string last;
+        for (; n < 64; ++n) {
+            std::string one;
+            if (!issue(w, c, a, false, st ? &one : nullptr, violation)) break;
+            last = one;
+            if (violation && !violation->empty()) {
+                ++n;
+                break;
+            }
+        }
+        if (n == 0) return false;
+        say(" " + std::to_string(n) + " ids, the last:" + last);
+        break;
+    }
+    case K_FORK_MARKED:
+        say("A copy of " + I(0) + "'s data directory (a snapshot, a base backup) starts beside it with a cosid.fork "
+            "file: " + I(2) + " on the same timeline" + (w.iss[0].store == 0 ? ", with its copy S2 of S0" : "") +
+            (w.iss[0].store == 0 && fam(c, F_DATABASES) ? " and S3 of the server's second database" : "") + ";");
+        copy_data_directory(w, c, 0, 2);
+        w.iss[2].fork_marker = true;
+        start(w, c, 2, st);
+        break;
+    case K_SWITCH_DB: {
+        const int from = w.iss[a].store, to = from == 2 ? 3 : 2;
+        say(I(a) + "'s cosid.database is switched from " + S(from) + " to " + S(to) + " (a restart):");
+        clean_stop(w, c, a, st);
+        w.iss[a].store = static_cast<int8_t>(to);
+        start(w, c, a, st);
+        break;
+    }
+    case K_PUBLIC_LOCK: {
+        Store& s = w.st[a];
+        s.public_lock = !s.public_lock;
+        say(std::string("A login with no grants on ") + S(a) + (s.public_lock ? " takes" : " ends") +
+            " pg_advisory_lock(1668248937, hashtext('default'))");
+        break;
+    }
+    case K_HOARD: {
+        Store& s = w.st[a];
+        say("Another keeper role (\"evil\") calls cosid.acquire on " + S(a) + ":");
+        if (!begin_call(w, c, a, -1, st) || !s.core.table) return false;
+        const int64_t now = store_now(w, a);
+        // cosid.acquire: the cap of live leases per store role and namespace
+        if (on(c, R_LEASE_CAP) && live_leases_of(s.core, "evil", now) >= kLeaseCap) {
+            say(" refused: the role holds the cap of live leases");
+            break;
+        }
+        const StoreCore before = s.core;
+        const auto r = s.core.table->acquire(AcquireRequest{"evil", "evil", granted_ttl(c, s.core, kRogueTtl), 0}, now);
+        if (!r.lease) {
+            say(" refused: no slot free");
+            break;
+        }
+        committed(w, c, a, before);
+        say(" got slot " + std::to_string(r.lease->slot));
+        break;
+    }
+    case K_HOARD_RENEW: {
+        Store& s = w.st[a];
+        if (!s.core.table) return false;
+        std::vector<std::pair<int32_t, int64_t>> mine;
+        for (const LeaseRow& r : s.core.table->rows())
+            if (r.has_owner() && r.owner_key == "evil") mine.emplace_back(r.slot, r.fence);
+        if (mine.empty()) return false;
+        say("The role \"evil\" renews its leases on " + S(a) + ":");
+        if (!begin_call(w, c, a, -1, st)) return false;
+        const int64_t now = store_now(w, a);
+        const StoreCore before = s.core;
+        for (const auto& [slot, fence] : mine) {
+            // The cap holds for a renewal too: one that revives an expired lease is a new live
+            // lease of the role (without this, a role takes a slot, lets it expire, takes the
+            // next, and renews both).
+            if (on(c, R_LEASE_CAP) && s.core.table->row(slot).expires_at <= now &&
+                live_leases_of(s.core, "evil", now) >= kLeaseCap) {
+                say(" slot " + std::to_string(slot) + " refused (the cap)");
+                continue;
+            }
+            if (s.core.table->renew(slot, "evil", fence, granted_ttl(c, s.core, kRogueTtl), now))
+                say(" slot " + std::to_string(slot));
+        }
+        committed(w, c, a, before);
         break;
     }
     default:
@@ -989,17 +1295,28 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
 }
 
 namespace {
+// The state's bytes, written in place (std::string::append per field was a fifth of a run).
+struct Out {
+    std::string* s;
+    size_t n = 0;
+    void raw(const void* p, size_t k) {
+        if (n + k > s->size()) s->resize(std::max(s->size() * 2, n + k + 256));
+        std::memcpy(&(*s)[n], p, k);
+        n += k;
+    }
+};
 template <typename T>
-void put(std::string* o, T v) {
-    o->append(reinterpret_cast<const char*>(&v), sizeof v);
+void put(Out* o, T v) {
+    o->raw(&v, sizeof v);
 }
-void put_str(std::string* o, const std::string& s) {
+void put_str(Out* o, const std::string& s) {
     put<uint8_t>(o, static_cast<uint8_t>(s.size()));
-    o->append(s);
+    o->raw(s.data(), s.size());
 }
-void put_core(std::string* o, const StoreCore& c) {
+void put_core(Out* o, const StoreCore& c) {
     put(o, c.ext), put(o, c.ns), put(o, c.layout), put(o, c.store_id);
-    put(o, c.raised_at.value_or(-1));
+    put(o, c.raised_at.value_or(-1)), put(o, c.raised_margin);
+    put(o, c.max_ttl), put(o, c.max_tolerance), put(o, c.cover_until), put(o, c.fork_acked);
     put<uint8_t>(o, static_cast<uint8_t>(c.records.size()));
     for (const StoreRecord& r : c.records)
         put(o, r.system_identifier), put(o, r.timeline), put(o, r.issuer), put(o, r.fork_declared),
@@ -1017,15 +1334,16 @@ void put_core(std::string* o, const StoreCore& c) {
 }
 }  // namespace
 
-void serialize(const World& w, std::string* o) {
-    o->clear();
+void serialize(const World& w, std::string* bytes) {
+    Out out{bytes};
+    Out* o = &out;
     put(o, w.now), put(o, w.next_sysid), put(o, w.next_store_id);
     for (const Issuer& x : w.iss) {
         put(o, x.exists);
         if (!x.exists) continue;
         put(o, x.up), put(o, x.never_again), put(o, x.clock), put(o, x.inc), put(o, x.store), put(o, x.origin);
         put(o, x.is_static), put(o, x.issued_once), put(o, x.stopped_at), put(o, x.sysid), put(o, x.timeline);
-        put(o, x.fork_marker), put(o, x.upgraded);
+        put(o, x.fork_marker), put(o, x.upgraded), put(o, x.dd_fork), put(o, x.dd_local), put(o, x.ttl), put(o, x.static_ahead);
         for (const Lease* lp : {&x.lease, &x.freed}) {
             const Lease& l = *lp;
             put(o, l.held);
@@ -1044,7 +1362,7 @@ void serialize(const World& w, std::string* o) {
         put(o, s.exists);
         if (!s.exists) continue;
         put(o, s.host), put(o, s.clock), put(o, s.sysid), put(o, s.timeline);
-        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending), put(o, s.upgraded);
+        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending), put(o, s.upgraded), put(o, s.public_lock);
         put_core(o, s.core);
         for (const auto* opt : {&s.unflushed_before, &s.standby, &s.dump}) {
             put(o, opt->has_value());
@@ -1057,6 +1375,7 @@ void serialize(const World& w, std::string* o) {
         return x.id != y.id ? x.id < y.id : x.issuer < y.issuer;
     });
     for (const Issued& d : ids) put(o, d.id), put(o, d.issuer);
+    bytes->resize(out.n);
 }
 
 std::string describe(const World& w) {

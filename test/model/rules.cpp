@@ -18,6 +18,20 @@ cosid::Layout layout_of(int version) {
 
 cosid::StoreLimits limits() { return cosid::StoreLimits{kMaxTtl, kMaxTolerance}; }
 
+// reach.hpp and fork_rule.hpp in the model's ticks: each tick is kScale ms, so a cap of 120 s
+// is kModelReachCap ticks.  Exact: every value is a multiple of kScale.
+bool within_cap(int64_t max_ttl, int64_t max_tolerance) {
+    return cosid::limits_within_cap(max_ttl * kScale, max_tolerance * kScale);
+}
+int64_t static_ahead_used(int64_t setting) { return cosid::static_ahead_used_ms(setting * kScale) / kScale; }
+int64_t unseen_history_reach(int64_t visible_reach) {
+    return cosid::unseen_history_reach_ms(visible_reach * kScale) / kScale;
+}
+int64_t fork_ack_floor(int64_t stopped, int64_t store_now, int64_t max_ttl, int64_t max_tolerance) {
+    return cosid::fork_acknowledged_floor(stopped * kScale, store_now * kScale, max_ttl * kScale,
+                                          max_tolerance * kScale) / kScale;
+}
+
 namespace {
 struct RuleText {
     const char* name;
@@ -55,6 +69,11 @@ const RuleText kRules[R_COUNT] = {
     {"switch-to-static", "a slot made static starts above the store's windows on it"},
     {"switch-to-leased", "a leased window starts above the static ceilings recorded for its slot"},
     {"upgrade-note", "pg_upgrade's new cluster keeps the floors only when pg_upgrade read its old cluster on the timeline the store last wrote on"},
+    {"reach-cap", "a fork acknowledged or a dump restored raises by the reach cap (unseen_history_reach_ms), not by the limits the copy sees"},
+    {"lowered-cover", "a failover after a lowered limit raises by the old, higher reach until it has passed"},
+    {"fork-datadir", "a fork belongs to the data directory (cosid.history): every database of the server refuses until it is acknowledged there"},
+    {"tenant-lock", "no lock on the acquire path can be taken by a login with no grants"},
+    {"lease-cap", "a store role holds at most a cap of live leases per namespace"},
 };
 }  // namespace
 
@@ -77,6 +96,9 @@ const char* family_name(unsigned f) {
     case F_MOVE: return "move-store";
     case F_STATIC: return "static";
     case F_RESTART: return "restart";
+    case F_LIMITS: return "limits";
+    case F_DATABASES: return "databases";
+    case F_TENANT: return "tenants";
     default: return "?";
     }
 }

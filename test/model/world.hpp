@@ -7,6 +7,12 @@
 // one namespace of 2 slots and 2 sequence values per tick (the sequence runs out at once, so
 // borrowing past the clock happens), ttl 2, tolerance 1, max_ttl 2, max_tolerance 1, a static
 // window 2 ahead, times 0..kMaxTime.  Units are abstract ticks of 1 ms.
+//
+// The reach cap (src/core/reach.hpp) is scaled to these times: the model's cap is kModelReachCap
+// ticks, and each tick stands for kScale ms when the model calls reach.hpp's functions and
+// fork_acknowledged_floor (so a cap of 120 s is 8 ticks, max_tolerance's cap 2 and
+// static_ahead's cap 4).  The limits may change (the move family "limits"): max_ttl 1..6,
+// max_tolerance 1..2, cosid.static_ahead 2 or 6 (used: 4), within the scaled cap.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -16,16 +22,34 @@
 #include "fork_rule.hpp"
 #include "lease_model.hpp"
 #include "layout.hpp"
+#include "reach.hpp"
 
 namespace model {
 
 constexpr int kIssuers = 3;  // I0, I1, and I2: the slot a fork of I0 (a copy of its data directory) starts in
-constexpr int kStores = 3;   // S0 (I0's own server: a local store), S1 (a standalone store), S2 (a fork's copy of S0)
+// S0 (I0's own server: a local store), S1 (a standalone store), S2 (a fork's copy of S0), S3 (the
+// fork's copy of a second database of I0's server, where cosid is installed too: "databases" only)
+constexpr int kStores = 4;
 constexpr int64_t kTtl = 2, kTolerance = 1, kMaxTtl = 2, kMaxTolerance = 1;
 constexpr int64_t kRogueTtl = 4;      // a keeper login asking for a longer lease than max_ttl
 constexpr int64_t kStaticAhead = 2;   // cosid.static_ahead
 constexpr int64_t kMaxBorrow = 2;     // cosid.max_borrow for static windows with a state file
 constexpr int kMaxTime = 12;
+// The reach cap in ticks, and the ms a tick stands for when the cap's functions are called.
+constexpr int64_t kModelReachCap = 8;
+constexpr int64_t kScale = cosid::kReachCapMs / kModelReachCap;
+static_assert(kScale * kModelReachCap == cosid::kReachCapMs && cosid::kMaxToleranceCapMs % kScale == 0 &&
+                  cosid::kStaticAheadCapMs % kScale == 0,
+              "the model's cap must scale the real one exactly");
+// The limits a store may be set to (cosid_store_settings), each checked with limits_within_cap:
+// max_ttl + 2 x max_tolerance <= the cap.  The table of a store is made with the widest of them;
+// the store's current max_ttl cuts every grant (LeaseTable::granted_ttl's rule, cosid.acquire).
+constexpr int64_t kWideMaxTtl = 6, kWideMaxTolerance = 2;
+// cosid.ttl of a keeper in the bounds with limit changes: above max_ttl, so that a raise of
+// max_ttl is used at once (issue 41: the operator raised both).
+constexpr int64_t kLongTtl = 4;
+constexpr int64_t kStaticAheadRaised = 6;  // a cosid.static_ahead above the cap (used: the cap)
+constexpr int kLeaseCap = 1;  // live leases per store role and namespace, in the tenant bounds
 constexpr int kMinIssuerClock = -2, kMaxIssuerClock = 2;
 // The store's clock moves within max_tolerance (0..1): the raise after a lost history covers a
 // store clock that moves back by at most max_tolerance (docs/failover.md), and no more.
@@ -33,6 +57,11 @@ constexpr int kMinStoreClock = 0, kMaxStoreClock = 1;
 
 cosid::Layout layout_of(int version);  // 0: as made; 1: after the layout edit (epoch moved)
 cosid::StoreLimits limits();
+// reach.hpp's functions and fork_acknowledged_floor, called in ms (x kScale) on the model's ticks.
+bool within_cap(int64_t max_ttl, int64_t max_tolerance);
+int64_t static_ahead_used(int64_t setting);
+int64_t unseen_history_reach(int64_t visible_reach);
+int64_t fork_ack_floor(int64_t stopped, int64_t store_now, int64_t max_ttl, int64_t max_tolerance);
 
 // The rules a run may switch off (--without NAME): each closes one path to a duplicate.
 enum Rule : int {
@@ -67,10 +96,18 @@ enum Rule : int {
     R_SWITCH_TO_STATIC,// a slot made static starts above the store's windows on it
     R_SWITCH_TO_LEASED,// a leased window starts above the static ceilings recorded for its slot
     R_UPGRADE_NOTE,    // pg_upgrade's new cluster keeps the floors only when read on its store's timeline
+    R_REACH_CAP,       // a raise after unseen history (fork acknowledged, dump restored) covers the cap (unseen_history_reach_ms)
+    R_LOWERED_COVER,   // a failover after a lowered limit raises by the old reach until it has passed
+    R_FORK_DATADIR,    // a fork belongs to the data directory: every local store refuses until acknowledged there
+    R_TENANT_LOCK,     // no lock on the acquire path can be taken by a login with no grants
+    R_LEASE_CAP,       // a store role holds at most kLeaseCap live leases per namespace
     R_COUNT
 };
 const char* rule_name(int r);
 const char* rule_story(int r);  // one line: what the rule closes
+
+// Every move a bound without --only explores: all but the families of issue 41 (Family).
+constexpr unsigned kOldFamilies = (1u << 14) - 1;
 
 struct Config {
     int issuers = 2;             // I0, I1 (a fork adds I2 if forks are on)
@@ -79,7 +116,10 @@ struct Config {
     bool ns_absent = false;      // the stores start without the namespace (cosid_namespace_create is a move)
     bool static_no_file = false; // static slots without a state file (cosid.state_file = '')
     bool static_start = false;   // I0 starts on static slot 0 instead of leasing
-    unsigned families = ~0u;     // which moves are enabled (Family bits)
+    unsigned families = kOldFamilies;  // which moves are enabled (Family bits)
+    // A named start for a tooth: moves of the model applied before the search (initial_world),
+    // so that a finding deeper than a bound can afford is reached from a state the moves reach.
+    std::string preset;
     bool without[R_COUNT] = {};
 };
 
@@ -98,6 +138,10 @@ enum Family : unsigned {
     F_MOVE = 1u << 11,       // an issuer moving to another store
     F_STATIC = 1u << 12,     // static windows, switch between leased and static
     F_RESTART = 1u << 13,    // clean stop (fast shutdown), start
+    // Families of issue 41, only in bounds of their own (--only): they multiply every bound.
+    F_LIMITS = 1u << 14,     // max_ttl / max_tolerance / static_ahead raised or lowered; a burst of ids
+    F_DATABASES = 1u << 15,  // a copy started with a cosid.fork file; a copy switching between its two databases
+    F_TENANT = 1u << 16,     // a login with no grants holding a lock; a keeper role hoarding slots
 };
 const char* family_name(unsigned f);
 
@@ -133,6 +177,10 @@ struct Issuer {
     uint64_t sysid = 0;
     uint32_t timeline = 1;
     bool fork_marker = false;  // a cosid.fork file in its data directory
+    bool dd_fork = false;      // cosid.history keeps a fork this data directory is a copy in (never forgotten)
+    bool dd_local = false;     // cosid.history's timeline line: it recorded its server on a store of its own
+    int8_t ttl = kTtl;         // cosid.ttl
+    int8_t static_ahead = kStaticAhead;  // cosid.static_ahead (the setting; static_ahead_used_ms cuts it)
     bool upgraded = false;     // a cosid.upgraded file: pg_upgrade made this cluster
     Lease lease;
     // A lease the store's raise freed, going on to its ceiling beside its successor (`lease`),
@@ -164,7 +212,13 @@ struct StoreCore {  // what a store's database holds (and a dump or a standby co
     std::optional<cosid::LeaseTable> table;
     std::vector<cosid::StoreRecord> records;
     std::optional<int64_t> raised_at;
+    int8_t raised_margin = 0;  // how far above raised_at that raise put the floors
     std::vector<StaticRow> static_rows;
+    // cosid_store_settings: the limits, and how far a window granted under higher limits
+    // before a lowering may still reach (a store time; -1: nothing)
+    int8_t max_ttl = kMaxTtl, max_tolerance = kMaxTolerance;
+    int16_t cover_until = -1;
+    bool fork_acked = false;  // cosid_fork_acknowledge ran here for its server's data directory's fork
 };
 
 struct Store {
@@ -179,6 +233,7 @@ struct Store {
     std::optional<StoreCore> dump;
     bool restoring = false, records_pending = false, rows_pending = false;
     bool upgraded = false;  // a standalone store's server made by pg_upgrade (its cosid.upgraded file)
+    bool public_lock = false;  // a login with no grants holds the advisory key the acquire path took (a session)
 };
 
 struct Issued {
@@ -203,7 +258,10 @@ struct Move {
     int8_t b = -1;  // a second issuer (whose lease a keeper login releases)
 };
 
-World initial_world(const Config& c);
+// With c.preset, the preset's moves are applied; *stories (if not null) gets one line each.
+// Nothing when the preset is unknown.
+std::optional<World> initial_world(const Config& c, std::vector<std::string>* stories = nullptr);
+const char* preset_names();  // for the usage line
 // Every move enabled in w (in a fixed order).
 void moves_of(const World& w, const Config& c, std::vector<Move>* out);
 // Applies m to w.  story (if not null) gets one line saying what happened; violation gets the
