@@ -84,7 +84,7 @@ BEGIN
                                   cosid._max_tolerance_cap_ms() / 1000),
                   HINT = format('Keep max_ttl + 2 x max_tolerance within %s s, e.g. SELECT * FROM cosid_store_settings('
                                 'max_ttl => ''%s s'').', v_cap / 1000,
-                                least(greatest((v_cap - 2 * v_old.new_tol) / 1000, 1), 90));
+                                greatest((v_cap - 2 * v_old.new_tol) / 1000, 1));
     END IF;
     UPDATE cosid.store_state s
        SET raise_floors_on_new_timeline = coalesce(cosid_store_settings.raise_floors_on_new_timeline,
