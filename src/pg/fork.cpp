@@ -575,6 +575,13 @@ void fork_keeper_ready() {
 bool fork_data_dir_looked() { return data_dir_looked; }
 
 bool fork_retry_pending() {
+    // A backend wrote a cosid.fork file (cosid_fork_file) and took the published word back:
+    // look again, so that the acknowledgment that waits for it covers that fork too.
+    if (data_dir_looked && !forks_unchecked && !RecoveryInProgress() &&
+        pg_atomic_read_u32(&shared->fork_checked_timeline) == 0) {
+        fork_check_marker_file();
+        forks_unchecked = true;
+    }
     if (!(marker_pending || timeline_pending || marker_unlink_pending || forks_unchecked)) return false;
     if (mono_ms() < next_pending_retry_at) return true;
     declarations_pending();
@@ -710,5 +717,10 @@ extern "C" Datum cosid_fork_file(PG_FUNCTION_ARGS) {
     if (failed[0] != '\0')
         ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %s", path, failed),
                         errhint("Create the file by hand: this data directory is a copy.")));
+    // The keeper looks again (fork_retry_pending) before an acknowledgment goes on.
+    if (written && cosid::pg::shared != nullptr) {
+        pg_atomic_write_u32(&cosid::pg::shared->fork_checked_timeline, 0);
+        cosid::pg::wake_keeper();
+    }
     PG_RETURN_BOOL(written);
 }

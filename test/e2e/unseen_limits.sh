@@ -9,12 +9,13 @@
 #   2. a static copy acknowledged after the original raised cosid.static_ahead;
 #   3. a store restored from a dump taken before max_ttl was raised;
 #   4. a fork recorded in one local database, then the copy switched back to another (and a
-#      cosid.fork file removed): every store of the copy refuses until acknowledged there.
+#      cosid.fork file removed): every store of the copy refuses until acknowledged there;
+#   5. restored => true: acknowledged once for its store, refused by another database's.
 # The sections run side by side: each waits out the reach cap (120 s) after its raise.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/unseen_limits"
-ALL=("$base"/p1 "$base"/s1 "$base"/o1 "$base"/r2 "$base"/c2 "$base"/o2 "$base"/x3b "$base"/a3 "$base"/b3 "$base"/p4 "$base"/c4)
+ALL=("$base"/p1 "$base"/s1 "$base"/o1 "$base"/r2 "$base"/c2 "$base"/o2 "$base"/x3b "$base"/a3 "$base"/b3 "$base"/p4 "$base"/c4 "$base"/p5)
 cleanup() { touch "$base/stop" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; for d in "${ALL[@]}"; do stop_server "$d" immediate; done; }
 trap cleanup EXIT
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
@@ -36,12 +37,13 @@ insert_all() {
     psql_at "$1" "$2" "${5:-postgres}" -At -v VERBOSITY=sqlstate -c "SET cosid.acquire_timeout = '200s'" \
         -c "INSERT INTO $3(v) SELECT g FROM generate_series(1, $4) g" 2>&1 | grep -oE 'ERROR:  [0-9A-Z]{5}' | head -1 | cut -c9- || true
 }
-# ahead_by DIR PORT SECONDS: rows of 32 until the server's last id is SECONDS ahead of its clock
-# (at most 120 s of trying); prints how far ahead it got, in seconds
+# ahead_by DIR PORT SECONDS: rows until the server's last id is SECONDS ahead of its clock (at
+# most 120 s of trying); prints how far ahead it got, in seconds.  Each statement takes 10 s of
+# ticks (160 ids), far more than a loaded machine's clock moves meanwhile.
 ahead_by() {
     local deadline=$(( $(date +%s) + 120 )) a=0
     while [ "$a" -lt "$3" ] && [ "$(date +%s)" -lt "$deadline" ]; do
-        insert_all "$1" "$2" t 32 >/dev/null
+        insert_all "$1" "$2" t 160 >/dev/null
         a=$(qd "$1" "$2" -c "SELECT coalesce(floor(extract(epoch FROM max(cosid_timestamp(id, 'f')) - clock_timestamp())), 0)::int FROM t")
     done
     echo "$a"
@@ -91,7 +93,7 @@ section_2() {  # a static copy acknowledged after the original raised cosid.stat
     local R="$base/r2" C="$base/c2" O="$base/o2"
     start_server "$R" 56311 "cosid.static_slots = 'f:1'" "cosid.state_file = '$base/r2/cosid.state'" \
         "cosid.static_ahead = '10s'" "cosid.test_reach_cap = 0"
-    qd "$R" 56311 -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" \
+    qd "$R" 56311 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_tolerance => '1s')" -c "SELECT $LAYOUT" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
     check "2: R issues on its static slot" "" "$(insert_all "$R" 56311 t 16)"
     copy_of "$R" 56311 "$C" 56312 copy "cosid.state_file = '$C/cosid.state'"
@@ -190,7 +192,28 @@ section_4() {  # a fork recorded in one local database, the copy switched back t
         -c "SET cosid.acquire_timeout = '200s'" -c "SELECT cosid_next('f')" 2>&1 | grep -oE 'ERROR:  [0-9A-Z]{5}' | cut -c9- || true)"
 }
 
-SECTIONS="${UNSEEN_SECTIONS:-1 2 3 4}"  # (one section alone: UNSEEN_SECTIONS=3)
+section_5() {  # restored => true: a declaration that belongs to the data directory too
+    local P="$base/p5"
+    start_server "$P" 56341 "cosid.ttl = '3s'"  # (the suite's lower cap: the cap is not what is tested here)
+    qd "$P" 56341 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
+        -c "SELECT $LAYOUT" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int)" \
+        -c "CREATE DATABASE app" >/dev/null
+    psql_at "$P" 56341 app -q -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" >/dev/null 2>&1
+    check "5: P issues" "" "$(insert_all "$P" 56341 t 32)"
+    qd "$P" 56341 -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null 2>&1
+    check_true "5: restored => true leaves a cosid.fork file" "$([ -e "$P/data/cosid.fork" ] && echo t || echo f)"
+    qd "$P" 56341 -c "SELECT cosid_release('f', slot) FROM cosid_pool() WHERE namespace = 'f'" >/dev/null
+    check "5: the store opens no new window (ZC009)" ZC009 "$(sqlstate_in "$P" 56341 "SELECT cosid_next('f')")"
+    qd "$P" 56341 -c "SELECT cosid_fork_acknowledge()" >/dev/null
+    check "5: acknowledged, it issues" "" "$(insert_all "$P" 56341 t 32)"
+    stop_server "$P" fast; start_at "$P"
+    check "5: after a restart it still issues: the acknowledgment covered the file's fork" "" "$(insert_all "$P" 56341 t 32)"
+    qd "$P" 56341 -c "ALTER SYSTEM SET cosid.database = 'app'" >/dev/null
+    stop_server "$P" fast; start_at "$P"
+    check "5: switched to database app, refused there (ZC009)" ZC009 "$(sqlstate_in "$P" 56341 "SELECT cosid_next('f')" app)"
+}
+
+SECTIONS="${UNSEEN_SECTIONS:-1 2 3 4 5}"  # (one section alone: UNSEEN_SECTIONS=3)
 for s in $SECTIONS; do
     ( trap - EXIT; FAIL=0; "section_$s"; exit $FAIL ) > "$base/section$s.log" 2>&1 &
     eval "pid$s=\$!"
