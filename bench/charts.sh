@@ -10,8 +10,10 @@ csv="${1:-$root/bench/results/latest.csv}"
 out="${2:-$root/docs/img}"
 if ! command -v gnuplot >/dev/null; then
     if [ "$(id -u)" = 0 ]; then
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq && apt-get install -y -qq gnuplot-nox >/dev/null
+        # (scripts/lib.sh's install waits for dpkg's lock, and tries a failure once more)
+        # shellcheck source=SCRIPTDIR/../scripts/lib.sh
+        source "$root/scripts/lib.sh"
+        apt_install_missing gnuplot-nox
     else
         echo "bench/charts.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 1
     fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for cosid's scripts: install prerequisites, build, and run throwaway
 # PostgreSQL servers as the unprivileged `postgres` user (PostgreSQL refuses root).
 set -euo pipefail
@@ -13,17 +14,44 @@ as_pg() {
     if [ "$(id -un)" = "$PG_USER" ]; then "$@"; else runuser -u "$PG_USER" -- "$@"; fi
 }
 
+# apt_get ARGS...: apt-get that waits for a lock another apt-get or dpkg holds (the lanes of
+# scripts/test.sh install side by side; an unattended upgrade) instead of giving up at once,
+# up to COSID_APT_LOCK_TIMEOUT seconds (600) in all.  DPkg::Lock::Timeout makes apt-get wait
+# for dpkg's locks; `apt-get update` gives up at once on the lock of its lists whatever that
+# says, so a failure that names a lock is tried again, every second, until the deadline.
+apt_get() {
+    local timeout="${COSID_APT_LOCK_TIMEOUT:-600}" deadline err rc waiting=""
+    deadline=$((SECONDS + timeout))
+    err="$(mktemp)"
+    while :; do
+        rc=0
+        apt-get -o "DPkg::Lock::Timeout=$((deadline > SECONDS ? deadline - SECONDS : 0))" "$@" 2>"$err" || rc=$?
+        if [ "$rc" = 0 ] || [ "$SECONDS" -ge "$deadline" ] || ! grep -qE 'Could not get lock|Unable to (lock|acquire)' "$err"; then
+            cat "$err" >&2
+            rm -f "$err"
+            return "$rc"
+        fi
+        [ -n "$waiting" ] || echo "apt-get $1: waiting for $(grep -m1 -oE 'lock /[^ ]*[^ .]' "$err" || echo 'its lock') (at most ${timeout} s)" >&2
+        waiting=1
+        sleep 1
+    done
+}
+
 # apt_install_missing PACKAGE...: installs those not installed yet (one apt-get update first).
+# A failure (a mirror that did not answer, lists that changed under the install) is tried once
+# more, from the update.
 apt_install_missing() {
     local need=() p
     for p in "$@"; do
         dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
     done
-    if [ "${#need[@]}" -gt 0 ]; then
-        log "installing ${need[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -qq
-        apt-get install -y -qq "${need[@]}" >/dev/null
+    [ "${#need[@]}" -gt 0 ] || return 0
+    log "installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt_get update -qq && apt_get install -y -qq "${need[@]}" >/dev/null; }; then
+        echo "apt_install_missing: installing ${need[*]} failed; trying once more" >&2
+        apt_get update -qq
+        apt_get install -y -qq "${need[@]}" >/dev/null
     fi
 }
 
