@@ -466,7 +466,9 @@ END $$;
 --    administrators are not capped.  An administrator revokes every lease of a role at once
 --    (cosid_revoke_role).
 -- What any login may still lock: ACCESS SHARE on the tables PUBLIC reads (a SELECT in an open
--- transaction).  That conflicts only with ACCESS EXCLUSIVE, which no call of a keeper takes.
+-- transaction).  That conflicts only with ACCESS EXCLUSIVE, which no call of a keeper takes;
+-- cosid_store_settings does (on cosid.store_state), and while it waits the keepers' calls
+-- queue behind it (docs/stores.md, what one role can cost the others).
 
 -- Caps on the live leases one store role holds in a namespace: a row per role, and the row
 -- '' (no role has an empty name) for every role without a row of its own.  No row at all: the
