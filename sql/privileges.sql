@@ -92,3 +92,23 @@ SELECT count(incarnation) > 0 AS admin_sees_incarnations FROM cosid_leases();
 DROP ROLE watcher;
 DROP ROLE keeper_one;
 DROP ROLE keeper_two;
+-- A store role holds at most its cap of live leases per namespace (cosid_lease_cap; superusers
+-- and cosid_admin are not capped), and an administrator revokes every lease of a role at once.
+CREATE ROLE keeper_cap LOGIN IN ROLE cosid_keeper;
+SELECT role_name, max_leases FROM cosid_lease_cap(1, role => 'keeper_cap');
+SET SESSION AUTHORIZATION keeper_cap;
+SELECT slot IS NOT NULL AS granted FROM cosid.acquire('by_admin', 'capped-1', '00000000-0000-0000-0000-0000000000d1', 60000);
+SELECT expect_error($$SELECT slot FROM cosid.acquire('by_admin', 'capped-2', '00000000-0000-0000-0000-0000000000d2', 60000)$$);
+SELECT expect_error($$SELECT * FROM cosid_lease_cap(4)$$);
+SELECT expect_error($$SELECT cosid_revoke_role('keeper_cap')$$);
+RESET SESSION AUTHORIZATION;
+SELECT expect_error($$SELECT * FROM cosid_lease_cap(-1)$$);
+SELECT expect_error($$SELECT * FROM cosid_lease_cap(1, role => 'no_such_role')$$);
+SELECT expect_error($$SELECT cosid_revoke_role(NULL)$$);
+SELECT expect_error($$SELECT cosid_revoke_role('keeper_cap', 'no_such_namespace')$$);
+SELECT cosid_revoke_role('keeper_cap', 'by_admin') AS revoked;
+SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS still_held,
+       count(*) FILTER (WHERE previous_owner_key = 'capped-1' AND next_floor >= ceiling) AS freed_above_ceiling
+  FROM cosid.lease WHERE namespace = 'by_admin' AND owner_role IS NULL;
+SELECT role_name, max_leases FROM cosid_lease_cap(NULL, role => 'keeper_cap');
+DROP ROLE keeper_cap;
