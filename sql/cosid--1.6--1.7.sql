@@ -474,9 +474,10 @@ END $$;
 -- '' (no role has an empty name) for every role without a row of its own.  No row at all: the
 -- default, half the slots the store grants in the namespace (its slot range, or all of its
 -- slots), at least 2.  A server holds one lease per namespace it issues in (two for a moment:
--- a crash restart meets its old incarnation's lease still live), so a role of its own never
--- meets the default; a role shared by a fleet (one login through PgBouncer) keeps up to half
--- a namespace, which a namespace sized for its fleet (docs/capacity.md) does not reach.
+-- a crash restart meets its old incarnation's lease still live), so a role of its own meets
+-- the default only in a namespace of a few slots, and then for a moment (the keeper retries);
+-- a role shared by a fleet (one login through PgBouncer) keeps up to half a namespace, which
+-- a namespace sized for its fleet (docs/capacity.md) does not reach.
 CREATE TABLE cosid.lease_cap (
     role_name  name PRIMARY KEY,
     max_leases int NOT NULL CHECK (max_leases >= 0)
