@@ -156,7 +156,7 @@ total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_ba
 # directory, and the initdb template they copy from is made before they start (scripts/lib.sh).
 LANES=${COSID_E2E_LANES:-3}
 LANE2_ONLY=(patroni.sh citus.sh health.sh pgbouncer.sh prometheus.sh)
-LONGEST_FIRST=(chaos.sh static_switch.sh static_ceiling_ops.sh fork.sh static_slots.sh static_ceiling.sh
+LONGEST_FIRST=(unseen_limits.sh chaos.sh static_switch.sh static_ceiling_ops.sh fork.sh static_slots.sh static_ceiling.sh
                store_failover.sh store_change.sh faults_clock_store.sh faults_process.sh store_restore_race.sh
                limit_raise_lost.sh raised_floor_wait.sh
                store_restore.sh store_restore_staged.sh shared_store.sh store_restart.sh model_compare.sh

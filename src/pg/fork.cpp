@@ -717,7 +717,11 @@ extern "C" Datum cosid_fork_file(PG_FUNCTION_ARGS) {
     if (failed[0] != '\0')
         ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %s", path, failed),
                         errhint("Create the file by hand: this data directory is a copy.")));
-    // The keeper looks again (fork_retry_pending) before an acknowledgment goes on.
+    // The keeper looks again (fork_retry_pending) before an acknowledgment goes on: the word
+    // it published is taken back.  No barrier is needed for the file: it was written, fsync'd
+    // and renamed by system calls that returned before this store, and the keeper reads the
+    // word before it opens the file.  An acknowledgment that read the old word before this
+    // store ran before this declaration, and does not cover it: the keeper declares it then.
     if (written && cosid::pg::shared != nullptr) {
         pg_atomic_write_u32(&cosid::pg::shared->fork_checked_timeline, 0);
         cosid::pg::wake_keeper();

@@ -201,7 +201,8 @@ section_5() {  # restored => true: a declaration that belongs to the data direct
     psql_at "$P" 56341 app -q -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" >/dev/null 2>&1
     check "5: P issues" "" "$(insert_all "$P" 56341 t 32)"
     qd "$P" 56341 -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null 2>&1
-    check_true "5: restored => true leaves a cosid.fork file" "$([ -e "$P/data/cosid.fork" ] && echo t || echo f)"
+    check_true "5: restored => true is kept in the data directory (cosid.history), through a cosid.fork file" \
+        "$(wait_until 20 bash -c "grep -q '^fork file-.*restored => true' '$P/data/cosid.history' && echo t || echo f")"
     qd "$P" 56341 -c "SELECT cosid_release('f', slot) FROM cosid_pool() WHERE namespace = 'f'" >/dev/null
     check "5: the store opens no new window (ZC009)" ZC009 "$(sqlstate_in "$P" 56341 "SELECT cosid_next('f')")"
     qd "$P" 56341 -c "SELECT cosid_fork_acknowledge()" >/dev/null
