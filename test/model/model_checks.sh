@@ -7,7 +7,7 @@
 # from a few of the model's own moves (printed as "preset:"), where the finding is deeper than a
 # bound can afford from the plain start.
 # Prints "ok - ..." / "not ok - ..." lines (scripts/test.sh counts them) and the traces under
-# "#".  ~60 s of CPU on 2 idle cores; the time limits (150 s a bound, 90 s a tooth) only stop a
+# "#".  About 2 min on 2 shared cores, as before issue 41's moves; the time limits (150 s a bound, 90 s a tooth) only stop a
 # runaway.  Usage: model_checks.sh [ROOT] [--teeth-only | --bounds-only]
 set -u
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -79,6 +79,9 @@ TEETH=(
   "fork-datadir|a copy with a cosid.fork file switched to another database of its server (issue 41, 4)|--issuers 1 --only core,restart,fork,databases --depth 7"
   "tenant-lock|a login with no grants holding the acquire path's advisory key (issue 41, 5)|--central --issuers 1 --only core,tenants --depth 4"
   "lease-cap|one keeper role taking every slot (issue 41, 6)|--central --issuers 1 --only core,tenants --depth 5"
+  "lease-cap-renew|one keeper role taking a slot, letting it expire, taking the next, and renewing both|--central --issuers 1 --only core,tenants --depth 7"
+  "first-floor-cap|a namespace lost with a dump taken before it was made and before a max_ttl raise, made again after the restore|--central --ns-absent --only core,restore,namespace,limits --preset dump-before-namespace --depth 8"
+  "drop-raise-guard|DROP EXTENSION after a restore that lost a namespace (no rows left to guard), then the namespace made again|--central --ns-absent --only core,restore,drop --preset dump-before-namespace --depth 8"
 )
 
 ok() { echo "ok - model: $1"; }

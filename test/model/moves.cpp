@@ -162,12 +162,11 @@ bool begin_call(World& w, const Config& c, int s, int caller, std::string* story
     }
     if (raise) {
         // A restored dump cannot see the limits used after it was taken: the reach cap
-        // (unseen_history_reach_ms).  A failover's standby saw every limit change but one the
-        // operator raised before the standby replayed it (docs/failover.md: out of scope): the
-        // limits it sees, and the reach of limits lowered since that has not passed yet.
+        // (unseen_history_reach_ms).  A failover's standby replayed every limit change with the
+        // grants made before it (but a raise the operator made before the standby replayed it:
+        // docs/failover.md, out of scope, and no such move is offered): the limits it sees.
         int64_t margin = visible_reach(st.core);
         if (h == StoreHistory::Restored && on(c, R_REACH_CAP)) margin = unseen_history_reach(margin);
-        if (on(c, R_LOWERED_COVER) && st.core.cover_until > now) margin = std::max<int64_t>(margin, st.core.cover_until - now);
         raise_floors(st.core, now, margin);
         if (story) *story += " [" + S(s) + " raises every floor to " + std::to_string(now + margin) + "]";
     }
@@ -535,7 +534,7 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
         return true;
     }
     const StoreCore before = st.core;
-    if (fam(c, F_TENANT) && on(c, R_LEASE_CAP) && st.core.table->row(l.slot).expires_at <= now &&
+    if (fam(c, F_TENANT) && on(c, R_LEASE_CAP) && on(c, R_LEASE_CAP_RENEW) && st.core.table->row(l.slot).expires_at <= now &&
         live_leases_of(st.core, key_of(i), now) >= kLeaseCap) {
         if (story) *story += " renewal refused: its role holds the cap of live leases";
         return true;
@@ -632,13 +631,17 @@ const std::vector<Preset>& presets() {
         // then the original's cosid.static_ahead raised
         {"static-copy-then-raise", {Move{K_MAX_TTL, 0, 1}, Move{K_FORK_MARKED, 0}, Move{K_STATIC_AHEAD, 0}}},
         // a lowered limit, then a failover: S1's max_ttl raised to 6, I0 granted under it, lowered to 2
+        // a dump of S1 taken before its namespace was made, then max_ttl raised (--ns-absent)
+        {"dump-before-namespace", {Move{K_DUMP, 1}, Move{K_NS_CREATE, 1}, Move{K_MAX_TTL, 1, 6}}},
         {"grant-then-lower", {Move{K_MAX_TTL, 1, 6}, Move{K_ACQUIRE, 0}, Move{K_MAX_TTL, 1, 2}}},
     };
     return p;
 }
 }  // namespace
 
-const char* preset_names() { return "dump-then-raise, copy-then-raise, static-copy-then-raise, grant-then-lower"; }
+const char* preset_names() {
+    return "dump-then-raise, copy-then-raise, static-copy-then-raise, dump-before-namespace, grant-then-lower";
+}
 
 std::optional<World> initial_world(const Config& c, std::vector<std::string>* stories) {
     World w = plain_world(c);
@@ -1091,6 +1094,17 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             say(" refused (55006: a window reaches past now)");
             return false;
         }
+        // The rows show only what the store kept: a history lost and not yet followed (a
+        // restore, a failover) or a raise still ahead of now may hide a namespace of the lost
+        // tail whose windows reach past now, which a store made again would grant again.
+        if (on(c, R_DROP_RAISE)) {
+            const StoreHistory h = history_of(w, c, a);
+            if ((h != StoreHistory::Whole && h != StoreHistory::Upgraded) ||
+                (s.core.raised_at && *s.core.raised_at + s.core.raised_margin > now)) {
+                say(" refused (55006: the store lost history whose windows may reach past now)");
+                return false;
+            }
+        }
         StoreCore fresh;
         fresh.ext = true;
         fresh.store_id = w.next_store_id++;
@@ -1120,7 +1134,11 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             }
         }
         // cosid._namespace_insert
-        const int64_t first = on(c, R_FIRST_FLOOR) ? namespace_first_floor(now, s.core.raised_at, margin_of(s.core.raised_margin)) : now;
+        // (without first-floor-cap: by the store's limits, as cosid._namespace_insert in 1.7's
+        // script does so far, below a raise by the reach cap)
+        const StoreLimits margin = on(c, R_FIRST_FLOOR_CAP) ? margin_of(s.core.raised_margin)
+                                                            : StoreLimits{s.core.max_ttl, s.core.max_tolerance};
+        const int64_t first = on(c, R_FIRST_FLOOR) ? namespace_first_floor(now, s.core.raised_at, margin) : now;
         s.core.ns = true;
         s.core.table = new_table(c, first);
         say(" its slots start at " + std::to_string(first));
@@ -1185,12 +1203,10 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             say(" refused (above the reach cap)");
             return false;
         }
-        const int64_t old_reach = visible_reach(s.core), now = store_now(w, a);
+        // (A lowering needs no more: every grant made under the old limits is in the store's
+        // history before it, with its ceiling, which every raise keeps.)
         s.core.max_ttl = static_cast<int8_t>(ttl);
         s.core.max_tolerance = static_cast<int8_t>(tol);
-        // A lowered reach: windows granted before may reach old_reach past now (the cover).
-        if (visible_reach(s.core) < old_reach && on(c, R_LOWERED_COVER) && now + old_reach > s.core.cover_until)
-            s.core.cover_until = static_cast<int16_t>(now + old_reach);
         say(raised ? " raised" : " lowered");
         break;
     }
@@ -1276,7 +1292,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             // The cap holds for a renewal too: one that revives an expired lease is a new live
             // lease of the role (without this, a role takes a slot, lets it expire, takes the
             // next, and renews both).
-            if (on(c, R_LEASE_CAP) && s.core.table->row(slot).expires_at <= now &&
+            if (on(c, R_LEASE_CAP) && on(c, R_LEASE_CAP_RENEW) && s.core.table->row(slot).expires_at <= now &&
                 live_leases_of(s.core, "evil", now) >= kLeaseCap) {
                 say(" slot " + std::to_string(slot) + " refused (the cap)");
                 continue;
@@ -1316,7 +1332,7 @@ void put_str(Out* o, const std::string& s) {
 void put_core(Out* o, const StoreCore& c) {
     put(o, c.ext), put(o, c.ns), put(o, c.layout), put(o, c.store_id);
     put(o, c.raised_at.value_or(-1)), put(o, c.raised_margin);
-    put(o, c.max_ttl), put(o, c.max_tolerance), put(o, c.cover_until), put(o, c.fork_acked);
+    put(o, c.max_ttl), put(o, c.max_tolerance), put(o, c.fork_acked);
     put<uint8_t>(o, static_cast<uint8_t>(c.records.size()));
     for (const StoreRecord& r : c.records)
         put(o, r.system_identifier), put(o, r.timeline), put(o, r.issuer), put(o, r.fork_declared),

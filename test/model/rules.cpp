@@ -70,10 +70,12 @@ const RuleText kRules[R_COUNT] = {
     {"switch-to-leased", "a leased window starts above the static ceilings recorded for its slot"},
     {"upgrade-note", "pg_upgrade's new cluster keeps the floors only when pg_upgrade read its old cluster on the timeline the store last wrote on"},
     {"reach-cap", "a fork acknowledged or a dump restored raises by the reach cap (unseen_history_reach_ms), not by the limits the copy sees"},
-    {"lowered-cover", "a failover after a lowered limit raises by the old, higher reach until it has passed"},
     {"fork-datadir", "a fork belongs to the data directory (cosid.history): every database of the server refuses until it is acknowledged there"},
     {"tenant-lock", "no lock on the acquire path can be taken by a login with no grants"},
     {"lease-cap", "a store role holds at most a cap of live leases per namespace"},
+    {"lease-cap-renew", "a renewal that revives an expired lease is held to the cap as an acquire is"},
+    {"first-floor-cap", "a namespace made after a raise by the reach cap starts above that raise, not by the store's limits"},
+    {"drop-raise-guard", "DROP EXTENSION is refused while the store has a lost history not yet followed, or its raise reaches past now (the lost tail may have had namespaces the rows no longer show)"},
 };
 }  // namespace
 

@@ -97,10 +97,12 @@ enum Rule : int {
     R_SWITCH_TO_LEASED,// a leased window starts above the static ceilings recorded for its slot
     R_UPGRADE_NOTE,    // pg_upgrade's new cluster keeps the floors only when read on its store's timeline
     R_REACH_CAP,       // a raise after unseen history (fork acknowledged, dump restored) covers the cap (unseen_history_reach_ms)
-    R_LOWERED_COVER,   // a failover after a lowered limit raises by the old reach until it has passed
     R_FORK_DATADIR,    // a fork belongs to the data directory: every local store refuses until acknowledged there
     R_TENANT_LOCK,     // no lock on the acquire path can be taken by a login with no grants
     R_LEASE_CAP,       // a store role holds at most kLeaseCap live leases per namespace
+    R_LEASE_CAP_RENEW, // a renewal that revives an expired lease counts against the cap too
+    R_FIRST_FLOOR_CAP, // a namespace made after a raise starts above it by that raise's margin (the cap), not the limits'
+    R_DROP_RAISE,      // DROP EXTENSION refused while a lost history is unfollowed or its raise reaches past now
     R_COUNT
 };
 const char* rule_name(int r);
@@ -214,10 +216,10 @@ struct StoreCore {  // what a store's database holds (and a dump or a standby co
     std::optional<int64_t> raised_at;
     int8_t raised_margin = 0;  // how far above raised_at that raise put the floors
     std::vector<StaticRow> static_rows;
-    // cosid_store_settings: the limits, and how far a window granted under higher limits
-    // before a lowering may still reach (a store time; -1: nothing)
+    // cosid_store_settings: the limits.  A store call is one move: it reads the limits and
+    // commits at once, as cosid_store_settings's ACCESS EXCLUSIVE lock on cosid.store_state
+    // makes it (a grant that read the old limits is in the WAL before a change).
     int8_t max_ttl = kMaxTtl, max_tolerance = kMaxTolerance;
-    int16_t cover_until = -1;
     bool fork_acked = false;  // cosid_fork_acknowledge ran here for its server's data directory's fork
 };
 
