@@ -7,8 +7,8 @@
 # from a few of the model's own moves (printed as "preset:"), where the finding is deeper than a
 # bound can afford from the plain start.
 # Prints "ok - ..." / "not ok - ..." lines (scripts/test.sh counts them) and the traces under
-# "#".  About 2 min on 2 shared cores, as before issue 41's moves; the time limits (150 s a bound, 90 s a tooth) only stop a
-# runaway.  Usage: model_checks.sh [ROOT] [--teeth-only | --bounds-only]
+# "#".  About 2 min on 2 shared cores, as before issue 41's moves; the time limits (150 s a
+# bound, 90 s a tooth) only stop a runaway.  Usage: model_checks.sh [ROOT] [--teeth-only | --bounds-only]
 set -u
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 what="${2:-all}"
