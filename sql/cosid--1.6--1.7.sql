@@ -46,13 +46,15 @@ BEGIN
         RAISE EXCEPTION 'cosid max_tolerance must be between 0 and 1 hour, got %', max_tolerance
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- Every store call reads the limits (cosid._follow_timeline) and holds its lock on the
+    -- Every store call reads the limits (cosid._follow_timeline) and holds ROW SHARE on the
     -- table until it commits: waiting for them all here puts every grant made under the old
     -- limits before this change in the WAL.  Otherwise an acquire that read max_ttl 60 s
     -- commits after a lowering to 1 s, and a failover that loses its commit but keeps the
     -- lowering raises the floors by 1 s while its holder issues for 60 (the same for a
-    -- namespace made with a tolerance above a lowered max_tolerance).
-    LOCK TABLE cosid.store_state IN ACCESS EXCLUSIVE MODE;
+    -- namespace made with a tolerance above a lowered max_tolerance).  EXCLUSIVE, not ACCESS
+    -- EXCLUSIVE: a login that only reads the table (PUBLIC may) does not hold it up, nor,
+    -- queued behind it, every keeper's call.
+    LOCK TABLE cosid.store_state IN EXCLUSIVE MODE;
     SELECT n.name, n.tolerance_ms INTO v_used FROM cosid.namespace n
      WHERE n.tolerance_ms > v_tol ORDER BY n.tolerance_ms DESC, n.name LIMIT 1;
     IF FOUND THEN
@@ -95,6 +97,79 @@ BEGIN
     RETURN r;
 END $$;
 
+-- How far the last raise put the floors past its base (cosid._follow_timeline): the reach cap
+-- after history the store could not see, or the limits after a failover.  What starts above
+-- that raise later (a lease row a parallel restore loads after it, a namespace made after it)
+-- starts above the same reach, not above the limits it sees now.  NULL: a raise before 1.7,
+-- by the limits.
+ALTER TABLE cosid.store_state ADD COLUMN raised_reach_ms bigint;
+
+CREATE OR REPLACE FUNCTION cosid._lease_arrives_raised() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_floor bigint;
+BEGIN
+    SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms) INTO v_floor
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c
+     WHERE s.system_identifier = c.system_identifier AND s.raised_at_ms > 0
+       AND (SELECT count(*) FROM cosid.store_state) = 1;
+    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor) THEN
+        IF NEW.incarnation IS NOT NULL THEN
+            NEW.previous_owner_key := coalesce(NEW.owner_key, NEW.previous_owner_key);
+            NEW.owner_key := NULL;
+            NEW.incarnation := NULL;
+            NEW.owner_role := NULL;
+            NEW.fence := NEW.fence + 4294967296;
+        END IF;
+        NEW.next_floor := greatest(NEW.next_floor, NEW.ceiling, v_floor);
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION cosid._namespace_insert(p_name text, p_slot_bits int, p_sequence_bits int,
+                                        p_timestamp_bits int, p_epoch_ms bigint, p_unit text,
+                                        p_tolerance_ms bigint)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_floor   bigint;
+    v_orphans bigint;
+    v_first   int;
+    v_last    int;
+BEGIN
+    -- A namespace's slots start at the store's now: a store made again (DROP and CREATE
+    -- EXTENSION, refused while any window reaches past now) never starts a window below one
+    -- of the store it replaces, whatever the clocks of the holders.  A namespace made again
+    -- after a raise (its first making lost in the old timeline's tail) may have holders from
+    -- that tail: its slots start above the raise too, by the store's limits, not by this
+    -- definition's tolerance (the lost one's may have been larger).
+    PERFORM cosid._follow_timeline(NULL);
+    SELECT greatest(cosid.store_now(),
+                    CASE WHEN raised_at_ms > 0
+                         THEN raised_at_ms + greatest(coalesce(raised_reach_ms, 0), max_ttl_ms + 2 * max_tolerance_ms)
+                         ELSE 0 END)
+      INTO v_floor FROM cosid.store_state;
+    -- Rows of its slots already there without its row (no foreign key since 1.5: a parallel
+    -- restore loads cosid.lease before cosid.namespace) record windows granted under the
+    -- origin's layout, which only the origin's row says.
+    SELECT count(*), min(l.slot), max(l.slot) INTO v_orphans, v_first, v_last FROM cosid.lease l WHERE l.namespace = p_name;
+    IF v_orphans > 0 THEN
+        RAISE EXCEPTION 'cosid namespace "%" has rows in cosid.lease but none in cosid.namespace', p_name
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('%s rows of its slots (%s to %s) record windows granted under a layout this store no longer holds: '
+                                  'a restore still loading, or one that brought cosid.lease without cosid.namespace.',
+                                  v_orphans, v_first, v_last),
+                  HINT = 'Let the restore end, or restore the namespace''s row from the same dump; or delete those rows '
+                         '(refused while a window of them reaches past the store''s clock).';
+    END IF;
+    INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
+    VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
+    INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor)
+    SELECT p_name, s, v_floor, v_floor, v_floor FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    -- Fresh statistics, so that an acquire reads the new slots through the index at once
+    -- instead of waiting for autovacuum (up to 65536 new rows).
+    ANALYZE cosid.lease;
+END $$;
+
 -- A raise after history the store cannot see covers the reach cap (the rest as in 1.6).
 CREATE OR REPLACE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_stopped_ms bigint) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -114,6 +189,10 @@ DECLARE
     v_reach   bigint;
     m         record;
 BEGIN
+    -- Held until the call commits: cosid_store_settings (EXCLUSIVE) waits for every grant
+    -- made under the limits it changes, and a login that only reads the table (ACCESS SHARE,
+    -- which PUBLIC may take) holds up neither (docs/stores.md: what one role can cost).
+    LOCK TABLE cosid.store_state IN ROW SHARE MODE;
     -- The common case first, without an aggregate (setting one up would cost each renewal
     -- more than the rest of this look): the one record, of this cluster and timeline, nothing
     -- pending.  Then nothing below applies.  Anything else takes the full look.
@@ -180,6 +259,7 @@ BEGIN
                coalesce(max(s.max_ttl_ms), 60000) AS max_ttl_ms,
                coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
                coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
+               max(s.raised_reach_ms) AS raised_reach_ms,
                coalesce(max(s.timeline), 0) AS timeline,
                -- the server issuing from this store, kept across a raise (the same server
                -- goes on); an acknowledged fork starts without one
@@ -290,10 +370,18 @@ BEGIN
         END IF;
         DELETE FROM cosid.store_state;
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
-                                       max_tolerance_ms, failovers, last_failover_at, raised_at_ms, issuer_incarnation)
+                                       max_tolerance_ms, failovers, last_failover_at, raised_at_ms, issuer_incarnation,
+                                       raised_reach_ms)
         VALUES (v_sys, v_tli, m.raise_flag, m.max_ttl_ms, m.max_tolerance_ms, m.failovers + 1, clock_timestamp(),
                 CASE WHEN v_raise THEN greatest(v_base, m.raised_at_ms) ELSE m.raised_at_ms END,
-                CASE WHEN v_count = 1 THEN m.issuer END);
+                CASE WHEN v_count = 1 THEN m.issuer END,
+                -- (as far as this raise, or the last one if that reached further)
+                CASE WHEN v_raise
+                     THEN greatest(v_base + v_reach,
+                                   CASE WHEN m.raised_at_ms > 0
+                                        THEN m.raised_at_ms + coalesce(m.raised_reach_ms, m.max_ttl_ms + 2 * m.max_tolerance_ms)
+                                        ELSE 0 END) - greatest(v_base, m.raised_at_ms)
+                     ELSE m.raised_reach_ms END);
         RAISE LOG 'cosid store: %: %',
             CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
                  WHEN v_upgraded THEN format('pg_upgrade''s new cluster %s (pg_upgrade read cluster %s on timeline %s, '
@@ -418,13 +506,16 @@ REVOKE ALL ON FUNCTION cosid._fork_check(text) FROM PUBLIC;
 
 -- restored => true on a copy of an issuing server's data directory: the declaration belongs
 -- to the data directory (a cosid.fork file, cosid._fork_file), so that a copy that switches
--- cosid.database is refused by that store too.
-CREATE FUNCTION cosid._fork_file(p_reason text) RETURNS boolean
+-- cosid.database is refused by that store too.  Returns the fork's id (the one the keeper
+-- gives the file), NULL when a file was there already.
+CREATE FUNCTION cosid._fork_file(p_reason text) RETURNS text
 AS 'MODULE_PATHNAME', 'cosid_fork_file' LANGUAGE C STRICT VOLATILE;
 REVOKE ALL ON FUNCTION cosid._fork_file(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid_store_follow_timeline(restored boolean DEFAULT false) RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_id text;
 BEGIN
     IF restored AND (SELECT bool_or(s.issuer_incarnation IS NOT NULL) FROM cosid.store_state s) THEN
         -- A copy of a server that was issuing from this store: its origin may go on, on any
@@ -432,8 +523,23 @@ BEGIN
         -- store and in every other store of this data directory (cosid._fork_file).
         PERFORM cosid._fork_mark('Declared a copy of its data directory (cosid_store_follow_timeline(restored => true)) '
                                  'while the store''s server was issuing ids from it.');
-        PERFORM cosid._fork_file('Declared a copy of its data directory (cosid_store_follow_timeline(restored => true) '
-                                 'in database ' || pg_catalog.quote_ident(pg_catalog.current_database()) || ').');
+        -- The data directory's own store (this server issues from it, cosid.database here, no
+        -- remote store, not store-only): the declaration is the data directory's, kept by its
+        -- keeper for every database it may use.  Its fork is declared here at once, with the
+        -- id the keeper gives the file, so that the acknowledgment here covers it.  Another
+        -- database (a dump of another server's store restored beside this one's) declares
+        -- only itself: its server may be the store of a fleet, and stops nothing else.
+        IF pg_catalog.current_setting('cosid.database', true) = pg_catalog.current_database()
+           AND coalesce(pg_catalog.current_setting('cosid.store_dsn', true), '') = ''
+           AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') = 'off' THEN
+            v_id := cosid._fork_file('Declared a copy of its data directory (cosid_store_follow_timeline(restored => true) '
+                                     'in database ' || pg_catalog.quote_ident(pg_catalog.current_database()) || ').');
+            IF v_id IS NOT NULL THEN
+                INSERT INTO cosid.fork_declared (fork_id, reason)
+                SELECT v_id, s.fork_pending FROM cosid.store_state s WHERE s.fork_pending IS NOT NULL
+                ON CONFLICT (fork_id) DO NOTHING;
+            END IF;
+        END IF;
         RAISE NOTICE 'the store grants nothing until cosid_fork_acknowledge() runs: its server was issuing ids from it'
             USING HINT = 'Once the original server is stopped for good, SELECT cosid_fork_acknowledge(); here raises the floors and grants again.';
         RETURN (SELECT max(failovers) FROM cosid.store_state);
@@ -807,6 +913,64 @@ END $$;
 REVOKE ALL ON FUNCTION cosid_revoke_role(name, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid_revoke_role(name, text) TO cosid_admin;
 COMMENT ON FUNCTION cosid_revoke_role(name, text) IS 'revokes every lease a store role holds, of one namespace or of all (superuser or cosid_admin)';
+
+
+-- A renewal of a lease that expired (nobody took its slot) revives it: a capped role may not
+-- go past its cap that way either.  True, or the cap's error (cosid._lease_cap_check).
+CREATE FUNCTION cosid._lease_renew_revives(p_ns cosid.namespace, p_now bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT cosid._is_admin() THEN
+        PERFORM cosid._lease_cap_check(p_ns, p_now);
+    END IF;
+    RETURN true;
+END $$;
+REVOKE ALL ON FUNCTION cosid._lease_renew_revives(cosid.namespace, bigint) FROM PUBLIC;
+
+-- The renewal, as in 1.6, with the cap on a revived lease.
+CREATE OR REPLACE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                            p_ttl_ms bigint)
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now bigint := cosid.store_now();
+    v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
+    r     cosid.lease;
+BEGIN
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl_ms > 86400000 THEN
+        -- (a longer max_ttl is refused too: cosid_store_settings)
+        RAISE EXCEPTION 'cosid lease ttl must be at most 24 hours, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
+    END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
+    SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
+    v_now := cosid.store_now();
+    UPDATE cosid.lease l
+       SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
+           ceiling    = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
+           next_floor = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
+           owner_role = session_user
+     WHERE l.namespace = p_namespace AND l.slot = p_slot
+       AND l.incarnation = p_incarnation AND l.fence = p_fence
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
+       -- A lease that expired and nobody took is revived by its renewal: it counts against
+       -- the role's cap again (cosid._lease_renew_revives refuses past it, 53400)
+       AND CASE WHEN l.expires_at > v_now THEN true ELSE cosid._lease_renew_revives(v_ns, v_now) END
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now;
+    ELSE
+        -- Nothing renewed: the lease is gone, or another store role holds it (refused here
+        -- with 42501, as before the UPDATE; asked only now, so a renewal reads its row once).
+        PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
+    END IF;
+END $$;
 
 -- >>> acquire cost
 -- An acquire costs the store no more than before the window history (cosid 1.5), at every

@@ -93,15 +93,25 @@ void windows_ahead(Ahead* out, List* owners) {
         // acquire that committed while the lock was awaited, and the drop would forget it.
         PushActiveSnapshot(GetLatestSnapshot());
         rc = SPI_execute(
+            // The last raise of the floors counts too, until the clock passes it: after a
+            // restore that lost a namespace (no lease rows of it) its windows still reach
+            // there.  (raised_reach_ms through to_jsonb: a catalog before 1.7 has no column.)
             "WITH now AS MATERIALIZED (SELECT cosid.store_now() AS ms), "
-            "a AS (SELECT l.*, e.ends FROM cosid.lease l, now, LATERAL (SELECT CASE WHEN l.incarnation IS NULL "
-            "      THEN l.next_floor ELSE greatest(l.ceiling, l.next_floor) END AS ends) e WHERE e.ends > now.ms) "
+            "a AS (SELECT pg_catalog.format('slot %s of namespace \"%s\"%s', l.slot, l.namespace, "
+            "             CASE WHEN l.incarnation IS NOT NULL THEN ', leased by ' || l.owner_key "
+            "                  ELSE ', free, its next floor' END) AS which, e.ends "
+            "        FROM cosid.lease l, now, LATERAL (SELECT CASE WHEN l.incarnation IS NULL "
+            "      THEN l.next_floor ELSE greatest(l.ceiling, l.next_floor) END AS ends) e WHERE e.ends > now.ms "
+            "      UNION ALL "
+            "      SELECT 'the store''s last raise of its floors (a failover, a restore, a fork acknowledged)', r.ends "
+            "        FROM cosid.store_state s, now, LATERAL (SELECT s.raised_at_ms + greatest(coalesce("
+            "             (pg_catalog.to_jsonb(s) ->> 'raised_reach_ms')::bigint, 0), "
+            "             s.max_ttl_ms + 2 * s.max_tolerance_ms) AS ends) r "
+            "       WHERE s.raised_at_ms > 0 AND r.ends > now.ms) "
             "SELECT (SELECT count(*) FROM a), "
             "       pg_catalog.to_char(pg_catalog.to_timestamp(a.ends / 1000.0) AT TIME ZONE 'UTC', "
             "                          'YYYY-MM-DD HH24:MI:SS.MS \"UTC\"'), "
-            "       pg_catalog.format('slot %s of namespace \"%s\"%s', a.slot, a.namespace, "
-            "                         CASE WHEN a.incarnation IS NOT NULL THEN ', leased by ' || a.owner_key "
-            "                              ELSE ', free, its next floor' END) "
+            "       a.which "
             "FROM a ORDER BY a.ends DESC LIMIT 1",
             true, 1);
         bool isnull;

@@ -64,6 +64,18 @@ char marker_reason[400];
 char timeline_reason[300];
 void marker_path(char* out, size_t size) { snprintf(out, size, "%s/%s", DataDir, kMarkerName); }
 
+// A cosid.fork file's fork id: its inode and modification time to the nanosecond, the same
+// for every look at one file (a file the keeper could not remove is not declared again as
+// another fork) and another for a file made later, even in a reused inode.  False when the
+// file cannot be looked at.
+bool marker_fork_id(const char* path, char* out, size_t size) {
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    snprintf(out, size, "file-%llx-%llx-%lx", static_cast<unsigned long long>(st.st_ino),
+             static_cast<unsigned long long>(st.st_mtim.tv_sec), static_cast<long>(st.st_mtim.tv_nsec));
+    return true;
+}
+
 void remove_marker() {
     char path[MAXPGPATH];
     marker_path(path, sizeof(path));
@@ -124,6 +136,7 @@ bool write_marker(const char* path, const char* text, bool overwrite, char* fail
 }  // namespace
 
 void marker_file_path(char* out, size_t size) { marker_path(out, size); }
+bool marker_file_fork_id(const char* path, char* out, size_t size) { return marker_fork_id(path, out, size); }
 bool marker_write(const char* path, const char* text, char* failed, size_t len) {
     return write_marker(path, text, false, failed, len);
 }
@@ -367,11 +380,9 @@ static void fork_check_marker_file() {
     // Kept in cosid.history before anything else: the file may be removed (by this keeper
     // below, by an operator) and cosid.database or cosid.store_dsn changed, and every store
     // of this data directory must still refuse until the fork is acknowledged there.
-    struct stat st;
-    char id[64], message[256];
-    snprintf(id, sizeof(id), "file-%llx-%llx", stat(path, &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0ULL,
-             static_cast<unsigned long long>(st.st_mtime));
-    if (!history_add_fork(id, marker_reason, message, sizeof(message))) {
+    char id[64] = "", message[256];
+    if (!marker_fork_id(path, id, sizeof(id))) strlcpy(message, "the file could not be looked at", sizeof(message));
+    if (id[0] == '\0' || !history_add_fork(id, marker_reason, message, sizeof(message))) {
         marker_pending = true;
         if (!marker_warned)
             ereport(WARNING, (errmsg("cosid: could not keep %s in the data directory's history: %s", kMarkerName,
@@ -420,14 +431,25 @@ void declare_timeline_copy();
 static bool forks_declared(bool* refused, char* reason, size_t size, StoreError* err) {
     *refused = false;
     if (store_is_remote() && !static_slots_configured()) return true;
-    char forks[8192], message[256];
-    if (!history_forks_text(forks, sizeof(forks), message, sizeof(message))) {
+    char message[256] = "";
+    char* forks = history_forks_text(message, sizeof(message));
+    if (forks == nullptr) {
         strlcpy(err->message, message, sizeof(err->message));
         err->sqlerrcode = COSID_STATIC_STATE;  // (ZC007: a damaged cosid.history, as store_history.cpp's)
         return false;
     }
-    if (forks[0] == '\0') return true;
-    return store_fork_check(forks, reason, size, refused, err);
+    const bool any = forks[0] != '\0';
+    bool checked = false;
+    bool ok = !any || store_fork_check(forks, reason, size, refused, &checked, err);
+    pfree(forks);
+    if (ok && any && !checked) {
+        // A catalog before 1.7 cannot tell whether it acknowledged them: refused, not guessed.
+        *refused = true;
+        snprintf(reason, size, "cosid.history keeps forks of this data directory, and the catalog of database \"%s\" "
+                 "is older than 1.7, which cannot say whether they were acknowledged there (ALTER EXTENSION cosid "
+                 "UPDATE there)", setting_database);
+    }
+    return ok;
 }
 
 // What this keeper could not declare or remove yet, tried again; true while a declaration
@@ -575,12 +597,15 @@ void fork_keeper_ready() {
 bool fork_data_dir_looked() { return data_dir_looked; }
 
 bool fork_retry_pending() {
-    // A backend wrote a cosid.fork file (cosid_fork_file) and took the published word back:
-    // look again, so that the acknowledgment that waits for it covers that fork too.
-    if (data_dir_looked && !forks_unchecked && !RecoveryInProgress() &&
-        pg_atomic_read_u32(&shared->fork_checked_timeline) == 0) {
-        fork_check_marker_file();
-        forks_unchecked = true;
+    // A cosid.fork file written since the keeper looked (restored => true, cosid_fork_file; an
+    // operator's): kept in cosid.history at once, not only at the next start.
+    if (data_dir_looked && !marker_pending && !marker_unlink_pending && !RecoveryInProgress()) {
+        char path[MAXPGPATH];
+        marker_path(path, sizeof(path));
+        if (access(path, F_OK) == 0) {
+            fork_check_marker_file();
+            forks_unchecked = true;
+        }
     }
     if (!(marker_pending || timeline_pending || marker_unlink_pending || forks_unchecked)) return false;
     if (mono_ms() < next_pending_retry_at) return true;
@@ -702,29 +727,24 @@ extern "C" Datum cosid_fork_declared_here(PG_FUNCTION_ARGS) {
 // cosid._fork_file(reason): cosid_store_follow_timeline(restored => true) declares this data
 // directory a copy: the declaration belongs to the data directory, not to the one database it
 // ran in, so it is written as a cosid.fork file (when there is none), which the keeper keeps in
-// cosid.history at its next look and declares to every store it uses.  True when written.
+// cosid.history at its next look (fork_retry_pending) and declares to every store it uses.
+// Returns the fork id the keeper gives the file (marker_fork_id), which the caller declares
+// in its store at once, so that an acknowledgment there covers it; NULL when a file was there.
 // Plain C inside but for write_marker's cpp_call: an ereport may leave it.
 extern "C" {
 PG_FUNCTION_INFO_V1(cosid_fork_file);
 }
 
 extern "C" Datum cosid_fork_file(PG_FUNCTION_ARGS) {
-    char path[MAXPGPATH], line[500], failed[256];
+    char path[MAXPGPATH], line[500], failed[256], id[64];
     cosid::pg::marker_file_path(path, sizeof(path));
     char* reason = text_to_cstring(PG_GETARG_TEXT_PP(0));
     snprintf(line, sizeof(line), "%s\n", reason);
     bool written = cosid::pg::marker_write(path, line, failed, sizeof(failed));
-    if (failed[0] != '\0')
-        ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %s", path, failed),
+    if (failed[0] != '\0' || (written && !cosid::pg::marker_file_fork_id(path, id, sizeof(id))))
+        ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %s", path,
+                                                          failed[0] != '\0' ? failed : "it cannot be looked at"),
                         errhint("Create the file by hand: this data directory is a copy.")));
-    // The keeper looks again (fork_retry_pending) before an acknowledgment goes on: the word
-    // it published is taken back.  No barrier is needed for the file: it was written, fsync'd
-    // and renamed by system calls that returned before this store, and the keeper reads the
-    // word before it opens the file.  An acknowledgment that read the old word before this
-    // store ran before this declaration, and does not cover it: the keeper declares it then.
-    if (written && cosid::pg::shared != nullptr) {
-        pg_atomic_write_u32(&cosid::pg::shared->fork_checked_timeline, 0);
-        cosid::pg::wake_keeper();
-    }
-    PG_RETURN_BOOL(written);
+    if (!written) PG_RETURN_NULL();
+    PG_RETURN_TEXT_P(cstring_to_text(id));
 }

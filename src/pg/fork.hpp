@@ -43,6 +43,7 @@ void mark_upgrade_target(const char* seen);
 // The data directory's cosid.fork file: its path, and `text` written durably unless a file is
 // there already (false then; `failed` says why a write failed, "" when it did not).
 void marker_file_path(char* out, size_t size);
+bool marker_file_fork_id(const char* path, char* out, size_t size);  // the id the keeper gives it
 bool marker_write(const char* path, const char* text, char* failed, size_t len);
 
 }  // namespace cosid::pg

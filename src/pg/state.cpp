@@ -157,8 +157,10 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     // Capped: a raise after a failover is max_ttl + 2 x max_tolerance (70 s with the store's
     // defaults, below 2 x the default ttl + 15 s); a floor further ahead (cosid_adopt of ids
     // from the future) is not the store's wait, and callers get ZC004 as before.
-    e->floor_wait_ms = !is_static && r.store_now > 0 && r.floor > r.store_now
-                           ? std::min<int64>(r.floor - r.store_now, raise_reach_ms()) : 0;
+    // A static window's floor ahead of this clock (an acknowledged fork's) is waited out the
+    // same way: its window opens once the clock is within static_ahead of it.
+    const int64 base = is_static ? clock_ms() : r.store_now;
+    e->floor_wait_ms = base > 0 && r.floor > base ? std::min<int64>(r.floor - base, raise_reach_ms()) : 0;
     e->expires_at = r.expires_at;
     pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
     pg_atomic_write_u64(&e->word, cosid::issue_word::kFresh);

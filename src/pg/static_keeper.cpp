@@ -9,6 +9,8 @@
 // published to the backends only after the write that holds it succeeded; a failed write
 // leaves the backends at the old ceiling, where they wait and then fail (ZC002) naming it.
 #include "static_keeper.hpp"
+
+#include "reach.hpp"
 #include "static_model.hpp"
 #include "fork.hpp"
 #include "keeper_parts.hpp"
@@ -144,7 +146,7 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         // below the clock at its start, which is above anything an earlier run issued.
         int64 floor = cosid::static_window_floor(window_value, std::max<int64>(ns_not_before, not_before_ms()),
                                                  have_file(), model_started_ms);
-        int64 ceiling = std::max<int64>(floor, clock_ms()) + setting_static_ahead_ms;
+        int64 ceiling = cosid::static_window_ceiling(floor, clock_ms(), setting_static_ahead_ms);
         char write_error[300];
         StoreError record_err;
         if (error[0] != '\0') {

@@ -584,11 +584,13 @@ bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* e
     return true;
 }
 
-bool store_fork_check(const char* forks, char* reason, size_t size, bool* pending, StoreError* err) {
+bool store_fork_check(const char* forks, char* reason, size_t size, bool* pending, bool* checked, StoreError* err) {
     *pending = false;
+    *checked = false;
     bool exists = false;
     if (!local_function_exists("cosid._fork_check(text)", &exists, err)) return false;
-    if (!exists) return true;  // a catalog before 1.7: a fork is declared once, when found (store_fork_mark)
+    if (!exists) return true;  // a catalog before 1.7: the caller decides
+    *checked = true;
     TextRow row;
     memset(&row, 0, sizeof(row));
     const char* args[1] = {forks};

@@ -124,9 +124,9 @@ bool store_issuer_clear(StoreError* err);
 bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* err);
 // The forks this data directory keeps (history_forks_text), each declared to the local store
 // unless acknowledged there (cosid._fork_check): *pending with the first one's reason while
-// one is not acknowledged (the store then refuses every grant, ZC009).  A catalog before 1.7
-// has no such check: nothing pending.
-bool store_fork_check(const char* forks, char* reason, size_t size, bool* pending, StoreError* err);
+// one is not acknowledged (the store then refuses every grant, ZC009).  *checked: false for
+// a catalog before 1.7, which has no such check.
+bool store_fork_check(const char* forks, char* reason, size_t size, bool* pending, bool* checked, StoreError* err);
 // *recorded: false when the catalog is older than 1.6 and has nowhere to keep it.
 bool store_fork_mark(const char* reason, bool* recorded, StoreError* err);
 

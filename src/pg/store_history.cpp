@@ -4,6 +4,8 @@
 // cpp_call; the callers ereport after it returned.
 #include "store_history.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -152,16 +154,21 @@ bool history_add_fork(const char* id, const char* reason, char* message, size_t 
     return true;
 }
 
-bool history_forks_text(char* out, size_t size, char* message, size_t message_size) {
+char* history_forks_text(char* message, size_t message_size) {
+    if (!loaded(message, message_size)) return nullptr;
+    size_t len = 0;
+    cpp_call([&] {
+        for (const cosid::ForkSeen& f : *forks) len += f.id.size() + f.reason.size() + 2;
+    });
+    char* out = static_cast<char*>(palloc(len + 1));  // (outside cpp_call: palloc may ereport)
     out[0] = '\0';
-    if (!loaded(message, message_size)) return false;
-    return cpp_call([&] {
+    cpp_call([&] {
         std::string text;
         for (const cosid::ForkSeen& f : *forks) text += f.id + "\t" + f.reason + "\n";
-        if (text.size() >= size) return false;  // (never: a fork line is under 500 bytes)
-        strlcpy(out, text.c_str(), size);
-        return true;
+        memcpy(out, text.c_str(), std::min(text.size(), len) + 1);
+        out[std::min(text.size(), len)] = '\0';
     });
+    return out;
 }
 
 }  // namespace cosid::pg

@@ -29,8 +29,10 @@ bool history_set_timeline(uint32 timeline, char* message, size_t message_size);
 // true; nothing when that id is there already): every store the server uses must acknowledge
 // it before it grants (fork.cpp).
 bool history_add_fork(const char* id, const char* reason, char* message, size_t message_size);
-// The forks kept, one "id<TAB>reason" line each ("" when none): what cosid._fork_check reads.
-bool history_forks_text(char* out, size_t size, char* message, size_t message_size);
+// The forks kept, one "id<TAB>reason" line each ("" when none), palloc'd in the current
+// memory context: what cosid._fork_check reads.  NULL with `message` when the file cannot
+// be used.
+char* history_forks_text(char* message, size_t message_size);
 
 // A release in order with its exact last timestamp: the record comes down to it (best effort:
 // a failed write keeps the higher value, which is only more cautious).

@@ -244,3 +244,24 @@ TEST(ForkRule, HistoryKeepsEveryForkItSaw) {
     std::string twice = serialize_history(h, 0, {forks[0], forks[0]});
     EXPECT_TRUE(parse_history(twice, &back, &tl, &seen).has_value());
 }
+
+TEST(ReachCap, NoWindowReachesPastTheCap) {
+    // lease limits within the cap; a store set past it before the cap only lowers
+    EXPECT_TRUE(limits_within_cap(30000, 5000));
+    EXPECT_TRUE(limits_within_cap(60000, 30000));
+    EXPECT_FALSE(limits_within_cap(110001, 5000));
+    EXPECT_FALSE(limits_within_cap(30000, 30001));
+    // a static window opens static_ahead past the clock, never further, even above a floor
+    // ahead of the clock: it is empty until the clock comes within static_ahead of the floor
+    EXPECT_EQ(static_window_ceiling(1000, 5000, 10000), 15000);
+    EXPECT_EQ(static_window_ceiling(100000, 5000, 10000), 100000);  // empty: (floor, floor]
+    EXPECT_EQ(static_window_ceiling(1000, 5000, 3600000), 5000 + kStaticAheadCapMs);
+    for (int64_t floor = 0; floor < 300000; floor += 7919)
+        for (int64_t ahead = 200; ahead <= kStaticAheadCapMs; ahead += 9973) {
+            const int64_t c = static_window_ceiling(floor, 100000, ahead);
+            EXPECT_TRUE(c == floor || c <= 100000 + kReachCapMs);  // empty, or within the cap
+        }
+    // a raise after unseen history covers the cap, or limits from before it that reach further
+    EXPECT_EQ(unseen_history_reach_ms(40000), kReachCapMs);
+    EXPECT_EQ(unseen_history_reach_ms(600000), 600000);
+}
