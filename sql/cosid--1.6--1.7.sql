@@ -170,6 +170,26 @@ BEGIN
     ANALYZE cosid.lease;
 END $$;
 
+-- How far ahead of the store's clock a floor may lie (a keeper's raise_floor, a namespace's
+-- floor an acquire accepts): what a raise puts there, by the limits or by the last raise's own
+-- reach (the cap after a restore or a fork acknowledged).  Plain SQL without SET, inlined into
+-- its callers (the store's SECURITY DEFINER functions, with their search_path).
+CREATE OR REPLACE FUNCTION cosid._floor_margin() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT GREATEST(COALESCE(pg_catalog.max(s.max_ttl_ms), 60000) + 2 * COALESCE(pg_catalog.max(s.max_tolerance_ms), 5000),
+                    COALESCE(pg_catalog.max(s.raised_reach_ms), 0))
+      FROM cosid.store_state s
+$$;
+
+-- The caller is an administrator of the store (superuser, or a member of cosid_admin).
+-- Plain SQL without SET, inlined into its callers (the store's SECURITY DEFINER functions,
+-- with their search_path): with SET it was planned again at every acquire.
+CREATE OR REPLACE FUNCTION cosid._is_admin() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) session_user), false)
+           OR pg_catalog.pg_has_role(session_user, 'cosid_admin', 'MEMBER')
+$$;
+
 -- A raise after history the store cannot see covers the reach cap (the rest as in 1.6).
 CREATE OR REPLACE FUNCTION cosid._follow_timeline(p_ttl_ms bigint, p_fork_ack boolean, p_stopped_ms bigint) RETURNS void
 LANGUAGE plpgsql AS $$

@@ -24,7 +24,8 @@ END $$;
 SELECT cosid_namespace_create('fb', slot_bits => 2, tolerance => '1 second');
 SELECT slot_bits AS sb, sequence_bits AS qb, timestamp_bits AS tb, epoch_ms AS ep, unit AS un
   FROM cosid.namespace WHERE name = 'fb' \gset
-SELECT max_ttl_ms + 2 * max_tolerance_ms AS margin FROM cosid.store_state \gset
+-- (the limits' reach, or the last raise's: the reach cap after a restore an earlier test made)
+SELECT cosid._floor_margin() AS margin \gset
 -- 2093-09-06 00:00:00 UTC, the floor of the finding
 SELECT (extract(epoch FROM timestamptz '2093-09-06 00:00:00+00') * 1000)::bigint AS far \gset
 CREATE TABLE fb_rows AS SELECT slot, fence, floor, ceiling, next_floor FROM cosid.lease WHERE namespace = 'fb';

@@ -29,12 +29,15 @@ inline bool limits_within_cap(int64_t max_ttl_ms, int64_t max_tolerance_ms) {
 // The static_ahead a server uses: its setting, at most kStaticAheadCapMs.
 inline int64_t static_ahead_used_ms(int64_t setting_ms) { return std::min(setting_ms, kStaticAheadCapMs); }
 
-// A static window's ceiling when it opens: static_ahead past the clock (within the cap), never
-// below its floor.  A floor further ahead (an acknowledged fork's, an adopted column's) gives
-// an empty window until the clock comes within static_ahead of it, as a lease's does
-// (lease_rule's window_ceiling): measured from the floor, a window would reach past the cap.
+// A static window's ceiling when it opens: static_ahead past the clock, or past its floor when
+// that is ahead (the server's own last ceiling after its clock stepped back: it borrows above
+// it at once), but never more than kStaticAheadCapMs past the clock, and never below the
+// floor.  A floor further ahead (an acknowledged fork's, an administrator's) gives an empty
+// window until the clock comes within the cap of it, as a lease's does (lease_rule's
+// window_ceiling): measured from such a floor, a window would reach past the cap.
 inline int64_t static_window_ceiling(int64_t floor_ms, int64_t clock_ms, int64_t static_ahead_ms) {
-    return std::max(floor_ms, clock_ms + static_ahead_used_ms(static_ahead_ms));
+    const int64_t wanted = std::max(floor_ms, clock_ms) + static_ahead_used_ms(static_ahead_ms);
+    return std::max(floor_ms, std::min(wanted, clock_ms + kStaticAheadCapMs));
 }
 
 // How far past its base a raise after unseen history puts every next floor: the cap, or what

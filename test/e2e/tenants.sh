@@ -77,10 +77,12 @@ kill "$rogue" 2>/dev/null; wait "$rogue" 2>/dev/null || true
 q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'rogue'" >/dev/null
 
 # (b) The hoarder: one acquire held open (its row locked), then 16 more, renewed every second.
+# (held until the barrier opens at (c), whatever the machine's load: not a fixed sleep)
+barrier_close 4242
 as_role hoarder -c "BEGIN" -c "SELECT slot FROM cosid.acquire('f', 'evil', gen_random_uuid(), 30000)" \
-    -c "SELECT pg_sleep(6)" -c "COMMIT" >/dev/null 2>&1 &
+    -c "SELECT pg_advisory_lock_shared(4242)" -c "COMMIT" >/dev/null 2>&1 &
 opened=$!
-sleep 0.5
+check_true "the hoarder's open acquire holds its slot" "$(wait_for 30 "the open acquire at the barrier" barrier_waiters 1)"
 : > "$base/hoard"; : > "$base/refused"
 for i in $(seq 1 16); do
     u=$(cat /proc/sys/kernel/random/uuid)
@@ -122,6 +124,7 @@ check "a role at its cap: its server's callers get ZC006 quoting the store's ref
 q -c "SELECT * FROM cosid_lease_cap(NULL, role => 'keeper_b')" >/dev/null || true
 
 # (c) Revoked in one call, once the open acquire committed: 9 leases.
+barrier_open
 wait "$opened" || true
 held() { q -c "SELECT count(*) FROM cosid.lease WHERE owner_role = 'hoarder' AND incarnation IS NOT NULL"; }
 check "the hoarder holds its 8 leases and the one it held open" 9 "$(held)"

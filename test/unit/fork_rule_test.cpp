@@ -254,12 +254,15 @@ TEST(ReachCap, NoWindowReachesPastTheCap) {
     // a static window opens static_ahead past the clock, never further, even above a floor
     // ahead of the clock: it is empty until the clock comes within static_ahead of the floor
     EXPECT_EQ(static_window_ceiling(1000, 5000, 10000), 15000);
-    EXPECT_EQ(static_window_ceiling(100000, 5000, 10000), 100000);  // empty: (floor, floor]
+    EXPECT_EQ(static_window_ceiling(20000, 5000, 10000), 30000);     // its own ceiling ahead: borrowed above
+    EXPECT_EQ(static_window_ceiling(50000, 5000, 60000), 65000);     // ... never past the cap
+    EXPECT_EQ(static_window_ceiling(100000, 5000, 10000), 100000);   // empty: (floor, floor]
     EXPECT_EQ(static_window_ceiling(1000, 5000, 3600000), 5000 + kStaticAheadCapMs);
     for (int64_t floor = 0; floor < 300000; floor += 7919)
         for (int64_t ahead = 200; ahead <= kStaticAheadCapMs; ahead += 9973) {
             const int64_t c = static_window_ceiling(floor, 100000, ahead);
-            EXPECT_TRUE(c == floor || c <= 100000 + kReachCapMs);  // empty, or within the cap
+            EXPECT_GE(c, floor);
+            EXPECT_TRUE(c == floor || c <= 100000 + kStaticAheadCapMs);  // empty, or within the cap
         }
     // a raise after unseen history covers the cap, or limits from before it that reach further
     EXPECT_EQ(unseen_history_reach_ms(40000), kReachCapMs);
