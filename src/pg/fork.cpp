@@ -404,7 +404,7 @@ static void fork_check_marker_file() {
     }
     StoreError err;
     bool recorded = false;
-    if (!store_fork_mark(marker_reason, &recorded, &err) || !recorded) {
+    if (!store_fork_mark(id, marker_reason, &recorded, &err) || !recorded) {
         marker_pending = true;  // acquires are refused until it is recorded
         if (!marker_warned)
             ereport(WARNING, (errmsg("cosid: could not record %s in the lease store: %s", kMarkerName,
@@ -559,7 +559,7 @@ void declare_timeline_copy() {
     }
     StoreError err;
     bool recorded = false;
-    bool ok = store_fork_mark(reason, &recorded, &err);
+    bool ok = store_fork_mark(id, reason, &recorded, &err);
     if (ok && !recorded) {
         // A store before 1.6 raises its floors on a new timeline itself, and has no way to
         // acknowledge a fork: the copy is only logged there, as before.

@@ -601,8 +601,20 @@ bool store_fork_check(const char* forks, char* reason, size_t size, bool* pendin
     return true;
 }
 
-bool store_fork_mark(const char* reason, bool* recorded, StoreError* err) {
+bool store_fork_mark(const char* id, const char* reason, bool* recorded, StoreError* err) {
     bool exists = false;
+    // A 1.7 catalog declares it by its id, unless acknowledged there (a restored => true
+    // declaration acknowledged before the keeper took its file is not declared again).
+    if (!local_function_exists("cosid._fork_check(text)", &exists, err)) return false;
+    if (exists) {
+        *recorded = true;
+        char line[600];
+        snprintf(line, sizeof(line), "%s\t%s\n", id, reason);
+        TextRow row;
+        memset(&row, 0, sizeof(row));
+        const char* args[1] = {line};
+        return run_spi("SELECT 1 FROM cosid._durable() durable, cosid._fork_check($1::text) f", 1, args, &row, err);
+    }
     if (!local_function_exists("cosid._fork_mark(text)", &exists, err)) return false;
     *recorded = exists;
     if (!exists) return true;

@@ -128,6 +128,7 @@ bool store_fork_declared(char* reason, size_t size, bool* pending, StoreError* e
 // a catalog before 1.7, which has no such check.
 bool store_fork_check(const char* forks, char* reason, size_t size, bool* pending, bool* checked, StoreError* err);
 // *recorded: false when the catalog is older than 1.6 and has nowhere to keep it.
-bool store_fork_mark(const char* reason, bool* recorded, StoreError* err);
+// `id`: the fork's id in cosid.history (a 1.7 catalog declares it as cosid._fork_check does).
+bool store_fork_mark(const char* id, const char* reason, bool* recorded, StoreError* err);
 
 }  // namespace cosid::pg
