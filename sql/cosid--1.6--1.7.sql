@@ -171,23 +171,14 @@ BEGIN
 END $$;
 
 -- How far ahead of the store's clock a floor may lie (a keeper's raise_floor, a namespace's
--- floor an acquire accepts): what a raise puts there, by the limits or by the last raise's own
--- reach (the cap after a restore or a fork acknowledged).  Plain SQL without SET, inlined into
--- its callers (the store's SECURITY DEFINER functions, with their search_path).
+-- floor an acquire accepts): what a raise puts there, by the limits, or as far as the last
+-- raise's own reach still lies ahead (the cap after a restore or a fork acknowledged).
 CREATE OR REPLACE FUNCTION cosid._floor_margin() RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT GREATEST(COALESCE(pg_catalog.max(s.max_ttl_ms), 60000) + 2 * COALESCE(pg_catalog.max(s.max_tolerance_ms), 5000),
-                    COALESCE(pg_catalog.max(s.raised_reach_ms), 0))
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT greatest(coalesce(max(s.max_ttl_ms), 60000) + 2 * coalesce(max(s.max_tolerance_ms), 5000),
+                    coalesce(max(s.raised_at_ms + s.raised_reach_ms) FILTER (WHERE s.raised_at_ms > 0), 0)
+                    - cosid.store_now())
       FROM cosid.store_state s
-$$;
-
--- The caller is an administrator of the store (superuser, or a member of cosid_admin).
--- Plain SQL without SET, inlined into its callers (the store's SECURITY DEFINER functions,
--- with their search_path): with SET it was planned again at every acquire.
-CREATE OR REPLACE FUNCTION cosid._is_admin() RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT COALESCE((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) session_user), false)
-           OR pg_catalog.pg_has_role(session_user, 'cosid_admin', 'MEMBER')
 $$;
 
 -- A raise after history the store cannot see covers the reach cap (the rest as in 1.6).
@@ -515,6 +506,16 @@ BEGIN
      WHERE d.acknowledged_at IS NULL
      ORDER BY d.declared_at NULLS LAST, f.fork_id LIMIT 1;
     IF v_reason IS NOT NULL THEN
+        -- An acknowledgment in flight (SHARE ROW EXCLUSIVE on the table, till it commits)
+        -- is waited for and then seen: read before it committed, the fork would be marked
+        -- again on the state it writes, and the store refuse once more.
+        LOCK TABLE cosid.store_state IN ROW EXCLUSIVE MODE;
+        SELECT f.reason INTO v_reason
+          FROM cosid._fork_lines(p_forks) f LEFT JOIN cosid.fork_declared d ON d.fork_id = f.fork_id
+         WHERE d.acknowledged_at IS NULL
+         ORDER BY d.declared_at NULLS LAST, f.fork_id LIMIT 1;
+    END IF;
+    IF v_reason IS NOT NULL THEN
         INSERT INTO cosid.fork_declared (fork_id, reason)
         SELECT f.fork_id, f.reason FROM cosid._fork_lines(p_forks) f
         ON CONFLICT (fork_id) DO NOTHING;
@@ -592,9 +593,8 @@ END $$;
 --    administrators are not capped.  An administrator revokes every lease of a role at once
 --    (cosid_revoke_role).
 -- What any login may still lock: ACCESS SHARE on the tables PUBLIC reads (a SELECT in an open
--- transaction).  That conflicts only with ACCESS EXCLUSIVE, which no call of a keeper takes;
--- cosid_store_settings does (on cosid.store_state), and while it waits the keepers' calls
--- queue behind it (docs/stores.md, what one role can cost the others).
+-- transaction).  That conflicts only with ACCESS EXCLUSIVE, which no call of a keeper, nor
+-- cosid_store_settings (EXCLUSIVE since 1.7), takes.
 
 -- Caps on the live leases one store role holds in a namespace: a row per role, and the row
 -- '' (no role has an empty name) for every role without a row of its own.  No row at all: the

@@ -428,8 +428,9 @@ void declare_timeline_copy();
 // cosid.database is refused by the new store too.  A remote store is not asked: there a copy
 // is one more instance, with an incarnation and leases of its own.  False when the store
 // could not be asked; *reason (with *refused) when a fork waits for its acknowledgment.
-static bool forks_declared(bool* refused, char* reason, size_t size, StoreError* err) {
+static bool forks_declared(bool* refused, bool* old_catalog, char* reason, size_t size, StoreError* err) {
     *refused = false;
+    *old_catalog = false;
     if (store_is_remote() && !static_slots_configured()) return true;
     char message[256] = "";
     char* forks = history_forks_text(message, sizeof(message));
@@ -445,9 +446,9 @@ static bool forks_declared(bool* refused, char* reason, size_t size, StoreError*
     if (ok && any && !checked) {
         // A catalog before 1.7 cannot tell whether it acknowledged them: refused, not guessed.
         *refused = true;
-        snprintf(reason, size, "cosid.history keeps forks of this data directory, and the catalog of database \"%s\" "
-                 "is older than 1.7, which cannot say whether they were acknowledged there (ALTER EXTENSION cosid "
-                 "UPDATE there)", setting_database);
+        *old_catalog = true;
+        snprintf(reason, size, "update cosid in database \"%s\": its catalog, older than 1.7, cannot say whether "
+                 "the forks cosid.history keeps were acknowledged there", setting_database);
     }
     return ok;
 }
@@ -466,19 +467,26 @@ static bool declarations_pending() {
 // The forks kept, declared to the store (forks_declared); once that answered, the data
 // directory's word is published (cosid_fork_acknowledge waits for it).
 static bool forks_refuse(StoreError* err) {
-    bool refused = false;
+    bool refused = false, old_catalog = false;
     char reason[400] = "";
-    if (!forks_declared(&refused, reason, sizeof(reason), err)) return true;
+    if (!forks_declared(&refused, &old_catalog, reason, sizeof(reason), err)) return true;
     forks_unchecked = false;
     publish_checked();
     if (!refused) return false;
-    snprintf(err->message, sizeof(err->message),
-             "this data directory is a copy of a server that may still issue ids, not acknowledged in this store: %s",
-             reason);
+    if (old_catalog) {
+        strlcpy(err->message, reason, sizeof(err->message));
+        snprintf(err->hint, sizeof(err->hint),
+                 "ALTER EXTENSION cosid UPDATE in database \"%s\", then, once the other copy has stopped issuing, "
+                 "SELECT cosid_fork_acknowledge(); there.", setting_database);
+    } else {
+        snprintf(err->message, sizeof(err->message),
+                 "this data directory is a copy of a server that may still issue ids, not acknowledged in this "
+                 "store: %s", reason);
+        strlcpy(err->hint, "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's "
+                           "database (each store this server uses acknowledges it once).",
+                sizeof(err->hint));
+    }
     err->sqlerrcode = COSID_FORK;
-    strlcpy(err->hint, "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's "
-                       "database (each store this server uses acknowledges it once).",
-            sizeof(err->hint));
     err->outcome_unknown = false;
     return true;
 }
