@@ -232,11 +232,14 @@ void define_settings() {
                             nullptr, &setting_test_keeper_ready_delay_ms, 0, 0, 600000, PGC_SIGHUP,
                             GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
     // Only in postgresql.conf, and only lower: a test suite that forks and restores stores
-    // dozens of times would wait out the reach cap at each (src/core/reach.hpp).
-    DefineCustomIntVariable("cosid.test_reach_cap",
-                            "Test only: a raise after history the store cannot see covers this (0: the reach cap).",
-                            nullptr, &setting_test_reach_cap_ms, 0, 0, static_cast<int>(cosid::kReachCapMs),
-                            PGC_POSTMASTER, GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
+    // dozens of times would wait out the reach cap at each (src/core/reach.hpp).  Defined
+    // only when preloaded (a start-time setting cannot be made later); a store server that
+    // loads the library in a backend raises by the cap itself.
+    if (process_shared_preload_libraries_in_progress)
+        DefineCustomIntVariable("cosid.test_reach_cap",
+                                "Test only: a raise after history the store cannot see covers this (0: the reach cap).",
+                                nullptr, &setting_test_reach_cap_ms, 0, 0, static_cast<int>(cosid::kReachCapMs),
+                                PGC_POSTMASTER, GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
     MarkGUCPrefixReserved("cosid");
 }
 
