@@ -85,7 +85,7 @@ qd "$P" "$PP" -c "CREATE EXTENSION cosid" \
 echo "# 1. a planned switchover: the primary stops cleanly, its standby is promoted"
 standby_of "$P" "$PP" "$S1" "$PS1"
 rm -f "$base/stop"; inserter "$P" "$PP" p1
-check_true "P issues" "$(wait_until 120 qd "$P" "$PP" -c "SELECT count(*) >= 2000 FROM t")"
+check_true "P issues" "$(wait_until 300 qd "$P" "$PP" -c "SELECT count(*) >= 2000 FROM t")"
 check_true "P's keeper recorded itself as the server issuing from its store" \
     "$(qd "$P" "$PP" -c "SELECT issuer_incarnation IS NOT NULL FROM cosid.store_state")"
 touch "$base/stop"; wait
@@ -115,7 +115,7 @@ check "the promoted S2 refuses with ZC009" ZC009 "${r%% *}"
 check_true "... at once, not after cosid.acquire_timeout (${r#* } ms)" "$([ "${r#* }" -lt 8000 ] && echo t || echo f)"
 check "cosid_health() on S2: fork critical" critical "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
 n=$(qd "$S1" "$PS1" -c "SELECT count(*) FROM t")
-check_true "S1 goes on issuing meanwhile" "$(wait_until 120 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
+check_true "S1 goes on issuing meanwhile" "$(wait_until 300 qd "$S1" "$PS1" -c "SELECT count(*) >= $n + 2000 FROM t")"
 r=$(insert_once "$S2" "$PS2")
 check "S2 still refuses while S1 issues" ZC009 "${r%% *}"
 touch "$base/stop"; wait
@@ -131,7 +131,7 @@ check_true "cosid_fork_acknowledge() on S2" "$(qd "$S2" "$PS2" -c "SELECT cosid_
 check "cosid_health() on S2: fork ok" ok "$(qd "$S2" "$PS2" -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
 rm -f "$base/stop"; inserter "$S2" "$PS2" s2
 check_true "S2 issues 4,000 rows after the acknowledgement" \
-    "$(wait_until 120 qd "$S2" "$PS2" -c "SELECT count(*) >= 4000 FROM t WHERE src = $PS2")"
+    "$(wait_until 300 qd "$S2" "$PS2" -c "SELECT count(*) >= 4000 FROM t WHERE src = $PS2")"
 touch "$base/stop"; wait
 qd "$S2" "$PS2" -c "CREATE TABLE s1_ids (id bigint, src int)" >/dev/null
 qd "$S2" "$PS2" -c "COPY s1_ids FROM STDIN" < "$base/s1_ids.txt"
