@@ -173,11 +173,14 @@ END $$;
 -- How far ahead of the store's clock a floor may lie (a keeper's raise_floor, a namespace's
 -- floor an acquire accepts): what a raise puts there, by the limits, or as far as the last
 -- raise's own reach still lies ahead (the cap after a restore or a fork acknowledged).
+-- (measured from the store's clock at the start of the caller's statement, which is never
+-- later than the now its caller compares with: a margin read a moment later would refuse a
+-- floor the raise itself set)
 CREATE OR REPLACE FUNCTION cosid._floor_margin() RETURNS bigint
-LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT greatest(coalesce(max(s.max_ttl_ms), 60000) + 2 * coalesce(max(s.max_tolerance_ms), 5000),
                     coalesce(max(s.raised_at_ms + s.raised_reach_ms) FILTER (WHERE s.raised_at_ms > 0), 0)
-                    - cosid.store_now())
+                    - (floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint + cosid._store_clock_offset()))
       FROM cosid.store_state s
 $$;
 
