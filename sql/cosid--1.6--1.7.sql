@@ -626,6 +626,11 @@ ALTER TABLE cosid.lease_cap ENABLE REPLICA TRIGGER keep_local_truncate;
 -- The cap's count reads only the calling role's live leases of the namespace.
 CREATE INDEX lease_owner_role ON cosid.lease (namespace, owner_role) WHERE incarnation IS NOT NULL;
 
+-- The free slots of each namespace, in slot order: cosid.acquire finds the lowest free slot
+-- here, reading neither the held rows nor their heap pages.  A renewal changes no column of
+-- it (incarnation stays set), so renewals stay heap-only updates.
+CREATE INDEX lease_free ON cosid.lease (namespace, slot) WHERE incarnation IS NULL;
+
 -- Refuses an acquire of a store role that holds its cap of live leases of the namespace
 -- already.  Two acquires of one role that run at once may both pass: a role goes past its cap
 -- by at most its sessions less one (ALTER ROLE ... CONNECTION LIMIT bounds them).  SQLSTATE
@@ -747,10 +752,11 @@ BEGIN
     -- As a last resort it is safe (the new window starts at its next_floor, its ceiling),
     -- and it keeps an orphan the owner never learnt of (an acquire whose answer was lost)
     -- from being lost to it for good.
-    -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest; each
-    -- first among slots whose next window can start now (next_floor <= now: not one released
-    -- at a ceiling still ahead, where the holder would wait for its clock to pass the floor),
-    -- then (4) the lowest of any, then (5) an expired lease of the asking incarnation.  Each
+    -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest free,
+    -- then lowest expired; each first among slots whose next window can start now (next_floor
+    -- <= now: not one released at a ceiling still ahead, where the holder would wait for its
+    -- clock to pass the floor), then (4) the lowest free and the lowest expired of any, then
+    -- (5) an expired lease of the asking incarnation (the last condition, v_pref 7).  Each
     -- preference is read in slot order, 16 candidates at a time (an index scan, whatever the
     -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
     -- to the next.  A slot that fits two preferences comes
@@ -759,12 +765,19 @@ BEGIN
     -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
     v_now_ok := ' AND l.next_floor <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
                 || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
+    -- Free slots come before expired leases (3 and 4 each in two steps, as in
+    -- src/core/lease_model.cpp slot_preference): a free slot is found through the index of
+    -- free slots (cosid.lease_free) without reading the held ones, so an acquire costs the
+    -- same at every fill while free slots remain; and an expired lease's owner may still renew
+    -- it, which it can only while nobody took it over.
     FOREACH v_cond IN ARRAY ARRAY[
         'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
         'coalesce(l.owner_key, l.previous_owner_key) = $2'
             || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
-        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
-        '(l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
+        'l.incarnation IS NULL' || v_now_ok,
+        'l.expires_at <= $4 AND l.incarnation <> $6' || v_now_ok,
+        'l.incarnation IS NULL',
+        'l.expires_at <= $4 AND l.incarnation <> $6',
         'l.incarnation = $6 AND l.expires_at <= $4']
     LOOP
         v_pref := v_pref + 1;
@@ -810,12 +823,12 @@ BEGIN
                    AND l.slot = (SELECT k.slot FROM cosid.lease k
                                   WHERE k.namespace = p_namespace AND k.slot = c.slot
                                     AND (k.incarnation IS NULL
-                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 5)))
+                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 7)))
                                     FOR NO KEY UPDATE SKIP LOCKED)
                    AND l.slot < (1 << v_ns.slot_bits)
                    AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
                    AND (l.incarnation IS NULL
-                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 5)))
+                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 7)))
                 RETURNING l.* INTO r;
                 IF FOUND THEN
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,

@@ -36,8 +36,15 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
         const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
         if (usable(r) && last == req.key) push(r.slot);
     }
+    // Free slots before expired leases, each in slot order: an expired lease's owner may
+    // still renew it (a renewal succeeds after expiry while nobody took it over), and the
+    // store finds a free slot through an index of free slots without reading the held ones.
+    for (const auto& r : rows)
+        if (usable(r) && !r.has_owner()) push(r.slot);
     for (const auto& r : rows)
         if (usable(r)) push(r.slot);
+    for (const auto& r : rows)
+        if (available(r) && !r.has_owner()) push(r.slot);
     for (const auto& r : rows)
         if (available(r)) push(r.slot);
     // Last resort: an orphan the owner never learnt of (its acquire's answer was lost) must not

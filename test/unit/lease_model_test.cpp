@@ -284,20 +284,21 @@ TEST(SlotChoice, SlotWithFloorAheadComesLast) {
     ASSERT_TRUE(rel);
     ASSERT_EQ(rel->next_floor, a.lease->ceiling);
     ASSERT_GT(rel->next_floor, NOW + 10);
-    // slot 0 is the lowest, the preferred and the sticky slot of "a", and still comes last
+    // slot 0 is the lowest, the preferred and the sticky slot of "a", and still comes last;
+    // the free slots 2 and 3 come before the expired lease of slot 1
     AcquireRequest r = req("a", "i2");
     r.preferred = 0;
-    EXPECT_EQ(slot_preference(t.rows(), r, NOW + 10), (std::vector<int32_t>{1, 2, 3, 0}));
+    EXPECT_EQ(slot_preference(t.rows(), r, NOW + 10), (std::vector<int32_t>{2, 3, 1, 0}));
     // (the moment that floor is reached it is first again)
-    EXPECT_EQ(slot_preference(t.rows(), r, a.lease->ceiling), (std::vector<int32_t>{0, 1, 2, 3}));
+    EXPECT_EQ(slot_preference(t.rows(), r, a.lease->ceiling), (std::vector<int32_t>{0, 2, 3, 1}));
     auto got = t.acquire(r, NOW + 10);
     ASSERT_TRUE(got.lease);
-    EXPECT_EQ(got.lease->slot, 1);
+    EXPECT_EQ(got.lease->slot, 2);
     EXPECT_EQ(t.row(0).incarnation, "");
-    // with slots 2 and 3 held too, slot 0 is the only available slot: it is granted, starting
+    // with slots 1 and 3 held too, slot 0 is the only available slot: it is granted, starting
     // at its next_floor
-    EXPECT_EQ(t.acquire(req("b", "i3"), NOW + 10).lease->slot, 2);
-    EXPECT_EQ(t.acquire(req("c", "i4"), NOW + 10).lease->slot, 3);
+    EXPECT_EQ(t.acquire(req("b", "i3"), NOW + 10).lease->slot, 3);
+    EXPECT_EQ(t.acquire(req("c", "i4"), NOW + 10).lease->slot, 1);
     EXPECT_EQ(slot_preference(t.rows(), req("d", "i5"), NOW + 20), (std::vector<int32_t>{0}));
     auto last = t.acquire(req("d", "i5"), NOW + 20);
     ASSERT_TRUE(last.lease);
@@ -326,7 +327,7 @@ TEST(SlotChoice, PreferenceListsOnlyAvailableSlots) {
     AcquireRequest r = req("z", "iz");
     r.preferred = 0;  // held by someone else: not a candidate
     auto order = slot_preference(t.rows(), r, NOW);
-    EXPECT_EQ(order, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_EQ(order, (std::vector<int32_t>{1, 3, 2}));  // free slots before the expired lease
 }
 
 // An orphan (an acquire whose answer its owner never saw) expires; the owner gets it back
