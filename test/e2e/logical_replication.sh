@@ -33,12 +33,18 @@ logical=("wal_level = logical" "max_replication_slots = 12" "max_wal_senders = 1
 # first change of its store that B's subscription carries is its release, and B goes on
 # issuing on the window it was granted (on the build before the fix, after its row was
 # overwritten by A's release, until that renewal finds the lease gone).
-start_server "$A" "$PA" "${logical[@]}" "cosid.ttl = '60s'"   # first: it makes the initdb template if missing
-start_server "$B" "$PB" "${logical[@]}" "cosid.ttl = '60s'" &
-start_server "$E" "$PE" "${logical[@]}" &
-start_server "$F" "$PF" "${logical[@]}" &
-start_server "$C" "$PC" "cosid.store_dsn = '$(dsn B)'" "cosid.preferred_slot = 0" &
-start_server "$D" "$PD" "${logical[@]}" "cosid.store_dsn = '$(dsn A)'" &
+# No keeper hands a lease back for being idle (cosid.pool_idle_timeout, 60 s by default):
+# B issues last in step 2, and on a loaded machine step 6 came more than 60 s later, when B's
+# own idle release had freed its slot (and C's), so "B's slot still held by B" read a free row.
+# The store rows this script compares (B's slot, the fingerprints of B's and E's stores) change
+# then only by what replication brings.
+keep=("cosid.pool_idle_timeout = '1h'")
+start_server "$A" "$PA" "${logical[@]}" "${keep[@]}" "cosid.ttl = '60s'"   # first: it makes the initdb template if missing
+start_server "$B" "$PB" "${logical[@]}" "${keep[@]}" "cosid.ttl = '60s'" &
+start_server "$E" "$PE" "${logical[@]}" "${keep[@]}" &
+start_server "$F" "$PF" "${logical[@]}" "${keep[@]}" &
+start_server "$C" "$PC" "${keep[@]}" "cosid.store_dsn = '$(dsn B)'" "cosid.preferred_slot = 0" &
+start_server "$D" "$PD" "${logical[@]}" "${keep[@]}" "cosid.store_dsn = '$(dsn A)'" &
 wait
 user_tables="CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), src text);
              CREATE TABLE mark (n int PRIMARY KEY)"
@@ -95,7 +101,14 @@ kb=$(q B -c "SELECT owner_key FROM cosid_stats()"); ib=$(q B -c "SELECT incarnat
 echo "# A $ka ($ia), slot $(q A -c "SELECT slot FROM cosid_pool() WHERE namespace = 'default'")"
 echo "# B $kb ($ib), slot $(q B -c "SELECT slot FROM cosid_pool() WHERE namespace = 'default'")"
 b_slot=$(q B -c "SELECT slot FROM cosid_pool() WHERE namespace = 'default'")
-b_row() { q B -c "SELECT owner_key || ' ' || incarnation || ' ' || fence FROM cosid.lease WHERE namespace = 'default' AND slot = $b_slot"; }
+check_true "B holds a lease in namespace default (slot [$b_slot])" "$([[ "$b_slot" =~ ^[0-9]+$ ]] && echo t || echo f)"
+# b_row: "OWNER INCARNATION FENCE" of B's slot in B's store; a free row, no row, or psql's error
+# says so (a free row printed nothing before: owner_key || ... is NULL)
+b_row() {
+    q B -c "SELECT coalesce((SELECT coalesce(owner_key || ' ' || incarnation || ' ' || fence,
+                                             'free: fence ' || fence || ', last held by ' || coalesce(previous_owner_key, 'nobody'))
+                             FROM cosid.lease WHERE namespace = 'default' AND slot = $b_slot), 'no row')" 2>&1 | tr '\n' ' ' | sed 's/ $//'
+}
 b_own="$kb $ib $(q B -c "SELECT fence FROM cosid_pool() WHERE namespace = 'default'")"
 check "B's store holds B's slot for B" "$b_own" "$(b_row)"
 sync_mark B

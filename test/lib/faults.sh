@@ -128,6 +128,7 @@ raise_store_floors() {
 # store's own transaction (the store is this server): every window that was granted or
 # renewed is there, however short it lived and whether clients ran or not, and none that
 # was rolled back.  Releases are rows too (incarnation NULL, previous_owner_key the owner).
+# Each row has the lease's expires_at and the id of the transaction that wrote it (xid).
 # (A sampler of cosid.lease every 0.1 s missed windows granted and given back between two
 # samples, on a loaded machine: ids of the fast-shutdown phase and of a lone holder were
 # found outside every recorded window.)
@@ -140,13 +141,15 @@ fault_server() {
       -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), client int, phase text)" \
       -c "CREATE TABLE observed (at timestamptz DEFAULT clock_timestamp(), namespace text, slot int, fence bigint,
                                  incarnation uuid, owner_key text, floor bigint, ceiling bigint,
-                                 next_floor bigint, previous_owner_key text)" >/dev/null
+                                 next_floor bigint, previous_owner_key text, expires_at bigint,
+                                 xid bigint DEFAULT pg_current_xact_id()::text::bigint)" >/dev/null
     q <<'SQL' >/dev/null
 CREATE FUNCTION public.observe_lease() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO public.observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling, next_floor, previous_owner_key)
+    INSERT INTO public.observed(namespace, slot, fence, incarnation, owner_key, floor, ceiling, next_floor,
+                                previous_owner_key, expires_at)
     VALUES (NEW.namespace, NEW.slot, NEW.fence, NEW.incarnation, NEW.owner_key, NEW.floor, NEW.ceiling,
-            NEW.next_floor, NEW.previous_owner_key);
+            NEW.next_floor, NEW.previous_owner_key, NEW.expires_at);
     RETURN NULL;
 END $$;
 CREATE TRIGGER observe_lease AFTER INSERT OR UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION public.observe_lease();
@@ -220,20 +223,47 @@ final_checks() {
     assert_store_verified "$DIR" "$PORT" postgres
 }
 
-# no_window_below_old_ids OLD_INCARNATION: every window of a later incarnation starts at or
-# after the last timestamp the old incarnation issued on that slot.
+# no_window_below_old_ids OLD_INCARNATION: windows of a later incarnation that start below the
+# last timestamp OLD_INCARNATION issued on their slot (0 when every one starts at or after it).
+# The old incarnation's ids are the rows of t inside its windows that it inserted: those whose
+# transaction (xmin) precedes the one that granted a later incarnation its first window
+# (observed.xid).  A row gets its transaction id at its insert, after its id was issued, so a
+# later incarnation's rows come after its first grant; the old incarnation's all committed
+# before the crash or stop that ended it, and a restart hands out transaction ids above theirs.  Telling them apart by the old windows' ranges alone is wrong:
+# a window released in order hands on its exact last timestamp, below its ceiling, and the
+# next holder's ids above that floor lie in the old window's range too.
 no_window_below_old_ids() {
     q -c "
     WITH old_w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
                    WHERE namespace = 'f' AND incarnation = '$1' GROUP BY 1, 2),
-         ids AS (SELECT p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ts FROM t, cosid_parse(t.id, 'f') p),
-         old_last AS (SELECT i.slot, max(i.ts) AS ts FROM ids i JOIN old_w w ON w.slot = i.slot
-                      AND i.ts > w.floor AND i.ts <= w.ceiling GROUP BY 1),
-         new_w AS (SELECT slot, fence, min(floor) AS floor FROM observed
+         new_w AS (SELECT slot, fence, min(floor) AS floor, min(xid) AS xid FROM observed
                    WHERE namespace = 'f' AND incarnation <> '$1' AND owner_key <> 'thief'
                      AND at > (SELECT min(at) FROM observed WHERE incarnation = '$1') GROUP BY 1, 2
-                   HAVING min(at) > (SELECT max(at) FROM observed WHERE incarnation = '$1'))
+                   HAVING min(at) > (SELECT max(at) FROM observed WHERE incarnation = '$1')),
+         ids AS (SELECT p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ts FROM t, cosid_parse(t.id, 'f') p
+                 WHERE t.xmin::text::bigint < (SELECT min(xid) FROM new_w)),
+         old_last AS (SELECT i.slot, max(i.ts) AS ts FROM ids i JOIN old_w w ON w.slot = i.slot
+                      AND i.ts > w.floor AND i.ts <= w.ceiling GROUP BY 1)
     SELECT count(*) FROM new_w JOIN old_last USING (slot) WHERE new_w.floor < old_last.ts"
+}
+
+# old_lease_live_at_successor OLD_INCARNATION: "t" if a lease OLD_INCARNATION held when it ended
+# (not released) had not expired when the first window of a later incarnation was granted (so
+# that acquire met it live: it counts a duplicate owner key), "f" if every one had expired by
+# then (a crash restart slower than their ttl), "" if a later incarnation has no window.  (The
+# store's clock is clock_timestamp(): the grant's expires_at is read before its row's at.)
+old_lease_live_at_successor() {
+    q -c "
+    WITH held AS (SELECT slot, fence, max(expires_at) AS expires_at FROM observed o
+                  WHERE namespace = 'f' AND incarnation = '$1'
+                    AND NOT EXISTS (SELECT 1 FROM observed r WHERE r.namespace = 'f' AND r.slot = o.slot
+                                      AND r.fence = o.fence + 1 AND r.incarnation IS NULL)
+                  GROUP BY 1, 2),
+         first_new AS (SELECT min(at) AS at FROM observed
+                       WHERE namespace = 'f' AND incarnation <> '$1' AND owner_key <> 'thief'
+                         AND at > (SELECT max(at) FROM observed WHERE incarnation = '$1'))
+    SELECT coalesce(max(h.expires_at), 0) > (extract(epoch FROM f.at) * 1000)::bigint
+    FROM first_new f LEFT JOIN held h ON true WHERE f.at IS NOT NULL GROUP BY f.at"
 }
 
 # taken_over_live_leases OLD_INCARNATION: windows of other owners that start below the ceiling
