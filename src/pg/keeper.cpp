@@ -44,8 +44,12 @@ int64 idle_limit_ms(uint64 word) {
     return word == issue_word::kFresh ? Max(setting_pool_idle_ms, 2000) : setting_pool_idle_ms;
 }
 
-// The next wait after a failed store call: 100 ms, doubling, at most one store bound.
-int64 next_backoff_ms(int64 backoff_ms) { return backoff_ms == 0 ? 100 : Min(backoff_ms * 2, store_bound_ms()); }
+// Renewals retried 100, 200, 400, 800 ms apart, then every second (or the store call's bound,
+// when shorter): once the store answers again, the leases are renewed within about a second,
+// not after a backoff grown through a switchover.
+int64 next_backoff_ms(int64 backoff_ms) {
+    return backoff_ms == 0 ? 100 : Min(backoff_ms * 2, Min(static_cast<int64>(1000), store_bound_ms()));
+}
 
 bool transient(int sqlerrcode) { return store_error_is_transient(unpack_sql_state(sqlerrcode)); }
 

@@ -130,6 +130,8 @@ check_true "cosid_ids_issued_total counts the 1000 ids" "$(awk '$1 ~ /^cosid_ids
 check "cosid_renewal_failures_total is 0" 0 "$(value cosid_renewal_failures_total)"
 check "one cosid_health_status series per check" 14 "$(grep -c '^cosid_health_status{' "$DIR/metrics")"
 check "every check 0 (ok) on a healthy server" "" "$(grep '^cosid_health_status{' "$DIR/metrics" | awk '$2 != 0')"
+check_true "cosid_keeper_window_left_seconds: the window held has time left, less than 10 s (ttl 3 s)" \
+    "$(awk '$1 ~ /^cosid_keeper_window_left_seconds/ {print ($2 > 0 && $2 < 10) ? "t" : "f"}' "$DIR/metrics")"
 check "cosid_namespace_slots{namespace=default}" 1024 "$(value cosid_namespace_slots 'namespace="default"')"
 check "cosid_namespace_slots_in_use{namespace=default}: this server's lease" 1 \
     "$(value cosid_namespace_slots_in_use 'namespace="default"')"
@@ -172,6 +174,9 @@ scrape >/dev/null
 check_true "cosid_renewal_failures_total counts them" "$(awk '$1 ~ /^cosid_renewal_failures_total/ {print ($2 > 0) ? "t" : "f"}' "$DIR/metrics")"
 check_true "cosid_keeper_renewal_failing_seconds above ttl/3" \
     "$(awk '$1 ~ /^cosid_keeper_renewal_failing_seconds/ {print ($2 > 1) ? "t" : "f"}' "$DIR/metrics")"
+window_short() { scrape | awk '$1 ~ /^cosid_keeper_window_left_seconds/ {print ($2 < 0.75) ? "t" : "f"; exit}'; }
+check_true "cosid_keeper_window_left_seconds falls below ttl/4 while renewals fail (CosidRenewalsFailing)" \
+    "$(wait_for 20 "window left under 0.75 s" window_short)"
 q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locker'" >/dev/null
 wait "$locker" 2>/dev/null || true
 check_true "renewals succeed again: cosid_keeper_renewal_failing_seconds 0" \
