@@ -1,5 +1,6 @@
 // The issue state of one leased slot, shared by every generator of the instance: one 64-bit
-// word that each claim advances with a compare-and-swap (DESIGN.md section 6).  Pure C++.
+// word that each claim advances with a compare-and-swap (src/README.md, "The shared window").
+// Pure C++.
 //
 //   bit 63    closed: the lease is over (released in order, or lost); nothing more is claimed
 //   bit 62    issued: at least one id was claimed in this lease

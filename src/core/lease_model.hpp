@@ -1,4 +1,5 @@
-// The lease rules of DESIGN.md section 3, as an in-memory reference model of the store.
+// The lease rules of docs/safety.md ("The rules that keep it"), as an in-memory reference
+// model of the store.
 //
 // The SQL store (sql/cosid--1.0.sql) is the implementation PostgreSQL runs; this model is
 // what it is tested against (test/model), and what the generator properties are proven on.
@@ -58,7 +59,7 @@ struct StoreLimitExceeded : std::invalid_argument {
 // lease granted afterwards.
 constexpr int64_t kLostHistoryFenceStep = int64_t{1} << 32;
 
-// Rule (issue 22, item 1): the floor a new namespace's slots start at (floor = ceiling =
+// Rule: the floor a new namespace's slots start at (floor = ceiling =
 // next_floor), for a store whose clock reads store_now and whose last raise after a lost
 // history (if any) happened at store time raised_at.
 //   - At least store_now: a store made again (DROP and CREATE EXTENSION, allowed only once
@@ -114,7 +115,7 @@ inline bool grant_shortened(int64_t asked_ttl_ms, int64_t expires_at, int64_t st
 // The SQL: cosid._window_ceiling.
 int64_t window_ceiling(int64_t floor, int64_t prior_ceiling, int64_t ttl_ms, int64_t tolerance_ms, int64_t now);
 
-// Rule (issue 31, item 3): how far a keeper's login may raise a namespace's floor
+// Rule: how far a keeper's login may raise a namespace's floor
 // (cosid.raise_floor, cosid_adopt's raise through the keeper): to at most the store's now +
 // max_ttl + 2 x max_tolerance, the margin of every raise the protocol itself makes.  Beyond
 // it only an administrator of the store may raise (a keeper login of one fleet member must
@@ -126,7 +127,7 @@ bool keeper_may_raise_to(int64_t floor_ms, int64_t store_now, const StoreLimits&
 // ceiling and next_floor) nor a static ceiling recorded for it.  The SQL: cosid._floor_lowest.
 int64_t lowest_floor_allowed(const std::vector<LeaseRow>& rows, const std::vector<int64_t>& static_ceilings);
 
-// Rule (issue 22, item 2): how far a row of the lease table reaches, i.e. the largest
+// Rule: how far a row of the lease table reaches, i.e. the largest
 // timestamp a window of it may still issue (held: up to its ceiling, also after expiry, since
 // a renewal after expiry succeeds while nobody took over) or the next window must start at
 // (next_floor; a free row's old ceiling no longer counts: a release handed back what lay
@@ -135,7 +136,7 @@ inline int64_t reaches_until(const LeaseRow& r) {
     return r.has_owner() ? std::max(r.ceiling, r.next_floor) : r.next_floor;
 }
 
-// Rule (issue 22, item 2): DROP EXTENSION is allowed only while no row reaches past the
+// Rule: DROP EXTENSION is allowed only while no row reaches past the
 // store's now.  The lease table is the only record of the windows handed out, and a store made
 // again starts its slots at its now (namespace_first_floor), so that now must lie at or above
 // everything the dropped store handed out.  (src/pg/drop_guard.cpp implements it.)
@@ -148,7 +149,7 @@ struct NamespaceDefinition {
     int64_t not_before_ms = 0;
 };
 
-// Rule (issue 22, item 3): a layout never changes under a live id.  Ids already issued were
+// Rule: a layout never changes under a live id.  Ids already issued were
 // packed with the layout, and a live lease keeps issuing with it while every new acquire
 // would read the new one ((T, 1, q) under 8 slot bits is (T, 4, q) under 10): so layout and
 // tolerance never change, and not_before only grows.  Returns why an update from `before` to
@@ -190,8 +191,9 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
 // past the layout's slots).
 class LeaseTable {
 public:
-    // Without limits: any ttl is granted (the model before issue 22).  first_floor_ms is where
-    // the slots start (floor = ceiling = next_floor); see namespace_first_floor.
+    // Without limits: any ttl is granted (the model before the store had limits).
+    // first_floor_ms is where the slots start (floor = ceiling = next_floor); see
+    // namespace_first_floor.
     LeaseTable(int slot_bits, int64_t tolerance_ms, int64_t first_floor_ms = 0);
     // With the store's limits: acquire and renew refuse a ttl above max_ttl, and a tolerance
     // above max_tolerance is refused here (both throw StoreLimitExceeded).
@@ -209,7 +211,7 @@ public:
     // An administrator's forced release: no last timestamp is known, so the ceiling is used.
     std::optional<LeaseRow> revoke(int32_t slot);
 
-    // Rule (issue 22, item 1): a store without its latest history raises like a failover.
+    // Rule: a store without its latest history raises like a failover.
     // A store restored from a dump, promoted from an asynchronous standby or recovered to a
     // point in time may have lost its latest grants and renewals while their holders still
     // issue up to their ceilings, which it no longer knows.  The first call that finds it so

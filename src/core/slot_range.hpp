@@ -1,6 +1,6 @@
-// Regional stores (issue 26): one namespace served by several lease stores, each granting
-// only its own range of the namespace's slots, so that servers of different regions never
-// share a store and never collide.  A namespace's range is [lo, hi) in the store's
+// Regional stores (docs/capacity.md): one namespace served by several lease stores, each
+// granting only its own range of the namespace's slots, so that servers of different regions
+// never share a store and never collide.  A namespace's range is [lo, hi) in the store's
 // cosid.namespace.slot_range (int4range text, NULL: every slot of the layout).
 // The SQL (cosid_namespace_create, cosid.acquire) and the keeper apply these rules.
 #pragma once

@@ -1,4 +1,4 @@
-// Column and domain defaults bound to their namespace (issue 31, item 4).  A default
+// Column and domain defaults bound to their namespace (docs/safety.md).  A default
 // `cosid_next()` reads cosid.namespace in the inserting session, which any role may SET and
 // a pooler may carry from one client to the next: two sessions inserting into one table then
 // issue in two id spaces, and equal (slot, tick, sequence) in both are equal ids.  The event

@@ -1,4 +1,4 @@
-// Citus (issue 24): a database that is a node of a Citus cluster.  Its lease store lives on
+// Citus (docs/citus.md): a database that is a node of a Citus cluster.  Its lease store lives on
 // the coordinator; a worker's own store (CREATE EXTENSION cosid propagated by Citus) would
 // grant the same slots as the coordinator's, and both would issue the same ids.  These
 // helpers tell which node this is, from Citus' catalog tables read as plain tables: nothing

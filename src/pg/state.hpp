@@ -1,8 +1,9 @@
 // The instance's shared state: the pool of leases, the keeper's handle, counters.
 //
-// A lease belongs to the instance, not to a backend (DESIGN.md section 6): per namespace the
-// keeper holds one active lease in a pool entry, and every backend's generator claims its ids
-// from the entry's issue word (src/core/issue_word.hpp) with a compare-and-swap, no lock.
+// A lease belongs to the instance, not to a backend (src/README.md, "The path of an id"): per
+// namespace the keeper holds one active lease in a pool entry, and every backend's generator
+// claims its ids from the entry's issue word (src/core/issue_word.hpp) with a
+// compare-and-swap, no lock.
 //
 // Lock discipline: every field of a PoolEntry is guarded by SharedState::lock, except the
 // atomics `ceiling`, `word` and `generation`, which backends read without the lock on every

@@ -33,7 +33,7 @@ enum Kind : uint8_t {
     K_SCLOCK_FWD, K_SCLOCK_BACK, K_STANDBY_BEHIND, K_FAILOVER, K_STORE_CRASH, K_DUMP, K_RESTORE_WHOLE,
     K_RESTORE_PIECES, K_RESTORE_RECORDS, K_RESTORE_ROWS, K_DROP_CREATE, K_NS_CREATE,
     K_NS_REMAKE, K_LAYOUT_EDIT, K_FORK_ACK, K_STORE_UPGRADE,
-    // issue 41: limits, a burst, a copy with a cosid.fork file, a second database, tenants
+    // bounds of their own: limits, a burst, a copy with a cosid.fork file, a second database, tenants
     K_MAX_TTL, K_MAX_TOLERANCE, K_STATIC_AHEAD, K_BURST, K_FORK_MARKED, K_SWITCH_DB, K_PUBLIC_LOCK, K_HOARD,
     K_HOARD_RENEW,
 };
@@ -402,7 +402,7 @@ bool issue(World& w, const Config& c, int i, bool on_freed, std::string* story, 
         lay = layout_of(0);
         slot = x.sw.slot;
         window = ClaimWindow{x.sw.floor, x.sw.ceiling};
-        // cosid.max_borrow: 2 in the bounds before issue 41; its default (to the window's
+        // cosid.max_borrow: 2 in the bounds without limit changes; its default (to the window's
         // ceiling) in those with limit changes, where the window may reach further.
         const int64_t max_borrow = fam(c, F_LIMITS) ? issue_word::kBorrowToCeiling : kMaxBorrow;
         borrow = on(c, R_STATIC_NOFILE_BORROW) ? static_borrow_ms(!c.static_no_file, max_borrow)
@@ -758,7 +758,7 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
         }
         if (fam(c, F_FORK) && i == 0 && !w.iss[2].exists && !w.st[2].exists) add(K_FORK_PROMOTE, i);
         // A copy started with a cosid.fork file (a snapshot, a base backup; docs/safety.md):
-        // in the bounds of issue 41 only.
+        // in the bounds of limits and databases only.
         if (fam(c, F_FORK) && fam(c, F_LIMITS | F_DATABASES) && i == 0 && !w.iss[2].exists && !w.st[2].exists)
             add(K_FORK_MARKED, i);
         if (fam(c, F_LIMITS)) {
@@ -1160,7 +1160,8 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         Store& s = w.st[a];
         const int origin = s.host >= 0 ? w.iss[s.host].origin : -1;
         // The operator's part: acknowledge only once the origin has stopped for good.  In the
-        // bounds of issue 41 the move does both, as docs/failover.md says: stop, then acknowledge.
+        // bounds of limits and databases the move does both, as docs/failover.md says: stop, then
+        // acknowledge.
         if (origin < 0 || (w.iss[origin].up && !fam(c, F_LIMITS | F_DATABASES))) return false;
         if (w.iss[origin].up) {
             say(I(origin) + " is stopped for good:");

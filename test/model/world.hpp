@@ -46,7 +46,7 @@ static_assert(kScale * kModelReachCap == cosid::kReachCapMs && cosid::kMaxTolera
 // the store's current max_ttl cuts every grant (LeaseTable::granted_ttl's rule, cosid.acquire).
 constexpr int64_t kWideMaxTtl = 6, kWideMaxTolerance = 2;
 // cosid.ttl of a keeper in the bounds with limit changes: above max_ttl, so that a raise of
-// max_ttl is used at once (issue 41: the operator raised both).
+// max_ttl is used at once (the operator raised both).
 constexpr int64_t kLongTtl = 4;
 constexpr int64_t kStaticAheadRaised = 6;  // a cosid.static_ahead above the cap (used: the cap)
 constexpr int kLeaseCap = 1;  // live leases per store role and namespace, in the tenant bounds
@@ -108,7 +108,8 @@ enum Rule : int {
 const char* rule_name(int r);
 const char* rule_story(int r);  // one line: what the rule closes
 
-// Every move a bound without --only explores: all but the families of issue 41 (Family).
+// Every move a bound without --only explores: all but the families explored only in bounds of
+// their own (Family: limits, databases, tenants).
 constexpr unsigned kOldFamilies = (1u << 14) - 1;
 
 struct Config {
@@ -140,7 +141,7 @@ enum Family : unsigned {
     F_MOVE = 1u << 11,       // an issuer moving to another store
     F_STATIC = 1u << 12,     // static windows, switch between leased and static
     F_RESTART = 1u << 13,    // clean stop (fast shutdown), start
-    // Families of issue 41, only in bounds of their own (--only): they multiply every bound.
+    // Families only in bounds of their own (--only): they multiply every bound.
     F_LIMITS = 1u << 14,     // max_ttl / max_tolerance / static_ahead raised or lowered; a burst of ids
     F_DATABASES = 1u << 15,  // a copy started with a cosid.fork file; a copy switching between its two databases
     F_TENANT = 1u << 16,     // a login with no grants holding a lock; a keeper role hoarding slots

@@ -517,7 +517,7 @@ TEST(NotBefore, TimestampWithAnOptionalTimeline) {
     }
 }
 
-// --- static slots without a state file (issue 22, item 3) ---
+// --- static slots without a state file (docs/static-slots.md, "Without a state file") ---
 
 TEST(StaticNoFile, RulesApplyOnlyWithoutAFile) {
     EXPECT_EQ(static_borrow_ms(true, issue_word::kBorrowToCeiling), issue_word::kBorrowToCeiling);
@@ -535,7 +535,7 @@ TEST(StaticNoFile, RulesApplyOnlyWithoutAFile) {
     EXPECT_EQ(static_window_floor(6000, 7000, false, 9000), 9000);
 }
 
-// --- the database's copy of the ceilings (issue 23: static slots across pg_upgrade) ---
+// --- the database's copy of the ceilings (static slots across pg_upgrade) ---
 
 TEST(StaticRecorded, OtherClustersRowsRaiseTheFloor) {
     // pg_upgrade: the new cluster has no file (nothing in its model) and the old one's row

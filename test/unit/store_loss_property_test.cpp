@@ -1,4 +1,4 @@
-// Random histories across the loss of a store's history (issue 22): a store restored from a
+// Random histories across the loss of a store's history (docs/safety.md): a store restored from a
 // dump, a store dropped and made again, a namespace lost in a failover's tail and made again
 // with a smaller tolerance.  Holders of the old store go on issuing up to their ceilings (a
 // paused process, or one cut off from the store), and their renewals reach whatever store now

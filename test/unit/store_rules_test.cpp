@@ -1,4 +1,4 @@
-// The store's rules of issue 22, one by one: a store without its history raises like a
+// The store's rules for a lost history, one by one: a store without its history raises like a
 // failover (raise_after_lost_history, and namespace_first_floor after a raise), a store made
 // again starts at its now (store_may_be_dropped, namespace_first_floor), the limits every
 // grant and namespace keep (StoreLimits), and a layout never changes under a live id
@@ -45,7 +45,7 @@ TEST(StoreLimitsRule, NoGrantOrRenewalLongerThanMaxTtl) {
     EXPECT_TRUE(t.renew(0, "i1", a.lease->fence, LIMITS.max_ttl_ms, NOW + 20));
     // release and revoke take no ttl
     EXPECT_TRUE(t.release(0, "i1", a.lease->fence, NOW + 25));
-    // a table without limits grants any ttl (the model before issue 22)
+    // a table without limits grants any ttl (the model before the store had limits)
     LeaseTable free_(1, 1000, NOW);
     auto f = free_.acquire(req("a", "i1", 10 * LIMITS.max_ttl_ms), NOW);
     ASSERT_TRUE(f.lease);
