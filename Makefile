@@ -54,7 +54,7 @@ test/unit/run_unit: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
 unit: test/unit/run_unit
 	test/unit/run_unit
 
-EXTRA_CLEAN = test/unit/run_unit test/model/run_model test/out test/out_isolation test/tmp_check test/tmp_check_iso
+EXTRA_CLEAN = test/unit/run_unit test/model/run_model test/unit/run_unit_san test/model/run_model_san test/out test/out_isolation test/tmp_check test/tmp_check_iso
 
 test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	g++ -std=c++17 -O1 -g -Wall -Wextra -Isrc/core -o $@ test/model/model_compare.cpp $(CORE_SRCS)
@@ -63,6 +63,14 @@ test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard s
 MODEL_SRCS = $(filter-out test/model/model_compare.cpp,$(wildcard test/model/*.cpp))
 test/model/run_model: $(MODEL_SRCS) $(wildcard test/model/*.hpp) $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	g++ -std=c++17 -O2 -g -Wall -Wextra $(if $(COSID_WERROR),-Werror) -Isrc/core -o $@ $(MODEL_SRCS) $(CORE_SRCS) -pthread
+
+# The same unit tests and model checker built with AddressSanitizer and
+# UndefinedBehaviorSanitizer, stopping at the first report (scripts/static_checks.sh).
+SAN_FLAGS = -std=c++17 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra -Isrc/core
+test/unit/run_unit_san: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
+	g++ $(SAN_FLAGS) -o $@ $(UNIT_SRCS) $(CORE_SRCS) -lgtest -lgtest_main -pthread
+test/model/run_model_san: $(MODEL_SRCS) $(wildcard test/model/*.hpp) $(CORE_SRCS) $(wildcard src/core/*.hpp)
+	g++ $(SAN_FLAGS) -o $@ $(MODEL_SRCS) $(CORE_SRCS) -pthread
 
 # make dist: the release archive PGXN takes, a zip of the committed tree named after
 # META.json's version (test/meta/check_meta.py checks that file).

@@ -13,6 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../test/lib/check.sh"
 base="${1:-/tmp/cosid-bench-batch}"
 S="$base/store"; I="$base/inst"; PS=55488; PI=55489
 TTL_MS="${TTL_MS:-3000}"; SECS="${SECS:-30}"; CASES="${CASES:-1 10 100}"
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap 'for d in "$I" "$S"; do stop_server "$d" immediate; done' EXIT
 qs() { psql_at "$S" "$PS" "${DB:-store}" -At "$@"; }
 qi() { psql_at "$I" "$PI" postgres -At "$@"; }

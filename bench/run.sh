@@ -210,9 +210,11 @@ pct() { sort -n | awk -v p="$1" '{a[NR]=$1} END {i=int(NR*p/100+0.999); if (i<1)
 first_call 5 0 >/dev/null
 warm=$(first_call "$([ "$quick" = 1 ] && echo 20 || echo 100)" 0); [ -n "${DEBUG:-}" ] && echo "warm samples:" $warm
 drain_pool   # each cold call then releases its own slot (cosid_release()), so the pool stays empty
+# shellcheck disable=SC2034  # read through ${!kind} below
 cold=$(first_call "$([ "$quick" = 1 ] && echo 10 || echo 50)" 1)
 # the same in a namespace of 2^16 slots: the store's acquire reads slots through an index
 q -c "SELECT cosid_namespace_create('big', slot_bits => 16, sequence_bits => 6)" >/dev/null
+# shellcheck disable=SC2034  # read through ${!kind} below
 cold_big=$(first_call "$([ "$quick" = 1 ] && echo 10 || echo 50)" 1 big)
 for kind in warm cold cold_big; do
     vals=${!kind}
@@ -228,13 +230,17 @@ echo "5. store load: store transactions per minute with N backends generating id
 printf '   %-24s %14s %16s\n' "backends" "ids/min" "store tx/min"
 echo "SELECT count(cosid_next()) FROM generate_series(1, 100);" > "$dir/load.sql"; chmod a+r "$dir/load.sql"
 for spec in "1" "10" "150" "10 --rate=20"; do
-    c=${spec%% *}; extra=$([ "$spec" != "$c" ] && echo "${spec#* }" || true)
+    c=${spec%% *}
+    # shellcheck disable=SC2178  # extra: a string here (fleet.sh's array of that name is another use)
+    extra=$([ "$spec" != "$c" ] && echo "${spec#* }" || true)
     drain_pool
     s0=$(q -c "SELECT store_transactions || ' ' || ids_issued FROM cosid_stats()")
+    # shellcheck disable=SC2128,SC2086  # extra: a string here, split on purpose (none or one option)
     as_pg pgbench -n -h "$dir" -p "$port" -c "$c" -j 2 -T $(( SECS * 2 )) $extra -f "$dir/load.sql" postgres >/dev/null 2>&1
     s1=$(q -c "SELECT store_transactions || ' ' || ids_issued FROM cosid_stats()")
     read -r st ids <<<"$(awk -v a="$s0" -v b="$s1" -v s=$(( SECS * 2 )) 'BEGIN { split(a, x, " "); split(b, y, " ");
         printf "%.0f %.0f", (y[1] - x[1]) * 60 / s, (y[2] - x[2]) * 60 / s }')"
+    # shellcheck disable=SC2128  # extra: a string here (fleet.sh's array of that name is another use)
     printf '   %-24s %14s %16s\n' "$c$([ -n "$extra" ] && echo " (20 tx/s in all)")" "$ids" "$st"
     rec store_load "$c$extra" ids_per_min "$ids" 1/min; rec store_load "$c$extra" store_tx_per_min "$st" 1/min
 done
@@ -270,6 +276,7 @@ if citus_install; then
     citus_node "$cb/c" $cpc "${fast[@]}"
     citus_node "$cb/w1" $cp1 "${fast[@]}" "cosid.store_dsn = '$cdsn'"
     citus_node "$cb/w2" $cp2 "${fast[@]}" "cosid.store_dsn = '$cdsn'"
+    # shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
     trap 'for d in "$cb/w2" "$cb/w1" "$cb/c"; do stop_server "$d" immediate; done; stop_server "$dir" immediate' EXIT
     cq() { psql_at "$cb/c" $cpc postgres -At "$@"; }
     cq -c "SELECT citus_set_coordinator_host('127.0.0.1', $cpc)" -c "SELECT citus_add_node('127.0.0.1', $cp1)" \

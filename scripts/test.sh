@@ -9,6 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 stage() { log "$* [at $SECONDS s]"; }  # a phase's heading, with the time since the start
 install_prerequisites
 apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
+apt_install_missing shellcheck cppcheck   # scripts/static_checks.sh
 # test/e2e/applications.sh: the frameworks of docs/applications.md (npm comes with NodeSource's
 # nodejs, which Debian's npm package would conflict with: only when there is no npm at all)
 apt_install_missing python3-sqlalchemy python3-psycopg2 python3-django ruby-activerecord ruby-pg
@@ -17,7 +18,7 @@ build_and_install COSID_WERROR=1  # a warning fails the test command
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
 # (an early exit ends what runs in the background)
-trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-}; do kill_tree "$p"; done; rm -rf "$work"' EXIT
+trap 'for p in ${model_pid:-} ${regress_pid:-} ${static_pid:-} ${package_pid:-} ${majors_pid:-}; do kill_tree "$p"; done; rm -rf "$work"' EXIT
 
 total_passed=0
 total_failed=0
@@ -64,6 +65,12 @@ regress_started=$SECONDS
     echo "# pg_regress and isolation took $((SECONDS - regress_started)) s" >> "$work/installcheck.log"
 } &
 regress_pid=$!
+
+# Lint and sanitizers: shellcheck on every script, cppcheck on the pure C++, and the unit tests and the model
+# checker (to smaller bounds) under ASan and UBSan (scripts/static_checks.sh), niced.
+stage "in the background: shellcheck, cppcheck, ASan and UBSan"
+nice -n 10 bash "$COSID_ROOT/scripts/static_checks.sh" > "$work/static.log" 2>&1 &
+static_pid=$!
 
 # The other PostgreSQL majors (../shared/pg), each in its own build tree, servers and sockets
 # (scripts/majors.sh): in two lanes of their own (every other major), then pg_upgrade between
@@ -243,6 +250,15 @@ model_ok=$(grep -c '^ok' "$work/model.log" || true); model_bad=$(grep -c '^not o
 echo "model checker: $model_ok passed, $model_bad failed"
 total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_bad))
 [ "$model_bad" = 0 ] || status=1
+
+stage "shellcheck, cppcheck, ASan and UBSan (they ran beside the end-to-end scripts)"
+wait "$static_pid" || true; static_pid=""
+cat "$work/static.log"
+static_ok=$(grep -c '^ok' "$work/static.log" || true); static_bad=$(grep -c '^not ok' "$work/static.log" || true)
+[ "$static_ok" -gt 0 ] || static_bad=$((static_bad + 1))
+echo "static checks: $static_ok passed, $static_bad failed"
+total_passed=$((total_passed + static_ok)); total_failed=$((total_failed + static_bad))
+[ "$static_bad" = 0 ] || status=1
 
 stage "PostgreSQL 16 to 19, pg_upgrade"
 majors_status=0

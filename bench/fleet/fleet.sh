@@ -82,7 +82,9 @@ for c in $cases; do
         share=$(( n / procs + (k < n % procs ? 1 : 0) ))
         # the first process samples the store's and the PgBouncers' CPU, WAL and backends
         # over its measured period (the others' periods start within seconds of it)
-        extra=(); [ "$k" = 0 ] && extra=(--admin-conninfo "host=$sdir port=$sport dbname=postgres user=postgres"
+        extra=()
+        # shellcheck disable=SC2046  # the pids split into words, joined by commas
+        [ "$k" = 0 ] && extra=(--admin-conninfo "host=$sdir port=$sport dbname=postgres user=postgres"
                                          --watch-pids "$(echo "$pm" $(cat "$sdir"/bouncer*/pgbouncer.pid 2>/dev/null) | tr ' ' ',')")
         "$fdir/fleet" --conninfo "${conns[$k]}" --n "$share" --seconds "$fleet_secs" --namespace "$ns" \
             --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" --latency-file "$sdir/run.lat$k" "${extra[@]}" \

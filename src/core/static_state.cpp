@@ -145,7 +145,7 @@ std::optional<std::string> parse_timestamp_ms(const std::string& raw, int64_t* o
     if (p == t.size()) return what + "has no time zone: add Z (UTC) or an offset like +01:00";
     int64_t offset_min = 0;
     if (!lit("Zz")) {
-        const int64_t sign = t[p] == '-' ? -1 : 1;
+        const int64_t sign = p < t.size() && t[p] == '-' ? -1 : 1;  // (p < t.size(): checked above)
         int64_t oh, om = 0;
         if (!lit("+-") || !num(2, &oh)) return shape;
         if (p < t.size()) {

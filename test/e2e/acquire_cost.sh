@@ -100,7 +100,9 @@ done
 on=cur; [ "${ACQUIRE_COST_ASSERT:-}" = 1.6 ] && on=v16
 le() { awk -v a="$1" -v b="$2" 'BEGIN { print (a <= b) ? "t" : "f" }'; }  # le A B: t if A <= B
 for fill in 100 10000; do
-    read -r b s j h p _ <<<"${C[$on/$fill]}"; read -r b15 s15 _ <<<"${C[v15/$fill]}"
+    read -r b s j h p _ <<<"${C[$on/$fill]}"
+    # shellcheck disable=SC2034  # s15: a field read to skip it
+    read -r b15 s15 _ <<<"${C[v15/$fill]}"
     check_true "$fill held: statements JIT-compiled per acquire ($j) none" "$(le "$j" 0)"
     check_true "$fill held: statements on the history per acquire ($h) at most 1.25" "$(le "$h" 1.25)"
     check_true "$fill held: buffers per acquire ($b) at most 1.5's ($b15) + 10%" "$(le "$b" "$(awk -v a="$b15" 'BEGIN{print a * 1.1}')")"

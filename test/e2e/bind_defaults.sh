@@ -167,6 +167,7 @@ check "... with PGOPTIONS='-c cosid.namespace=web' for pg_restore, 'web'" \
 
 # The update from 1.5 binds what was made before, by the owners' settings; the updating
 # session's SET is not looked at.
+# shellcheck disable=SC2034  # upd: the update's output, kept off the test output
 upd=$(qdb old15 -c "SET cosid.namespace = 'web7'" -c "ALTER EXTENSION cosid UPDATE" 2>&1)
 check "after ALTER EXTENSION cosid UPDATE: the owners' namespaces (postgres: the server's, app: its role's)" \
     "cosid_next('default'::text)|cosid_next('web'::text)|public.cosid_next('default'::text)|cosid_next('default'::text)" \

@@ -28,7 +28,9 @@ TTL_MS=2000; MAX_TTL_MS=3000; TOL_MS=300
 FROZEN=""
 cleanup() {
     [ -n "$FROZEN" ] && kill -CONT $FROZEN 2>/dev/null
-    touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true
+    touch "$base/stop"
+    # shellcheck disable=SC2046  # one argument per pid
+    kill $(jobs -p) 2>/dev/null || true
     for d in "$A" "$B" "$S1" "$S2"; do stop_server "$d" immediate; done
 }
 trap cleanup EXIT
@@ -215,7 +217,7 @@ fault_failover() {
 }
 
 fault_release() {  # forced release: in order on the instance, or revoked on the store
-    local h slot r n
+    local h slot r
     pick 2
     if [ "$R" = 0 ]; then
         host; h=$H; pick 7
@@ -233,7 +235,7 @@ fault_release() {  # forced release: in order on the instance, or revoked on the
 }
 
 KINDS=(kill_backend kill_keeper freeze clock store_clock store_restart failover release)
-declare -A DONE
+declare -A FAULTS_DONE
 set +e
 rounds=0
 while [ $(( $(now_ms) - T0 )) -lt $(( SECONDS_TOTAL * 1000 )) ]; do
@@ -252,7 +254,7 @@ while [ $(( $(now_ms) - T0 )) -lt $(( SECONDS_TOTAL * 1000 )) ]; do
             failover) fault_failover ;;
             release) fault_release ;;
         esac
-        DONE[$k]=$(( ${DONE[$k]:-0} + 1 ))
+        FAULTS_DONE[$k]=$(( ${FAULTS_DONE[$k]:-0} + 1 ))
         between 1000 3000; sleep_ms "$R"
     done
 done
@@ -260,7 +262,7 @@ flog "faults end"
 store_offset 0
 for h in A B; do qi "$h" -q -c "ALTER SYSTEM RESET cosid.clock_offset" -c "SELECT pg_reload_conf()" >/dev/null 2>&1; done
 set -e
-echo "# $rounds rounds of faults: $(for k in "${KINDS[@]}"; do printf '%s %s, ' "$k" "${DONE[$k]:-0}"; done)"
+echo "# $rounds rounds of faults: $(for k in "${KINDS[@]}"; do printf '%s %s, ' "$k" "${FAULTS_DONE[$k]:-0}"; done)"
 
 # Both instances issue again after the last fault (each within a failover's wait and more).
 t_end=$(now_ms)

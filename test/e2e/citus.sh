@@ -43,6 +43,7 @@ steps=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$PAGE" "$base/ste
 chown -R "$PG_USER" "$base/steps"
 block() {  # block KIND [TEXT]: the step file of the first block of KIND whose argument is TEXT or whose text has it
     local file kind arg line
+    # shellcheck disable=SC2034  # line: the rest of the row, kept out of arg
     while read -r file kind arg line; do
         [ "$kind" = "$1" ] && { [ -z "${2:-}" ] || [ "$arg" = "$2" ] || grep -qF -- "$2" "$file"; } && { echo "$file"; return; }
     done <<<"$steps"
@@ -50,6 +51,7 @@ block() {  # block KIND [TEXT]: the step file of the first block of KIND whose a
 }
 page() {  # page FILE [N]: the page's block for node N (1, 2, 3: a worker; C: the coordinator)
     local w=${2:-C}
+    # shellcheck disable=SC2046  # none or four sed arguments
     sed -e "s/^listen_addresses = '\*'/listen_addresses = '127.0.0.1'/" -e "s|10\.0\.0\.0/24|127.0.0.1/32|g" \
         -e "s|~postgres/\.pgpass|$base/pgpass.${2:-C}|g" -e "s/\*:5432:/*:*:/g" \
         -e "s/COORDINATOR:5432:/127.0.0.1:$PC:/g" -e "s/host=COORDINATOR port=5432/host=127.0.0.1 port=$PC/g" \
@@ -190,6 +192,7 @@ run_clients() {  # run_clients SECONDS NODE_DIR:PORT...
     rm -f "$base/stop"
     local pids=() c=0 np
     for np in "$@"; do
+        # shellcheck disable=SC2034  # k: two clients per node, the counter unused
         for k in 1 2; do c=$((c + 1)); client "${np%:*}" "${np#*:}" $c; pids+=($!); done
     done
     sleep "$secs"  # the load's duration, not a wait for a condition

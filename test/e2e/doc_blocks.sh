@@ -71,6 +71,7 @@ check "upgrades.md: extversion after ALTER EXTENSION cosid UPDATE is the version
 STORE="$(dirname "$DIR")/doc_blocks_store"; SP=29661
 BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=29664
 bouncer_pid=""
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap '[ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null
       for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE" "$(dirname "$DIR")/doc_blocks_standby" "$(dirname "$DIR")/doc_blocks_static"; do stop_server "$d" immediate; done' EXIT
 rm -rf "$BOUNCER"
@@ -213,8 +214,10 @@ stop_server "$FO" immediate
 # state file written before the first id
 SS="$(dirname "$DIR")/doc_blocks_static"; SSP=29666
 rm -rf "$DIR/static"; mkdir -p "$DIR/static"
+# shellcheck disable=SC2178  # conf: a string here (a local array of that name in a function)
 conf=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/static-slots.md" "$DIR/static" \
     | awk '$2 == "conf" && $3 == "postgresql.conf" {print $1}')
+# shellcheck disable=SC2128  # conf: a string here (a local array of that name in a function)
 mapfile -t static_conf < <(grep -v '^ *#' "$conf" | grep .)
 start_server "$SS" "$SSP" "${static_conf[@]}"
 check "static-slots.md: its settings give slot 7 to every namespace" "7 7" \

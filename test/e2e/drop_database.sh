@@ -17,6 +17,7 @@ trap '[ -n "$akeeper" ] && kill -CONT "$akeeper" 2>/dev/null; stop_server "$A" i
 qs() { local db=$1; shift; psql_at "$S" "$PS" "$db" -At "$@"; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 # err DB SQL: the error of SQL run in DB on S (verbose: SQLSTATE, DETAIL, HINT)
+# shellcheck disable=SC2069  # stderr to the caller, stdout discarded
 err() { as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -d "$1" -v VERBOSITY=verbose -c "$2" 2>&1 >/dev/null || true; }
 has_db() { qs postgres -c "SELECT count(*) FROM pg_database WHERE datname = '$1'"; }
 

@@ -14,6 +14,7 @@ start_server "$dir" "$port" "cosid.ttl = '2s'"
 keeper=""
 trap '[ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null; stop_server "$dir" immediate' EXIT
 q() { psql_at "$dir" "$port" postgres -At "$@"; }
+# shellcheck disable=SC2069  # stderr to the caller, stdout discarded
 err() { as_pg "$PG_BIN/psql" -X -q -h "$dir" -p "$port" -d postgres -v VERBOSITY=verbose -c "$1" 2>&1 >/dev/null || true; }
 
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '30s')" \

@@ -69,6 +69,7 @@ back0=$(grep -c 'LOG:  cosid: renewals succeed again' "$DIR/server.log" || true)
 # connection per statement) left it idle for the 1 s of the fault server, it was released, and
 # the locked rows then stopped an acquire instead of a renewal (0 renewal failures in 67 s).
 set_conf cosid.pool_idle_timeout 10s
+# shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
 PHASE=store_locked; start_clients 4
 wait_for 60 "the clients' lease of 'f'" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE namespace = 'f' AND state = 'active'" >/dev/null
 # The locker holds the rows at a barrier: for 6 s, and then until the renewals have failed

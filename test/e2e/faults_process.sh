@@ -241,6 +241,7 @@ touch "$DIR/stop"; t0=$(now_ms)
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
 stop_clients
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+# shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
 PHASE=after_immediate; start_clients 4
 rec=$(wait_service "$t0"); echo "# service back after ${rec} ms"
 sleep 3; stop_clients

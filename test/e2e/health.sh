@@ -10,6 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/health"
 P="$base/p"; SB="$base/standby"; R="$base/r"; K="$base/k"; T="$base/t"; N="$base/n"
 PP=28010; PSB=28011; PR=28012; PK=28013; PT=28014; PN=28015
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap 'for d in "$SB" "$R" "$P" "$K" "$T" "$N"; do stop_server "$d" immediate; done' EXIT
 qp() { psql_at "$P" "$PP" postgres -At "$@"; }
 qr() { psql_at "$R" "$PR" postgres -At "$@"; }

@@ -18,7 +18,7 @@ for seed in 1 2 3 4 5; do
     psql_at "$dir" "$port" "model_$seed" -q -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_store_settings(max_ttl => '4500 ms', max_tolerance => '1 s')" \
         -c "CREATE OR REPLACE FUNCTION cosid_r100(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
-            \$\$ SELECT ((v - '"$t0"' + 50) / 100 * 100 - CASE WHEN v - '"$t0"' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" \
+            \$\$ SELECT ((v - '$t0' + 50) / 100 * 100 - CASE WHEN v - '$t0' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" \
         -c "CREATE FUNCTION cosid_model_at(now_ms bigint) RETURNS text LANGUAGE sql VOLATILE AS
             \$\$ SELECT set_config('cosid_model.now', now_ms::text, false); SELECT 'model'::text \$\$" \
         -c "CREATE OR REPLACE FUNCTION cosid.store_now() RETURNS bigint LANGUAGE sql VOLATILE AS

@@ -330,6 +330,7 @@ drill() {
         check_true "[sync] both instances insert after the switchovers" \
             "$(wait_for $(( settle_s + 30 )) "${settle_s} s of inserts after the switchovers" bash -c "[ \$(date +%s%3N) -ge $t_end ] && echo t")"
         for s in a b; do
+            # shellcheck disable=SC2207  # the report's words, one element each
             r=($(window_report "$([ $s = a ] && echo "$A" || echo "$B")" "$t_sw" "$t_end"))
             echo "# [sync] ${s^^} during the switchovers ($(( t_back - t_sw )) ms and $(( t_end - settle_s * 1000 - t_back )) ms): longest time without a committed insert ${r[0]} ms, errors ${r[1]}"
             check "[sync] no client error on ${s^^} during the switchovers" 0 "${r[1]}"

@@ -114,6 +114,7 @@ done <<<"$steps"
 check_true "the exporter ran as the page's DATA_SOURCE_NAME with peer authentication through pg_ident (its last start)" \
     "$(grep -q "^DATA_SOURCE_NAME='host=$DIR port=$PORT dbname=postgres user=cosid_exporter" "$ETC/default/prometheus-postgres-exporter" \
        && grep -q '^cosid_exporter prometheus cosid_exporter' "$DIR/data/pg_ident.conf" && echo t || echo f)"
+# shellcheck disable=SC2034  # exporter: not read (the trap reads the pid file)
 exporter=$(cat "$DIR/exporter.pid" 2>/dev/null || true)
 scrape() { curl -sf "http://127.0.0.1:$EXPORTER_PORT/metrics" >"$DIR/metrics" && cat "$DIR/metrics"; }
 # value SERIES [LABELS_REGEX]: the value of the first sample of SERIES whose labels match

@@ -15,7 +15,8 @@ DIR="$base"; PORT=57410
 trap 'stop_server "$DIR" immediate' EXIT
 start_server "$DIR" "$PORT" "cosid.acquire_timeout = '4s'"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '1s')" >/dev/null
-TRIES_s=5; TRIES_ms=3  # a window opens tickless ~3 times in 4: five tries all lucky ~1 in 1000
+# shellcheck disable=SC2034  # read through tries=TRIES_$u
+TRIES_s=5 TRIES_ms=3  # a window opens tickless ~3 times in 4: five tries all lucky ~1 in 1000
 for u in s ms; do
     tries=TRIES_$u
     for i in $(seq 1 ${!tries}); do

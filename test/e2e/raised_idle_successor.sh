@@ -19,6 +19,7 @@ stop_server "$DIR" immediate  # a run killed before its trap
 fault_server "$DIR" "$PORT"   # ttl 2 s, cosid.pool_idle_timeout 1 s, namespace f (tolerance 300 ms)
 trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
 q -c "SELECT cosid_store_settings(max_ttl => '8s', max_tolerance => '1s')" >/dev/null
+# shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
 PHASE=raise; start_clients 4
 wait_for 20 "the clients' first rows" q -c "SELECT count(*) >= 500 FROM t" >/dev/null
 acquires=$(q -c "SELECT acquires FROM cosid_stats()")

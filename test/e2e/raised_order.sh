@@ -19,6 +19,7 @@ raise_store_floors
 wait_for 20 "the keeper to find its lease freed" q -c "SELECT leases_freed > $lost FROM cosid_stats()" >/dev/null
 # new connections, one id each, for 4 s (the successor opens about 1 s after the raise)
 new_ids_for w 4000
+# shellcheck disable=SC2154  # client: set by raised_server (test/lib/faults.sh)
 stop_id_clients "$client"; status=$CLIENT_STATUS
 
 check "no error (old connection, new connections)" "0 0 0" \

@@ -31,6 +31,7 @@ until [ "$(now_ms)" -ge $(( freed_ceiling - 1000 )) ]; do
     sleep 0.05
 done
 store_outage_until $(( freed_ceiling + 2000 ))
+# shellcheck disable=SC2154  # client: set by raised_server (test/lib/faults.sh)
 stop_id_clients "$client"; status=$CLIENT_STATUS
 
 check_true "the successor was asked for and opened while the freed lease still served" "$successor"

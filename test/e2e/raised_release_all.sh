@@ -32,6 +32,7 @@ check "cosid_release(namespace, slot) over the three rows of cosid_pool() on slo
 check "none of them held in the store" 0 \
     "$(q -c "SELECT count(*) FROM cosid.lease WHERE namespace = 'w' AND slot = $slot AND incarnation IS NOT NULL AND fence IN ($fences)")"
 check "none of them in the pool" 0 "$(q -c "SELECT count(*) FROM cosid_pool() WHERE fence IN ($fences) AND state <> 'ended'")"
+# shellcheck disable=SC2154  # client: set by raised_server (test/lib/faults.sh)
 stop_id_clients "$client"; status=$CLIENT_STATUS
 check "no error in the client" "0 0" "$status $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL")"
 check "zero duplicate ids" 0 "$(q -c "SELECT count(id) - count(DISTINCT id) FROM ids")"

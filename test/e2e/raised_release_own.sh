@@ -16,6 +16,7 @@ after_renewal w
 raise_store_floors
 wait_for 20 "A freed and B granted" \
     q -c "SELECT count(*) FILTER (WHERE state = 'freed') = 1 AND count(*) FILTER (WHERE state = 'active') = 1 FROM cosid_pool()" >/dev/null
+# shellcheck disable=SC2154  # client: set by raised_server (test/lib/faults.sh)
 stop_id_clients "$client"; status=$CLIENT_STATUS
 b=$(q -c "SELECT slot || ':' || fence FROM cosid_pool() WHERE namespace = 'w' AND state = 'active'")
 out=$(q -c "INSERT INTO ids (id) VALUES (cosid_next('w'))" -c "SELECT cosid_release()")

@@ -41,6 +41,7 @@ until [ "$(now_ms)" -ge $(( freed_ceiling - 1000 )) ]; do
 done
 echo "# pool 1 s before the freed ceiling: $(q -F ' ' -c "SELECT state, slot, fence, floor - $freed_ceiling FROM cosid_pool()" | tr '\n' ';')"
 store_outage_until $(( freed_ceiling + 2000 ))
+# shellcheck disable=SC2154  # client: set by raised_server (test/lib/faults.sh)
 stop_id_clients "$client"; status=$CLIENT_STATUS
 
 check_true "a successor of the freed lease was asked for or held while it served, after the second raise" "$successor"

@@ -14,6 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/regional_range_race"
 SA="$base/sa"; SB="$base/sb"; A="$base/a"; B="$base/b"
 PSA=55496; PSB=55497; PA=55498; PB=55499
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$A" "$B" "$SA" "$SB"; do stop_server "$d" immediate; done' EXIT
 qsa() { psql_at "$SA" "$PSA" postgres -At "$@"; }
 qsb() { psql_at "$SB" "$PSB" postgres -At "$@"; }

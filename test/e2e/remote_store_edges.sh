@@ -10,6 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/remote_store_edges"
 S="$base/store"; A="$base/a"; PS=55454; PA=55455
 stopped=""
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
       for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
 qs() { psql_at "$S" "$PS" postgres -At "$@"; }

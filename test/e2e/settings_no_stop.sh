@@ -10,6 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/settings_no_stop"
 A="$base/a"; PA=55750; R="$base/r"; PR=55751
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap 'for d in "$A" "$R"; do stop_server "$d" immediate; done' EXIT
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qr() { local db=$1; shift; psql_at "$R" "$PR" "$db" -At "$@"; }

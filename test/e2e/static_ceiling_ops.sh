@@ -27,6 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 D="${1:-/tmp/cosid-e2e}/static_ceiling_ops"
 B="$PG_BIN"; FAIL=0; PORT0=55707
 RUNNING=()
+# shellcheck disable=SC2046  # one argument per pid
 cleanup() { local d; kill $(jobs -p) 2>/dev/null || true
             for d in "${RUNNING[@]}"; do as_pg "$B/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
@@ -128,6 +129,7 @@ done
 check_true "j) the keeper waited for the lock in fewer than half of 20 looks ($waits)" "$([ "$waits" -lt 10 ] && echo t || echo f)"
 got=$(q $PJ -c "SET cosid.acquire_timeout = '8s'" -c "SELECT count(cosid_next('d1')) FROM generate_series(1, 1000)" 2>&1 | head -1 || true)
 check "j) meanwhile a dynamic namespace leased before issues 1,000 ids within cosid.acquire_timeout = 8 s" "1000" "$got"
+# shellcheck disable=SC2046  # one argument per pid
 kill $(jobs -p) 2>/dev/null || true
 assert_store_verified "$D" $PJ postgres "j) J"
 down j

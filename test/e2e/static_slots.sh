@@ -22,6 +22,7 @@ q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
   -c "CREATE TABLE u (id bigint PRIMARY KEY DEFAULT cosid_next('orders'), at timestamptz DEFAULT clock_timestamp(), phase text)" \
   -c "GRANT ALL ON t, u TO PUBLIC" >/dev/null
 
+# shellcheck disable=SC2120  # an optional argument, no caller passes it yet
 restart() {  # restart [immediate]: stops and starts the server with its configuration
     stop_server "$DIR" "${1:-fast}"
     as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null

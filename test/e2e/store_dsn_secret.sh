@@ -11,6 +11,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/store_dsn_secret"
 S="$base/store"; A="$base/a"; PS=55603; PA=55604
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap 'for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
 qs() { psql_at "$S" "$PS" postgres -At "$@"; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }

@@ -41,8 +41,11 @@ store_pair() {
     fi
     for s in A B; do
         d=${!s}; p=$([ $s = A ] && echo $PA || echo $PB)
+        # B prefers slot 0, A's (A acquires first, the lowest free slot): where the promoted
+        # store shows A's lease expired, B takes it over rather than a free slot, so that the
+        # drill without the raise meets the hazard and the others show the raise keeps B above A.
         start_server "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '${TTL}s'" "cosid.namespace = 'ha'" \
-            "cosid.acquire_timeout = '10s'"
+            "cosid.acquire_timeout = '10s'" "cosid.preferred_slot = $([ $s = B ] && echo 0 || echo -1)"
         psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
             -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" -c "CREATE TABLE other (id bigint)" \
             -c "CREATE TABLE win (slot int, fence bigint, floor bigint, ceiling bigint, owner_key text)" >/dev/null

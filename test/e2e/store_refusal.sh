@@ -10,6 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/store_refusal"
 S="$base/store"; A="$base/a"; PS=56633; PA=56634
+# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap 'for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
 qs() { psql_at "$S" "$PS" postgres -At "$@"; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }

@@ -14,6 +14,7 @@ ST="$base/store"; PST=55491        # the store's address: socket dir and port
 ST2="$base/store2"                 # the restored store's cluster, started at that address
 I1="$base/i1"; P1=55492; I2="$base/i2"; P2=55493
 DSN="host=$ST port=$PST dbname=postgres user=postgres"
+# shellcheck disable=SC2046  # one argument per pid
 cleanup() { kill $(jobs -p) 2>/dev/null || true; [ -n "${keeper1:-}" ] && kill -CONT "$keeper1" 2>/dev/null; for d in "$I1" "$I2" "$ST" "$ST2"; do stop_server "$d" immediate; done; }
 trap cleanup EXIT
 cleanup

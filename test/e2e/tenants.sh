@@ -84,6 +84,7 @@ as_role hoarder -c "BEGIN" -c "SELECT slot FROM cosid.acquire('f', 'evil', gen_r
 opened=$!
 check_true "the hoarder's open acquire holds its slot" "$(wait_for 30 "the open acquire at the barrier" barrier_waiters 1)"
 : > "$base/hoard"; : > "$base/refused"
+# shellcheck disable=SC2034  # i: sixteen rounds, the counter unused
 for i in $(seq 1 16); do
     u=$(cat /proc/sys/kernel/random/uuid)
     out=$(as_role hoarder -v VERBOSITY=verbose -c "SELECT slot || ' ' || fence || ' $u' FROM cosid.acquire('f', 'evil', '$u', 30000)" 2>&1) \

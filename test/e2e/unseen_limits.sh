@@ -16,6 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/unseen_limits"
 ALL=("$base"/p1 "$base"/s1 "$base"/o1 "$base"/r2 "$base"/c2 "$base"/o2 "$base"/x3b "$base"/a3 "$base"/b3 "$base"/p4 "$base"/c4 "$base"/p5)
+# shellcheck disable=SC2046  # one argument per pid
 cleanup() { touch "$base/stop" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; for d in "${ALL[@]}"; do stop_server "$d" immediate; done; }
 trap cleanup EXIT
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
@@ -26,6 +27,7 @@ now_utc() { date -u '+%Y-%m-%d %H:%M:%S.%3N+00'; }
 copy_of() {
     local d=$1 p=$2 n=$3 np=$4 mode=$5; shift 5
     rm -rf "$n"; mkdir -p "$n"; chown "$PG_USER" "$n"
+    # shellcheck disable=SC2046  # none or one option
     as_pg "$PG_BIN/pg_basebackup" -h "$d" -p "$p" -D "$n/data" -X stream -c fast $([ "$mode" = standby ] && echo -R) >/dev/null
     sed -i -e "s/^port = .*/port = $np/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$n'|" \
         "$n/data/postgresql.conf"

@@ -86,7 +86,9 @@ stop_server "$DIR" immediate
 i=0
 for from in $olds; do
     echo "# from $from"
-    DIR="$ROOT/$from"; i=$((i + 1)); PHASE=before
+    DIR="$ROOT/$from"; i=$((i + 1))
+    # shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
+    PHASE=before
     start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 40"
     mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
     q -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid VERSION '$from'" \

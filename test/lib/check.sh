@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The end-to-end scripts' assertions: each prints "ok - NAME" or "not ok - NAME ..." and
 # a failure sets FAIL=1; a script ends with `exit $FAIL`.
 FAIL=0
@@ -72,6 +73,7 @@ assert_store_verified() {
     else
         echo "not ok - $what: cosid_verify() over $windows windows of history:"
         sed 's/^/#   /' <<<"${out:-(no window in the history)}"
+        # shellcheck disable=SC2034  # FAIL: for the script that sourced this file
         FAIL=1
     fi
 }

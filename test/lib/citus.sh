@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Citus for the scripts that need it (test/e2e/citus.sh, bench/run.sh): the build for
 # PostgreSQL 15 in ../shared/citus (COSID_CITUS_TARBALL overrides), installed into the
 # PostgreSQL that PG_BIN belongs to, and nodes that preload 'citus,cosid'.  Source after

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared pieces of the fault suites: a server with short leases, clients that keep
 # inserting through every fault (one connection per statement, so they also churn), a
 # record of the store's windows, and the checks that end every suite.
@@ -67,6 +68,7 @@ raised_server() {
       -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
     ids_table
     id_client w
+    # shellcheck disable=SC2034  # client: for the script that sourced this file
     client=$ID_CLIENT
     wait_for 20 "the client's first 50 ids" q -c "SELECT count(*) >= 50 FROM ids" >/dev/null
 }

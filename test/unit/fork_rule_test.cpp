@@ -188,6 +188,7 @@ int run_moves(bool with_rule, unsigned seed) {
     Layout l;
     l.slot_bits = 2;
     l.sequence_bits = 1;
+    l.epoch_ms = 0;  // the model's times start near 0: every tick is representable (pack's rule)
     std::map<std::string, std::map<int32_t, int64_t>> next_floor;  // per store, per slot
     GrantedNamespace g;
     g.ns = "n";

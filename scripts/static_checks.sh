@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The checks that need no server, each with a finding count of zero:
+#   - shellcheck on every shell script of the tree (scripts/lint_shell.sh);
+#   - cppcheck on the C++ that has no PostgreSQL in it (src/core, test/model);
+#   - the unit tests, and the model checker to smaller bounds than the test command's, built
+#     with AddressSanitizer and UndefinedBehaviorSanitizer (the first report stops the run).
+# (src/pg is compiled with -Wall -Wextra -Werror against every major instead: cppcheck with
+# PostgreSQL's headers takes longer than the whole test command.)
+#
+#   bash scripts/static_checks.sh        prints "ok - ..." / "not ok - ..."; non-zero on a finding
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+set +e
+cd "$COSID_ROOT" || exit 1
+failed=0
+say() {  # say OK|FAIL TEXT [LOG]: one result line, and the log's last lines under a failure
+    if [ "$1" = OK ]; then echo "ok - $2"; else
+        echo "not ok - $2"; failed=$((failed + 1))
+        [ -n "${3:-}" ] && tail -30 "$3" | sed 's/^/#   /'
+    fi
+}
+work=$(mktemp -d /tmp/cosid-static.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+started=$SECONDS
+bash scripts/lint_shell.sh > "$work/shellcheck.log" 2>&1
+grep -E '^(ok|not ok)' "$work/shellcheck.log" | head -1 | sed 's/^/# /'
+[ "$(grep -c '^not ok' "$work/shellcheck.log")" = 0 ] && grep -q '^ok' "$work/shellcheck.log" &&
+    say OK "shellcheck: no finding" || say FAIL "shellcheck" "$work/shellcheck.log"
+
+cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c++17 --language=c++ \
+    --inline-suppr -I src/core src/core test/model > "$work/cppcheck.log" 2>&1
+[ $? = 0 ] && [ ! -s "$work/cppcheck.log" ] && say OK "cppcheck src/core test/model: no finding" ||
+    say FAIL "cppcheck src/core test/model" "$work/cppcheck.log"
+
+# (detect_leaks: GoogleTest's death tests and the checker's worker threads end by exit)
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if make -s test/unit/run_unit_san > "$work/build_unit.log" 2>&1; then
+    test/unit/run_unit_san > "$work/unit.log" 2>&1
+    rc=$?
+    n=$(grep -oE '^\[  PASSED  \] [0-9]+' "$work/unit.log" | grep -oE '[0-9]+$')
+    [ "$rc" = 0 ] && ! grep -qE 'runtime error|AddressSanitizer|LeakSanitizer' "$work/unit.log" &&
+        say OK "unit tests under ASan and UBSan (${n:-0} tests)" || say FAIL "unit tests under ASan and UBSan" "$work/unit.log"
+else
+    say FAIL "build of the unit tests with ASan and UBSan" "$work/build_unit.log"
+fi
+
+# The model checker to a depth or two less than model_checks.sh's bounds: every move family
+# runs, and each bound takes seconds under the sanitizers.
+BOUNDS=(
+  "--depth 4"
+  "--central --depth 4"
+  "--issuers 1 --only core,crash,restart,clock,fork --depth 6"
+  "--issuers 1 --static-start --only core,crash,restart,clock,static --depth 6"
+  "--central --only core,failover,restore,limits --depth 5"
+  "--issuers 1 --only core,restart,fork,databases --depth 5"
+  "--central --issuers 1 --only core,loss,crash,tenants --depth 6"
+)
+if make -s test/model/run_model_san > "$work/build_model.log" 2>&1; then
+    for b in "${BOUNDS[@]}"; do
+        # shellcheck disable=SC2086  # the bound's arguments, one word each
+        test/model/run_model_san $b > "$work/model.log" 2>&1
+        rc=$?
+        [ "$rc" = 0 ] && grep -q '^result: no violation' "$work/model.log" &&
+            ! grep -qE 'runtime error|AddressSanitizer|LeakSanitizer' "$work/model.log" &&
+            say OK "model checker under ASan and UBSan: $b ($(grep -oE '[0-9]+ distinct states' "$work/model.log" | tail -1))" ||
+            say FAIL "model checker under ASan and UBSan: $b" "$work/model.log"
+    done
+else
+    say FAIL "build of the model checker with ASan and UBSan" "$work/build_model.log"
+fi
+echo "# static checks and sanitizers took $((SECONDS - started)) s"
+[ "$failed" = 0 ]
