@@ -9,19 +9,20 @@
 # as an operator releasing everything would: the calls after the first, for the same slot in
 # the same transaction, must answer "released" too, not revoke the slot from whoever took it
 # since (or answer "not held").
-# ttl 6 s = max_ttl, tolerances 1 s; a client issues every 20 ms throughout.
+# ttl 12 s = max_ttl, tolerances 1 s (A serves 13 s after the first raise: with 6 s, a loaded
+# machine's steps outlasted it and C came after A had ended); a client issues every 20 ms.
 # Checks: three leases on the slot before; "released"; none of them held in the store after,
 # nor in the pool; ids unique; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_release_all"; PORT=${PORT:-27050}
-raised_server 6s 6s
+raised_server 12s 12s
 # the first raise just after a renewal: A then serves longest after it
 after_renewal w
 raise_store_floors
 wait_for 20 "the keeper to find A freed" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'freed'" >/dev/null
-wait_for 10 "B open" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'active' AND ceiling > floor" >/dev/null
+wait_for 20 "B open" q -c "SELECT count(*) > 0 FROM cosid_pool() WHERE state = 'active' AND ceiling > floor" >/dev/null
 raise_store_floors
-wait_for 10 "A, B freed and C granted" \
+wait_for 20 "A, B freed and C granted" \
     q -c "SELECT count(*) FILTER (WHERE state = 'freed') = 2 AND count(*) FILTER (WHERE state = 'active') = 1 FROM cosid_pool()" >/dev/null
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE state = 'active'")
 fences=$(q -c "SELECT string_agg(fence::text, ',') FROM cosid_pool() WHERE namespace = 'w' AND slot = $slot")
