@@ -76,9 +76,7 @@ check_true "crash restart is a new incarnation" "$([ "$old_inc" != "$new_inc" ] 
 # (about 20 s left at the kill: renewed every ttl/3): the store's rows tell which it was.
 live=$(old_lease_live_at_successor "$old_inc")
 check_true "the old incarnation held a lease when it ended (the case has a live lease to meet)" \
-    "$(q -c "SELECT count(*) > 0 FROM observed o WHERE namespace = 'f' AND incarnation = '$old_inc'
-               AND NOT EXISTS (SELECT 1 FROM observed r WHERE r.namespace = 'f' AND r.slot = o.slot
-                                 AND r.fence = o.fence + 1 AND r.incarnation IS NULL)")"
+    "$(q -c "WITH $(held_at_end "$old_inc") SELECT count(*) > 0 FROM held")"
 if [ "$live" = t ]; then
     check_true "duplicate owner key counted: the old incarnation's live leases were seen" "$(q -c "SELECT duplicate_owner_keys > 0 FROM cosid_stats()")"
 else

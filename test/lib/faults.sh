@@ -231,9 +231,10 @@ final_checks() {
 # transaction (xmin) precedes the one that granted a later incarnation its first window
 # (observed.xid).  A row gets its transaction id at its insert, after its id was issued, so a
 # later incarnation's rows come after its first grant; the old incarnation's all committed
-# before the crash or stop that ended it, and a restart hands out transaction ids above theirs.  Telling them apart by the old windows' ranges alone is wrong:
-# a window released in order hands on its exact last timestamp, below its ceiling, and the
-# next holder's ids above that floor lie in the old window's range too.
+# before the crash or stop that ended it, and a restart hands out transaction ids above
+# theirs.  Telling them apart by the old windows' ranges alone is wrong: a window released
+# in order hands on its exact last timestamp, below its ceiling, and the next holder's ids
+# above that floor lie in the old window's range too.
 no_window_below_old_ids() {
     q -c "
     WITH old_w AS (SELECT slot, fence, min(floor) AS floor, max(ceiling) AS ceiling FROM observed
@@ -249,6 +250,18 @@ no_window_below_old_ids() {
     SELECT count(*) FROM new_w JOIN old_last USING (slot) WHERE new_w.floor < old_last.ts"
 }
 
+# held_at_end OLD_INCARNATION: the SQL of a WITH item "held", the leases OLD_INCARNATION held
+# when it ended (a crash: its last window on the slot, not followed by its release, which the
+# store records as the next fence without an owner), one row per (slot, fence) with the
+# largest ceiling and expires_at it was granted.  Needs the trigger of fault_server.
+held_at_end() {
+    echo "held AS (SELECT slot, fence, max(ceiling) AS ceiling, max(expires_at) AS expires_at FROM observed o
+                  WHERE namespace = 'f' AND incarnation = '$1'
+                    AND NOT EXISTS (SELECT 1 FROM observed r WHERE r.namespace = 'f' AND r.slot = o.slot
+                                      AND r.fence = o.fence + 1 AND r.incarnation IS NULL)
+                  GROUP BY 1, 2)"
+}
+
 # old_lease_live_at_successor OLD_INCARNATION: "t" if a lease OLD_INCARNATION held when it ended
 # (not released) had not expired when the first window of a later incarnation was granted (so
 # that acquire met it live: it counts a duplicate owner key), "f" if every one had expired by
@@ -256,11 +269,7 @@ no_window_below_old_ids() {
 # store's clock is clock_timestamp(): the grant's expires_at is read before its row's at.)
 old_lease_live_at_successor() {
     q -c "
-    WITH held AS (SELECT slot, fence, max(expires_at) AS expires_at FROM observed o
-                  WHERE namespace = 'f' AND incarnation = '$1'
-                    AND NOT EXISTS (SELECT 1 FROM observed r WHERE r.namespace = 'f' AND r.slot = o.slot
-                                      AND r.fence = o.fence + 1 AND r.incarnation IS NULL)
-                  GROUP BY 1, 2),
+    WITH $(held_at_end "$1"),
          first_new AS (SELECT min(at) AS at FROM observed
                        WHERE namespace = 'f' AND incarnation <> '$1' AND owner_key <> 'thief'
                          AND at > (SELECT max(at) FROM observed WHERE incarnation = '$1'))
@@ -275,11 +284,7 @@ old_lease_live_at_successor() {
 # timestamp, below its ceiling, and is rightly not counted.  Needs the trigger of fault_server.
 taken_over_live_leases() {
     q -c "
-    WITH held AS (SELECT slot, fence, max(ceiling) AS ceiling FROM observed o
-                  WHERE namespace = 'f' AND incarnation = '$1'
-                    AND NOT EXISTS (SELECT 1 FROM observed r WHERE r.namespace = 'f' AND r.slot = o.slot
-                                      AND r.fence = o.fence + 1 AND r.incarnation IS NULL)
-                  GROUP BY 1, 2)
+    WITH $(held_at_end "$1")
     SELECT count(*) FROM observed n JOIN held o USING (slot)
     WHERE n.namespace = 'f' AND n.incarnation <> '$1' AND n.fence > o.fence AND n.floor < o.ceiling"
 }
