@@ -1,16 +1,26 @@
 # cosid: PGXS build of a C++17 extension, plus the GoogleTest unit tests of the pure core.
 MODULE_big = cosid
 EXTENSION = cosid
-DATA = $(wildcard sql/cosid--*.sql)
+# SQL (sql/README.md): the released scripts in sql/ are frozen; the update script of the version
+# being developed is built from its hand-written steps (sql/updates/) and the current
+# definition of every function (sql/functions/, in the order below).
+COSID_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" cosid.control)
+COSID_PREVIOUS = 1.7
+SQL_FUNCTIONS = $(addprefix sql/functions/,store.sql ids.sql namespace.sql tenants.sql lease.sql \
+	history.sql fork.sql static.sql columns.sql observe.sql health.sql)
+SQL_BUILT = sql/cosid--$(COSID_PREVIOUS)--$(COSID_VERSION).sql
+DATA = $(filter-out $(SQL_BUILT),$(wildcard sql/cosid--*.sql))
+DATA_built = $(SQL_BUILT)
 PGFILEDESC = "cosid - leased-window Snowflake ids"
 
 CORE_SRCS = $(wildcard src/core/*.cpp)
 PG_SRCS = $(wildcard src/pg/*.cpp)
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
-# pg_regress inputs are sql/*.sql (beside the extension script), answers in expected/.
+# pg_regress inputs are test/sql/*.sql, their answers test/expected/*.out (beside the
+# isolation specs' answers).
 REGRESS = setup layout namespace next health store privileges clock layouts partition bind_defaults failover ids operations lease_pass regional forget_guard floor_bounds fork verify
-REGRESS_OPTS = --outputdir=test/out --temp-instance=test/tmp_check \
+REGRESS_OPTS = --inputdir=test --outputdir=test/out --temp-instance=test/tmp_check \
 	--temp-config=test/regress.conf --load-extension=cosid
 ISOLATION = $(basename $(notdir $(wildcard test/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test --outputdir=test/out_isolation --temp-instance=test/tmp_check_iso \
@@ -29,8 +39,14 @@ install: install-drop-stale
 .PHONY: install-drop-stale
 install-drop-stale:
 	@for f in '$(DESTDIR)$(datadir)/$(datamoduledir)'/cosid--*.sql; do \
-		case " $(notdir $(DATA)) " in *" $${f##*/} "*) ;; *) rm -f "$$f" ;; esac; \
+		case " $(notdir $(DATA) $(DATA_built)) " in *" $${f##*/} "*) ;; *) rm -f "$$f" ;; esac; \
 	done
+
+$(SQL_BUILT): sql/updates/$(COSID_PREVIOUS)--$(COSID_VERSION).sql $(SQL_FUNCTIONS) cosid.control
+	{ echo '-- cosid $(COSID_PREVIOUS) -> $(COSID_VERSION).  Built by make from sql/updates/$(COSID_PREVIOUS)--$(COSID_VERSION).sql and'; \
+	  echo '-- sql/functions/*.sql (sql/README.md): edit those, not this file.'; \
+	  echo '\\echo Use "ALTER EXTENSION cosid UPDATE TO '"'"'$(COSID_VERSION)'"'"'" to load this file. \\quit'; \
+	  for f in $(filter %.sql,$^); do echo; echo "-- >>> $$f"; cat "$$f"; done; } > $@
 
 includedir_server := $(shell $(PG_CONFIG) --includedir-server)
 override CXXFLAGS += -std=c++17 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter

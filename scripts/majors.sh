@@ -61,7 +61,7 @@ for v in "${majors[@]}"; do
     fi
     b="$work/pg$v"
     rm -rf "$b"; mkdir -p "$b"
-    cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
+    cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" \
           "$COSID_ROOT/test" "$COSID_ROOT/src" "$COSID_ROOT/scripts" "$b/"
     find "$b/src" "$b/test" -name '*.o' -delete
     rm -f "$b/test/unit/run_unit" "$b/test/model/model_compare" "$b/test/model/run_model"

@@ -54,7 +54,7 @@ model_pid=""
 
 # pg_regress and the isolation specs (temporary instances on sockets of their own).  pg_regress
 # and initdb refuse root: they run as postgres in a copy of the tree.
-cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" "$COSID_ROOT/expected" \
+cp -r "$COSID_ROOT/Makefile" "$COSID_ROOT/cosid.control" "$COSID_ROOT/sql" \
       "$COSID_ROOT/test" "$COSID_ROOT/src" "$work/"
 chown -R "$PG_USER" "$work"
 stage "in the background: pg_regress and isolation specs"

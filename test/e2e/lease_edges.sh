@@ -2,7 +2,7 @@
 # The edges of the lease keeper found in review (issue 8), against a real server whose store
 # is local; each case names the item it reproduces.  Each one issued ids twice, or outside
 # a window the store committed, or silently weakened a lease, before its fix.  The remote
-# store's cases are in remote_store_edges.sh, the store's own SQL rules in sql/store.sql.
+# store's cases are in remote_store_edges.sh, the store's own SQL rules in test/sql/store.sql.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/lease_edges"; PORT=55452
 start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 240"

@@ -124,6 +124,10 @@ def public_functions(root):
     control = open(os.path.join(root, 'cosid.control')).read()
     version = re.search(r"default_version\s*=\s*'([^']+)'", control).group(1)
     names = os.listdir(os.path.join(root, 'sql'))
+    # (the version being developed: its update script is built from sql/updates/ and
+    # sql/functions/, and read from them when it has not been built)
+    names += ['cosid--' + n for n in os.listdir(os.path.join(root, 'sql', 'updates'))] \
+        if os.path.isdir(os.path.join(root, 'sql', 'updates')) else []
     base = sorted(m.group(1) for m in (re.match(r'^cosid--([^-]+)\.sql$', n) for n in names) if m)[0]
     steps = dict(m.groups() for m in (re.match(r'^cosid--([^-]+)--([^-]+)\.sql$', n) for n in names) if m)
     chain, v = ['cosid--%s.sql' % base], base
@@ -132,7 +136,13 @@ def public_functions(root):
         v = steps[v]
     count = {}  # overloads of each name
     for script in chain:
-        text = re.sub(r'--[^\n]*', '', open(os.path.join(root, 'sql', script)).read())
+        path = os.path.join(root, 'sql', script)
+        if os.path.exists(path):
+            text = open(path).read()
+        else:
+            text = open(os.path.join(root, 'sql', 'updates', script[len('cosid--'):])).read() + ''.join(
+                open(f).read() for f in sorted(glob.glob(os.path.join(root, 'sql', 'functions', '*.sql'))))
+        text = re.sub(r'--[^\n]*', '', text)
         for verb, replace, name in re.findall(
                 r'\b(CREATE|DROP)\s+(OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE|VIEW)\s+(?:IF\s+EXISTS\s+)?([\w.]+)', text, re.I):
             if verb.upper() == 'DROP':
@@ -156,12 +166,11 @@ def internal_patterns(root):
                 (re.compile(r'(?<![\w./-])test/[\w./-]+'), 'a test path', True)]
     tests = {os.path.basename(p) for p in glob.glob(os.path.join(root, 'test', 'e2e', '*.sh'))}
     tests |= {os.path.basename(p) for p in glob.glob(os.path.join(root, 'test', 'specs', '*.spec'))}
-    regress = {os.path.basename(p) for p in glob.glob(os.path.join(root, 'sql', '*.sql'))
-               if not os.path.basename(p).startswith('cosid--')}
+    regress = {os.path.basename(p) for p in glob.glob(os.path.join(root, 'test', 'sql', '*.sql'))}
     for name in sorted(tests):
         patterns.append((re.compile(r'(?<![\w./-])%s\b' % re.escape(name)), 'a test (%s)' % name, True))
     for name in sorted(regress):
-        patterns.append((re.compile(r'(?<![\w.-])sql/%s\b' % re.escape(name)), 'a pg_regress test (sql/%s)' % name, True))
+        patterns.append((re.compile(r'(?<![\w.-])sql/%s\b' % re.escape(name)), 'a pg_regress test (test/sql/%s)' % name, True))
     return patterns
 
 

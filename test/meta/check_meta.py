@@ -65,6 +65,9 @@ if len(sys.argv) > 2:
     # each step once: CREATE EXTENSION runs them in turn.
     sql = os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), 'sql')
     names = os.listdir(sql) if os.path.isdir(sql) else []
+    # (the version being developed: built from sql/updates/X--Y.sql and sql/functions/)
+    names += ['cosid--' + n for n in os.listdir(os.path.join(sql, 'updates'))] \
+        if os.path.isdir(os.path.join(sql, 'updates')) else []
     bases = sorted(m.group(1) for m in (re.match(r'^cosid--([^-]+)\.sql$', n) for n in names) if m)
     steps = dict(m.groups() for m in (re.match(r'^cosid--([^-]+)--([^-]+)\.sql$', n) for n in names) if m)
     v, seen = (bases[0] if len(bases) == 1 else None), set()

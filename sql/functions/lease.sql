@@ -1,0 +1,456 @@
+-- Leases: the compare-and-set of every window (acquire, renew, release, revoke, the keeper's
+-- pass), and the guards on the lease table.
+
+-- Each definition here is the current one: the build puts this file into the update script
+-- of the version being developed (sql/README.md).
+
+-- Store mutations.  Each try is ONE conditional UPDATE ... RETURNING on one row: under READ
+-- COMMITTED a racing writer is waited for and the condition re-checked on the new row
+-- version, so two acquirers never both win a slot.  Called by the lease keeper, each in its
+-- own transaction.
+--
+-- An acquire: a slot of the namespace's range for the caller's incarnation, in the order of
+-- src/core/lease_model.cpp's slot_preference (the caller's preferred slot, free slots, then
+-- expired leases); every new window starts at or above the slot's next floor and the
+-- namespace's floor.  A lease row another transaction holds locked is passed over, not
+-- waited for, and a capped role is refused at its cap (cosid._lease_cap_check).
+CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
+                              p_ttl_ms bigint, p_preferred int DEFAULT NULL)
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now  bigint := cosid.store_now();
+    v_ns   cosid.namespace;
+    v_dup  boolean;
+    v_cond text;
+    v_pref int := 0;
+    v_after int;
+    v_batch int;
+    c      record;
+    r      cosid.lease;
+    v_static bigint;
+    v_now_ok text;
+    v_missed boolean := false;
+BEGIN
+    -- FOR KEY SHARE on the namespace's row: shared with every acquire and with a keeper's
+    -- floor raise (cosid.raise_floor, FOR NO KEY UPDATE), exclusive with a change of the
+    -- namespace's slot range (cosid._namespace_range_guard takes FOR UPDATE): a range is never
+    -- set while an acquire that read the namespace without it is still in flight, and an
+    -- acquire reads the range after it (a row lock that waited returns the row as the change
+    -- committed it).  No role but the extension's owner may lock the row (FOR KEY SHARE needs
+    -- UPDATE on cosid.namespace), so no login can hold this lock to stop the namespace's new
+    -- windows, as it could an advisory key.
+    SELECT n.* INTO v_ns FROM cosid.namespace n WHERE n.name = p_namespace FOR KEY SHARE;
+    IF NOT FOUND THEN
+        v_ns := cosid._namespace_row(p_namespace);  -- its error: a NULL or unknown namespace
+    END IF;
+    IF p_owner_key IS NULL OR p_owner_key = '' OR p_incarnation IS NULL THEN
+        RAISE EXCEPTION 'cosid.acquire needs an owner key and an incarnation'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl_ms > 86400000 THEN
+        -- (a longer max_ttl is refused too: cosid_store_settings)
+        RAISE EXCEPTION 'cosid lease ttl must be at most 24 hours, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
+    END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms);
+    SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
+    v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
+    -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
+    -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
+    -- the acquire fails, naming it, and touches nothing.  cosid_namespace_lower_floor undoes it.
+    IF v_ns.not_before_ms > v_now + cosid._floor_margin() THEN
+        RAISE EXCEPTION 'cosid namespace "%" grants no window before % (% ahead of the lease store''s clock)',
+            p_namespace, cosid._ms_text(v_ns.not_before_ms), cosid._ms_span(v_ns.not_before_ms - v_now)
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('Its floor (cosid.namespace.not_before_ms %s) lies beyond the %s ms a window may start '
+                                  'ahead of the store''s clock (max_ttl + 2 x max_tolerance); no slot was touched.',
+                                  v_ns.not_before_ms, cosid._floor_margin()),
+                  HINT = format('If the floor was set by mistake and nothing was issued above it, an administrator '
+                                'lowers it on the store: SELECT cosid_namespace_lower_floor(%L, now()).', p_namespace);
+    END IF;
+    IF NOT cosid._is_admin() THEN
+        PERFORM cosid._lease_cap_check(v_ns, v_now);
+    END IF;
+    v_dup := EXISTS (SELECT 1 FROM cosid.lease l
+                     WHERE l.namespace = p_namespace
+                       AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
+                       AND l.owner_key = p_owner_key
+                       AND l.incarnation <> p_incarnation AND l.expires_at > v_now);
+    -- Only available slots are candidates: free, or expired.  A live lease is never handed
+    -- out again, not even to its own incarnation, since the store cannot know what that
+    -- incarnation issued in it.  Nor is an expired lease of the asking incarnation, except
+    -- as the very last resort: its owner renews it (a renewal succeeds after expiry while
+    -- nobody took over) or releases it, and taking it over would only cut its window short.
+    -- As a last resort it is safe (the new window starts at its next_floor, its ceiling),
+    -- and it keeps an orphan the owner never learnt of (an acquire whose answer was lost)
+    -- from being lost to it for good.
+    -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest free,
+    -- then lowest expired; each first among slots whose next window can start now (next_floor
+    -- <= now: not one released at a ceiling still ahead, where the holder would wait for its
+    -- clock to pass the floor), then (4) the lowest free and the lowest expired of any, then
+    -- (5) an expired lease of the asking incarnation (the last condition, v_pref 7).  Each
+    -- preference is read in slot order, 16 candidates at a time (an index scan, whatever the
+    -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
+    -- to the next.  A slot that fits two preferences comes
+    -- twice; the second try matches no row.
+    -- "Can start now" also asks cosid.static_ceiling: a slot static here before (see the
+    -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
+    v_now_ok := ' AND l.next_floor <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
+                || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
+    -- Free slots come before expired leases (3 and 4 each in two steps, as in
+    -- src/core/lease_model.cpp slot_preference): a free slot is found through the index of
+    -- free slots (cosid.lease_free) without reading the held ones, so an acquire costs the
+    -- same at every fill while free slots remain; and an expired lease's owner may still renew
+    -- it, which it can only while nobody took it over.
+    FOREACH v_cond IN ARRAY ARRAY[
+        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
+        'coalesce(l.owner_key, l.previous_owner_key) = $2'
+            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
+        'l.incarnation IS NULL' || v_now_ok,
+        'l.expires_at <= $4 AND l.incarnation <> $6' || v_now_ok,
+        'l.incarnation IS NULL',
+        'l.expires_at <= $4 AND l.incarnation <> $6',
+        'l.incarnation = $6 AND l.expires_at <= $4']
+    LOOP
+        v_pref := v_pref + 1;
+        v_after := coalesce(lower(v_ns.slot_range), 0) - 1;  -- a regional store grants only its range
+        LOOP
+            v_batch := 0;
+            -- (a row past the layout's slots, left by a hand edit, is never granted: its ids
+            -- would spill into the timestamp bits)
+            FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND l.slot < $7 AND '
+                             || v_cond || ' ORDER BY l.slot LIMIT 16'
+                     USING p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
+                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits)
+            LOOP
+                v_batch := v_batch + 1;
+                v_after := c.slot;
+                -- A slot a server of this database issued on as a static slot before it was
+                -- leased (cosid.static_slots removed, a restart), or a static namespace's
+                -- adopted floor (slot -1): the window starts above the ceilings it recorded,
+                -- so ids the static windows issued ahead of the clock are not issued again.
+                v_static := (SELECT max(sc.ceiling_ms) FROM cosid.static_ceiling sc
+                              WHERE sc.namespace = p_namespace AND sc.slot IN (c.slot, -1));
+                UPDATE cosid.lease l
+                   SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
+                       owner_key   = p_owner_key,
+                       incarnation = p_incarnation,
+                       owner_role  = session_user,
+                       fence       = l.fence + 1,
+                       floor       = greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       expires_at  = v_now + p_ttl_ms,
+                       ceiling     = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           p_ttl_ms, v_ns.tolerance_ms, v_now),
+                       next_floor  = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                                                           p_ttl_ms, v_ns.tolerance_ms, v_now)
+                 -- A row another transaction holds locked is passed over (SKIP LOCKED), not
+                 -- waited for: a racing acquirer takes it anyway, and a keeper role that holds
+                 -- its own acquire's or renewal's transaction open (a statement that sleeps
+                 -- after the call) would otherwise stop every acquire that reaches that slot
+                 -- until the callers' lock timeouts.  The conditions below are checked again on
+                 -- the row as the lock found it.
+                 WHERE l.namespace = p_namespace
+                   AND l.slot = (SELECT k.slot FROM cosid.lease k
+                                  WHERE k.namespace = p_namespace AND k.slot = c.slot
+                                    AND (k.incarnation IS NULL
+                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 7)))
+                                    FOR NO KEY UPDATE SKIP LOCKED)
+                   AND l.slot < (1 << v_ns.slot_bits)
+                   AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
+                   AND (l.incarnation IS NULL
+                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 7)))
+                RETURNING l.* INTO r;
+                IF FOUND THEN
+                    RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
+                                        v_now, v_dup, NULL::bigint;
+                    RETURN;
+                END IF;
+                v_missed := true;  -- taken meanwhile, or passed over: its locker may roll back
+            END LOOP;
+            EXIT WHEN v_batch < 16;
+        END LOOP;
+    END LOOP;
+    -- Exhausted: no slot, and the earliest expiry to wait for: at most 100 ms from now when
+    -- a candidate was missed (the keeper tries again then: src/pg/keeper_request.cpp).
+    RETURN QUERY SELECT NULL::int, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+                        NULL::bigint, v_now, v_dup,
+                        (SELECT CASE WHEN v_missed THEN least(min(l.expires_at), v_now + 100) ELSE min(l.expires_at) END
+                           FROM cosid.lease l
+                          WHERE l.namespace = p_namespace AND l.incarnation IS NOT NULL
+                            AND l.expires_at > v_now
+                            AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range));
+END $$;
+REVOKE ALL ON FUNCTION cosid.acquire(text, text, uuid, bigint, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.acquire(text, text, uuid, bigint, int),
+                          cosid.renew(text, int, uuid, bigint, bigint),
+                          cosid.release(text, int, uuid, bigint, bigint) TO cosid_keeper;
+
+-- Renew: incarnation and fence must match; a replayed renew succeeds and never shrinks.  No
+-- row returned means the lease is lost.  Grants at most max_ttl (cosid._grant_limits)
+-- instead of refusing a longer ttl, and a capped role may not revive an expired lease past
+-- its cap (cosid._lease_renew_revives).
+CREATE OR REPLACE FUNCTION cosid.renew(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                            p_ttl_ms bigint)
+RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now bigint := cosid.store_now();
+    v_ns  cosid.namespace := cosid._namespace_row(p_namespace);
+    r     cosid.lease;
+BEGIN
+    IF p_ttl_ms IS NULL OR p_ttl_ms <= 0 THEN
+        RAISE EXCEPTION 'cosid lease ttl must be positive, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl_ms > 86400000 THEN
+        -- (a longer max_ttl is refused too: cosid_store_settings)
+        RAISE EXCEPTION 'cosid lease ttl must be at most 24 hours, got % ms', p_ttl_ms
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
+    END IF;
+    PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
+    SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
+    v_now := cosid.store_now();
+    UPDATE cosid.lease l
+       SET expires_at = greatest(l.expires_at, v_now + p_ttl_ms),
+           ceiling    = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
+           next_floor = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
+           owner_role = session_user
+     WHERE l.namespace = p_namespace AND l.slot = p_slot
+       AND l.incarnation = p_incarnation AND l.fence = p_fence
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
+       -- A lease that expired and nobody took is revived by its renewal: it counts against
+       -- the role's cap again (cosid._lease_renew_revives refuses past it, 53400)
+       AND CASE WHEN l.expires_at > v_now THEN true ELSE cosid._lease_renew_revives(v_ns, v_now) END
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now;
+    ELSE
+        -- Nothing renewed: the lease is gone, or another store role holds it (refused here
+        -- with 42501, as before the UPDATE; asked only now, so a renewal reads its row once).
+        PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'renew');
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION cosid.renew(text, int, uuid, bigint, bigint) FROM PUBLIC;
+
+-- Release in order: the exact last issued timestamp becomes the next holder's floor.
+CREATE OR REPLACE FUNCTION cosid.release(p_namespace text, p_slot int, p_incarnation uuid, p_fence bigint,
+                              p_last_issued bigint)
+RETURNS TABLE (slot int, fence bigint, next_floor bigint, store_now bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now bigint := cosid.store_now();
+    r     cosid.lease;
+BEGIN
+    IF p_last_issued IS NULL THEN
+        RAISE EXCEPTION 'cosid.release needs the last issued timestamp'
+            USING ERRCODE = 'null_value_not_allowed',
+                  HINT = 'Pass the floor when nothing was issued.';
+    END IF;
+    PERFORM cosid._follow_timeline(NULL);
+    PERFORM cosid._refuse_other_role(p_namespace, p_slot, p_incarnation, p_fence, 'release');
+    UPDATE cosid.lease l
+       SET next_floor = greatest(l.floor, least(p_last_issued, l.ceiling)),
+           previous_owner_key = l.owner_key,
+           owner_key = NULL, incarnation = NULL, owner_role = NULL,
+           fence = l.fence + 1
+     WHERE l.namespace = p_namespace AND l.slot = p_slot
+       AND l.incarnation = p_incarnation AND l.fence = p_fence
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.next_floor, v_now;
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION cosid.release(text, int, uuid, bigint, bigint) FROM PUBLIC;
+
+-- Forced release by an administrator: no last timestamp is known, so the ceiling is used.
+CREATE OR REPLACE FUNCTION cosid.revoke(p_namespace text, p_slot int)
+RETURNS TABLE (slot int, fence bigint, next_floor bigint, previous_owner_key text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ns cosid.namespace := cosid._namespace_row(p_namespace);
+    r    cosid.lease;
+BEGIN
+    IF p_slot IS NULL OR p_slot < 0 OR p_slot >= (1 << v_ns.slot_bits) THEN
+        RAISE EXCEPTION 'cosid slot % is out of range for namespace "%"', p_slot, p_namespace
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Slots of this namespace are 0 to %s.', (1 << v_ns.slot_bits) - 1);
+    END IF;
+    PERFORM cosid._follow_timeline(NULL);
+    UPDATE cosid.lease l
+       SET next_floor = greatest(l.next_floor, l.ceiling),
+           previous_owner_key = l.owner_key,
+           owner_key = NULL, incarnation = NULL, owner_role = NULL,
+           fence = l.fence + 1
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND l.incarnation IS NOT NULL
+    RETURNING l.* INTO r;
+    IF FOUND THEN
+        RETURN QUERY SELECT r.slot, r.fence, r.next_floor, r.previous_owner_key;
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION cosid.revoke(text, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
+
+-- A keeper's pass in one store transaction: the renewals and releases due for
+-- several leases of one incarnation, element k of each array describing lease k.  Each is
+-- cosid.renew or cosid.release itself, with its checks (fence and incarnation, the store role
+-- that acquired it, the timeline); a row per lease the store still held for the caller, ord
+-- naming it (1-based), none for a lease that was lost.  SECURITY INVOKER: whoever may call
+-- renew and release (cosid_keeper) may batch them, and nobody else.  An error in any element
+-- rolls back the whole pass: the keeper then asks lease by lease, and so learns which.
+CREATE OR REPLACE FUNCTION cosid.lease_pass(p_incarnation uuid, p_ttl_ms bigint, p_release boolean[], p_namespace text[],
+                                 p_slot int[], p_fence bigint[], p_number bigint[])
+RETURNS TABLE (ord int, slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n int := coalesce(array_length(p_namespace, 1), 0);
+BEGIN
+    IF coalesce(array_length(p_release, 1), 0) <> n OR coalesce(array_length(p_slot, 1), 0) <> n
+       OR coalesce(array_length(p_fence, 1), 0) <> n OR coalesce(array_length(p_number, 1), 0) <> n THEN
+        RAISE EXCEPTION 'cosid.lease_pass needs arrays of one length'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('namespace %s, release %s, slot %s, fence %s, number %s elements', n,
+                                  coalesce(array_length(p_release, 1), 0), coalesce(array_length(p_slot, 1), 0),
+                                  coalesce(array_length(p_fence, 1), 0), coalesce(array_length(p_number, 1), 0));
+    END IF;
+    FOR k IN 1 .. n LOOP
+        IF p_release[k] THEN
+            RETURN QUERY SELECT k, r.slot, r.fence, NULL::bigint, NULL::bigint, NULL::bigint, r.next_floor, r.store_now
+                           FROM cosid.release(p_namespace[k], p_slot[k], p_incarnation, p_fence[k], p_number[k]) r;
+        ELSE
+            RETURN QUERY SELECT k, r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, r.store_now
+                           FROM cosid.renew(p_namespace[k], p_slot[k], p_incarnation, p_fence[k], p_ttl_ms) r;
+        END IF;
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[]) TO cosid_keeper;
+
+-- The leases of one incarnation acquired by the calling store role, one at a time after
+-- (namespace, slot): the keeper's look for orphans at its start.  Incarnations are not
+-- readable by other roles (cosid.lease's column privileges), so this is how a keeper finds
+-- its own.
+CREATE OR REPLACE FUNCTION cosid.own_leases(p_incarnation uuid, p_after_namespace text, p_after_slot int)
+RETURNS TABLE (slot int, fence bigint, ceiling bigint, namespace text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT l.slot, l.fence, l.ceiling, l.namespace FROM cosid.lease l
+     WHERE l.incarnation = p_incarnation AND (l.namespace, l.slot) > (p_after_namespace, p_after_slot)
+       AND (l.owner_role IS NULL OR l.owner_role = session_user)
+     ORDER BY l.namespace, l.slot LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION cosid.own_leases(uuid, text, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.own_leases(uuid, text, int) TO cosid_keeper;
+
+-- The lease rules (cosid--1.0.sql), checked on every change of a lease row, whoever makes it:
+-- the same rules, in the same order, with the same error, from C (src/pg/lease_guard.cpp,
+-- the rules in src/core/lease_rule.hpp).  Every acquire, renewal and release fires it, and
+-- a PL/pgSQL trigger would build its expressions again in each of their transactions.  The
+-- trigger lease_guard keeps calling it (ENABLE ALWAYS).
+CREATE OR REPLACE FUNCTION cosid._lease_guard() RETURNS trigger
+AS 'MODULE_PATHNAME', 'cosid_lease_guard' LANGUAGE C;
+
+-- A DELETE or TRUNCATE of lease rows forgets their windows, as DROP EXTENSION does (the
+-- lease table is their only record; a namespace made again starts its slots at the store's
+-- now): refused while a row's window, or a free slot's next floor, reaches past the store's
+-- clock, as the DROP guard refuses (src/pg/drop_guard.cpp asks the same of every row).  A
+-- TRUNCATE of cosid.namespace CASCADE truncates the lease table too and is held here.  Also
+-- under session_replication_role = replica (the usual way to "turn triggers off" for a
+-- cleanup); what logical replication brings is skipped or refused by keep_local, whose
+-- triggers' names sort before these.  A TRUNCATE runs only at READ COMMITTED: it removes
+-- every row whatever the snapshot, and at REPEATABLE READ or SERIALIZABLE the look below
+-- reads the transaction's snapshot, taken before the TRUNCATE waited for its lock, which
+-- misses a window an acquire granted meanwhile.  (A DELETE there fails on a row changed
+-- since: could not serialize.)
+CREATE OR REPLACE FUNCTION cosid._lease_forget_guard() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_now  bigint := cosid.store_now();
+    v_slot int;
+    v_ns   text;
+    v_ends bigint;
+BEGIN
+    IF TG_OP = 'TRUNCATE' AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'cosid: cannot truncate cosid.lease at isolation level %',
+                        pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = 'TRUNCATE removes every row whatever the snapshot, and the check of their windows would read this '
+                           'transaction''s snapshot, taken before the TRUNCATE waited for its lock: a window granted meanwhile '
+                           'would be forgotten.',
+                  HINT = 'Run the TRUNCATE in a READ COMMITTED transaction.';
+    END IF;
+    IF TG_OP = 'TRUNCATE' THEN
+        SELECT l.namespace, l.slot, e.ends INTO v_ns, v_slot, v_ends
+          FROM cosid.lease l, LATERAL (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor
+                                                   ELSE greatest(l.ceiling, l.next_floor) END AS ends) e
+         WHERE e.ends > v_now ORDER BY e.ends DESC LIMIT 1;
+    ELSE
+        v_ns := OLD.namespace; v_slot := OLD.slot;
+        v_ends := CASE WHEN OLD.incarnation IS NULL THEN OLD.next_floor ELSE greatest(OLD.ceiling, OLD.next_floor) END;
+    END IF;
+    IF v_ends > v_now THEN
+        RAISE EXCEPTION 'cosid: cannot % cosid.lease while slot % of namespace "%" has a window reaching past the store''s clock',
+                        lower(TG_OP), v_slot, v_ns
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('It ends at %s UTC. The lease table is the only record of that window: a namespace '
+                                  'made again could start a window below an id still to be issued in it.',
+                                  to_char(to_timestamp(v_ends / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')),
+                  HINT = format('Release the slot (SELECT cosid_release(namespace, slot) FROM cosid_pool() on its '
+                                'instance) and try again after %s UTC.',
+                                to_char(to_timestamp(v_ends / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'));
+    END IF;
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NULL END;
+END $$;
+REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION cosid._lease_arrives_raised() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_floor bigint;
+BEGIN
+    SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms) INTO v_floor
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c
+     WHERE s.system_identifier = c.system_identifier AND s.raised_at_ms > 0
+       AND (SELECT count(*) FROM cosid.store_state) = 1;
+    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor) THEN
+        IF NEW.incarnation IS NOT NULL THEN
+            NEW.previous_owner_key := coalesce(NEW.owner_key, NEW.previous_owner_key);
+            NEW.owner_key := NULL;
+            NEW.incarnation := NULL;
+            NEW.owner_role := NULL;
+            NEW.fence := NEW.fence + 4294967296;
+        END IF;
+        NEW.next_floor := greatest(NEW.next_floor, NEW.ceiling, v_floor);
+    END IF;
+    RETURN NEW;
+END $$;
+REVOKE ALL ON FUNCTION cosid._lease_arrives_raised() FROM PUBLIC;
+
+-- A renewal of a lease that expired (nobody took its slot) revives it: a capped role may not
+-- go past its cap that way either.  True, or the cap's error (cosid._lease_cap_check).
+CREATE OR REPLACE FUNCTION cosid._lease_renew_revives(p_ns cosid.namespace, p_now bigint) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT cosid._is_admin() THEN
+        PERFORM cosid._lease_cap_check(p_ns, p_now);
+    END IF;
+    RETURN true;
+END $$;
+REVOKE ALL ON FUNCTION cosid._lease_renew_revives(cosid.namespace, bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION cosid_release() RETURNS int
+AS 'MODULE_PATHNAME', 'cosid_release_own' LANGUAGE C VOLATILE;
+
+CREATE OR REPLACE FUNCTION cosid_release(namespace text, slot int) RETURNS text
+AS 'MODULE_PATHNAME', 'cosid_release_slot' LANGUAGE C VOLATILE CALLED ON NULL INPUT;

@@ -1,0 +1,2 @@
+-- The steps of the update from 1.7 to 1.8 that are not function definitions: ALTER, DROP and
+-- data.  The build appends every function's current definition (sql/functions/) after them.
