@@ -70,6 +70,10 @@ DECLARE
     v_worst text;
     v_group int;
     r record;
+    v_left bigint;           -- ms left in the shortest window held (renewals)
+    v_ttl bigint;            -- the ttl granted, the tolerance and the pause of a raise (floor_raise)
+    v_tol bigint;
+    v_pause bigint;
 BEGIN
     SELECT * INTO h FROM cosid._health_state();
     -- The store is here when this instance's keeper uses a local store in this database, or
@@ -136,23 +140,30 @@ BEGIN
     END IF;
     RETURN NEXT;
 
-    -- renewals: failing now, or failed recently
+    -- renewals: what is at risk is the window held (ids stop when it runs out), not how long
+    -- renewals have failed.  A renewal extends it to about a ttl ahead every ttl/3: critical
+    -- when renewals fail and the shortest window held has less than a quarter of a ttl left (at
+    -- ttl 60 s, 15 s before ids stop), or, with none held, after half a ttl of failures; a
+    -- warning while they fail with more left; ok once they succeed again (a store switchover
+    -- the windows rode out), the last failure named for 15 minutes.  The same rule as the
+    -- alert CosidRenewalsFailing (contrib/prometheus).
     name := 'renewals'; hint := NULL;
     IF NOT h.preloaded THEN
         status := 'ok'; detail := 'not known: cosid is not preloaded here';
-    ELSIF h.failures_in_row > 0 AND h.failing_for_ms >= h.ttl_ms / 3 THEN
-        status := 'critical';
-        detail := format('renewals have failed for %s ms (%s in a row; ttl %s ms)', h.failing_for_ms,
-                         h.failures_in_row, h.ttl_ms);
-        hint := 'See docs/monitoring.md#renewals';
     ELSIF h.failures_in_row > 0 THEN
-        status := 'warning';
-        detail := format('%s renewals failed in a row, for %s ms', h.failures_in_row, h.failing_for_ms);
+        SELECT min(p.ceiling) - (extract(epoch FROM clock_timestamp()) * 1000)::bigint INTO v_left
+          FROM @extschema@.cosid_pool() p WHERE p.kind = 'lease' AND p.state = 'active';
+        status := CASE WHEN v_left < h.ttl_ms / 4 OR (v_left IS NULL AND h.failing_for_ms >= h.ttl_ms / 2)
+                       THEN 'critical' ELSE 'warning' END;
+        detail := format('renewals have failed for %s ms (%s in a row; ttl %s ms); %s', h.failing_for_ms,
+                         h.failures_in_row, h.ttl_ms,
+                         CASE WHEN v_left IS NULL THEN 'no window held'
+                              WHEN v_left <= 0 THEN 'the shortest window held has run out: cosid_next() waits or fails'
+                              ELSE format('the shortest window held has %s ms left', v_left) END);
         hint := 'See docs/monitoring.md#renewals';
     ELSIF h.renewal_failed_age_ms < c_recent_ms THEN
-        status := 'warning';
+        status := 'ok';
         detail := format('a renewal failed %s s ago; renewals succeed again', round(h.renewal_failed_age_ms / 1000.0));
-        hint := 'See docs/monitoring.md#renewals';
     ELSE
         status := 'ok'; detail := 'no renewal failed in the last 15 minutes';
     END IF;
@@ -238,6 +249,30 @@ BEGIN
         status := 'ok';
         detail := format('not known: %s', CASE WHEN v_dsn <> '' THEN 'the keeper has not read the remote store yet'
                                                ELSE 'the store is in database ' || v_db END);
+    ELSIF f.raise_floors AND h.preloaded
+          AND coalesce(pg_catalog.current_setting('cosid.store_only', true), 'off') <> 'on' THEN
+        -- What the raise costs this server (docs/monitoring.md#floor_raise): the raise puts the
+        -- next floors max_ttl + 2 x max_tolerance past the store's clock, and a new window is
+        -- issued from once the clock is within its ttl + tolerance of its floor; the window held
+        -- covers ttl + tolerance from its last renewal, at most ttl/3 before.  The difference is
+        -- a pause of ids here, beyond the failover's own time.  A warning when it is longer than
+        -- the ttl: the ttl chosen says how long a store outage may last before ids stop.
+        v_ttl := least(h.ttl_ms, f.max_ttl_ms);
+        v_tol := coalesce((SELECT min(n.tolerance_ms) FROM @extschema@.cosid_pool() p JOIN cosid.namespace n ON n.name = p.namespace
+                            WHERE p.kind = 'lease'),
+                          (SELECT min(n.tolerance_ms) FROM cosid.namespace n), 1000);
+        v_pause := greatest(0, f.max_ttl_ms + 2 * f.max_tolerance_ms - 2 * (v_ttl + v_tol) + v_ttl / 3);
+        status := CASE WHEN v_pause > v_ttl THEN 'warning' ELSE 'ok' END;
+        detail := format('the store raises the floors after a failover (%s standbys, %s synchronous) by max_ttl %s ms + '
+                         '2 x max_tolerance %s ms; this server''s windows cover %s ms (ttl %s ms + tolerance %s ms): %s',
+                         f.standbys, f.sync_standbys, f.max_ttl_ms, f.max_tolerance_ms, v_ttl + v_tol, v_ttl, v_tol,
+                         CASE WHEN v_pause = 0 THEN 'no pause of ids'
+                              ELSE format('ids here pause for up to %s s after a failover, beyond its own time',
+                                          ceil(v_pause / 1000.0)) END);
+        IF status = 'warning' THEN
+            hint := 'Lower the store''s max_ttl and max_tolerance toward this server''s cosid.ttl and tolerance, '
+                    'or raise cosid.ttl. See docs/monitoring.md#floor_raise';
+        END IF;
     ELSIF f.raise_floors THEN
         status := 'ok';
         detail := format('the store raises the floors after a failover (%s standbys, %s synchronous)', f.standbys,
@@ -309,8 +344,8 @@ BEGIN
             status := 'ok'; detail := 'Citus coordinator';
         ELSIF v_dsn = '' THEN
             status := 'critical';
-            detail := format('Citus worker (group %s) with its own store (cosid.store_dsn empty): its ids can '
-                             'collide with the other nodes''', v_group);
+            detail := format('Citus worker (group %s) without cosid.store_dsn: cosid_next() is refused here, '
+                             'since its own store would grant slots the other nodes hold', v_group);
             hint := 'See docs/monitoring.md#citus_store';
         ELSE
             status := 'ok'; detail := format('Citus worker (group %s) leasing from cosid.store_dsn', v_group);

@@ -39,7 +39,9 @@ BEGIN
 END $$;
 
 -- A healthy server: every check, none warning or critical (the keeper may still be
--- connecting: wait for it first).
+-- connecting: wait for it first), with store limits that fit this suite's cosid.ttl of 3 s
+-- (floor_raise, below, shows a max_ttl far above it).
+SELECT max_ttl_ms, max_tolerance_ms FROM cosid_store_settings(max_ttl => '3 s', max_tolerance => '1 s');
 SELECT cosid_next() > 0 AS issued;
 SELECT health_wait('keeper', 'ok') AS keeper, health_wait('store', 'ok') AS store;
 SELECT name, status FROM cosid_health();
@@ -47,6 +49,9 @@ SELECT count(*) FILTER (WHERE status NOT IN ('ok', 'warning', 'critical')) AS ba
        count(*) FILTER (WHERE detail IS NULL) AS no_detail,
        count(*) FILTER (WHERE status <> 'ok' AND hint NOT LIKE '%docs/monitoring.md#' || name) AS hint_without_anchor
 FROM cosid_health();
+SELECT detail ~ 'this server''s windows cover [0-9]+ ms \(ttl 3000 ms \+ tolerance [0-9]+ ms\): no pause of ids$'
+       AS floor_raise_no_pause FROM cosid_health() WHERE name = 'floor_raise';
+SELECT max_ttl_ms, max_tolerance_ms FROM cosid_store_settings(max_ttl => '30 s', max_tolerance => '5 s');
 
 -- Who may run it: pg_monitor, cosid_admin, superusers; not everyone.
 CREATE ROLE health_watcher LOGIN;
@@ -111,7 +116,13 @@ SELECT health_of('layout_years') AS layout_years;
 SELECT (cosid_store_settings(raise_floors_on_new_timeline => false)).raise_floors_on_new_timeline;
 SELECT status, detail FROM cosid_health() WHERE name = 'floor_raise';
 SELECT (cosid_store_settings(raise_floors_on_new_timeline => true)).raise_floors_on_new_timeline;
-SELECT health_of('floor_raise') AS floor_raise;
+-- On, with max_ttl 60 s (set above) against this suite's cosid.ttl of 3 s: a failover's raise
+-- reaches 60 s + 2 x 5 s, the windows held here about 4 s: ids would pause for about a minute,
+-- longer than the ttl, a warning that says so and what to change.
+SELECT status, detail ~ 'max_ttl 60000 ms \+ 2 x max_tolerance 5000 ms; this server''s windows cover [0-9]+ ms'
+                        ' \(ttl 3000 ms \+ tolerance [0-9]+ ms\): ids here pause for up to 6[0-9] s after a failover'
+       AS says_the_pause, hint
+  FROM cosid_health() WHERE name = 'floor_raise';
 
 -- citus_store: a Citus worker (group <> 0) without cosid.store_dsn; the coordinator is fine.
 -- (Citus's catalog table stands in for the extension.)
