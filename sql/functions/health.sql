@@ -255,14 +255,14 @@ BEGIN
         -- next floors max_ttl + 2 x max_tolerance past the store's clock, and a new window is
         -- issued from once the clock is within its ttl + tolerance of its floor; the window held
         -- covers ttl + tolerance from its last renewal, at most ttl/3 before.  The difference is
-        -- a pause of ids here, beyond the failover's own time.  A warning when it is longer than
-        -- the ttl: the ttl chosen says how long a store outage may last before ids stop.
+        -- a pause of ids here, beyond the failover's own time: a warning whenever there is one
+        -- (a configuration that will stop ids is said before it does).
         v_ttl := least(h.ttl_ms, f.max_ttl_ms);
         v_tol := coalesce((SELECT min(n.tolerance_ms) FROM @extschema@.cosid_pool() p JOIN cosid.namespace n ON n.name = p.namespace
                             WHERE p.kind = 'lease'),
                           (SELECT min(n.tolerance_ms) FROM cosid.namespace n), 1000);
         v_pause := greatest(0, f.max_ttl_ms + 2 * f.max_tolerance_ms - 2 * (v_ttl + v_tol) + v_ttl / 3);
-        status := CASE WHEN v_pause > v_ttl THEN 'warning' ELSE 'ok' END;
+        status := CASE WHEN v_pause > 0 THEN 'warning' ELSE 'ok' END;
         detail := format('the store raises the floors after a failover (%s standbys, %s synchronous) by max_ttl %s ms + '
                          '2 x max_tolerance %s ms; this server''s windows cover %s ms (ttl %s ms + tolerance %s ms): %s',
                          f.standbys, f.sync_standbys, f.max_ttl_ms, f.max_tolerance_ms, v_ttl + v_tol, v_ttl, v_tol,

@@ -167,7 +167,7 @@ q -c "SELECT cosid_store_settings(max_ttl => '2 s')" >/dev/null
 check_true "cosid_health_status{check=store_max_ttl} 1" "$(wait_for 20 "store_max_ttl 1" has_value cosid_health_status 'check="store_max_ttl"' 1)"
 q -c "SELECT cosid_store_settings(max_ttl => '60 s')" >/dev/null
 check_true "cosid_health_status{check=store_max_ttl} 0 again" "$(wait_for 20 "store_max_ttl 0" has_value cosid_health_status 'check="store_max_ttl"' 0)"
-echo "# a store max_ttl far above the keeper's ttl: a failover's raise would pause ids longer than the ttl"
+echo "# a store max_ttl far above the keeper's ttl: a failover's raise would pause ids"
 check_true "cosid_health_status{check=floor_raise} 1 at max_ttl 60 s and cosid.ttl 3 s" \
     "$(wait_for 20 "floor_raise 1" has_value cosid_health_status 'check="floor_raise"' 1)"
 q -c "SELECT cosid_store_settings(max_ttl => '3 s')" >/dev/null

@@ -118,7 +118,7 @@ SELECT status, detail FROM cosid_health() WHERE name = 'floor_raise';
 SELECT (cosid_store_settings(raise_floors_on_new_timeline => true)).raise_floors_on_new_timeline;
 -- On, with max_ttl 60 s (set above) against this suite's cosid.ttl of 3 s: a failover's raise
 -- reaches 60 s + 2 x 5 s, the windows held here about 4 s: ids would pause for about a minute,
--- longer than the ttl, a warning that says so and what to change.
+-- a warning that says so and what to change.
 SELECT status, detail ~ 'max_ttl 60000 ms \+ 2 x max_tolerance 5000 ms; this server''s windows cover [0-9]+ ms'
                         ' \(ttl 3000 ms \+ tolerance [0-9]+ ms\): ids here pause for up to 6[0-9] s after a failover'
        AS says_the_pause, hint
