@@ -49,12 +49,12 @@ raise_floors() {
 # the raised floor, the held window used up.  (Told to stop, not stopped after a fixed count:
 # on a loaded machine the raise came late in a run of 400 ids, which ended before the held
 # window was used up, and no id came from above the raised floor.)
-q -c "CREATE TABLE ids (n serial PRIMARY KEY, at timestamptz NOT NULL, id bigint NOT NULL)" \
+q -c "CREATE TABLE ids (n serial PRIMARY KEY, at timestamptz NOT NULL, id bigint NOT NULL, done timestamptz NOT NULL)" \
   -c "CREATE TABLE client_stop ()" >/dev/null
 q -c "DO \$\$ BEGIN
         FOR i IN 1..3000 LOOP
             EXIT WHEN EXISTS (SELECT FROM client_stop);
-            INSERT INTO ids (at, id) VALUES (clock_timestamp(), cosid_next('w'));
+            INSERT INTO ids (at, id, done) VALUES (clock_timestamp(), cosid_next('w'), clock_timestamp());
             COMMIT;
             PERFORM pg_sleep(0.02);
         END LOOP;
@@ -73,9 +73,12 @@ status=0; wait "$client" || status=$?
 check "the client issued its ids through the raise (100 before it, 50 above the raised floor), without an error" \
     "0 t" "$status $(q -c "SELECT count(*) >= 150 FROM ids")"
 [ "$status" = 0 ] || sed 's/^/#   /' "$DIR/client.log" | head -5
+# (what the raise may make a caller wait is the call itself; the time between two calls also
+# holds the client's commit and sleep, which a loaded machine stretches: shown, not judged)
 gap=$(q -c "SELECT max(d) FROM (SELECT extract(epoch FROM at - lag(at) OVER (ORDER BY n)) * 1000 AS d FROM ids) x")
-echo "# longest pause between two ids: ${gap%.*} ms (the client sleeps 20 ms between calls)"
-check_true "no pause of a second between two ids" "$(q -c "SELECT $gap < 1000")"
+wait=$(q -c "SELECT max(extract(epoch FROM done - at) * 1000) FROM ids")
+echo "# longest call: ${wait%.*} ms; longest time between two calls' starts: ${gap%.*} ms (the client sleeps 20 ms between calls)"
+check_true "no call waited a second for its id" "$(q -c "SELECT $wait < 1000")"
 check_true "every id unique and larger than the one before" \
     "$(q -c "SELECT count(DISTINCT id) = count(*) AND bool_and(d) FROM (SELECT id, id > lag(id, 1, 0::bigint) OVER (ORDER BY n) AS d FROM ids) x")"
 check_true "the keeper found its lease freed by the raise (cosid_stats().leases_freed)" "$(q -c "SELECT leases_freed > $freed FROM cosid_stats()")"

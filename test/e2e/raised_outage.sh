@@ -9,7 +9,7 @@
 # The store is local; the outage is cosid.lease locked (every renewal and acquire times out).
 # ttl 6 s = max_ttl, tolerances 1 s.  A client issues every 20 ms throughout.  The lock
 # begins 1 s before the freed window's ceiling and ends 2 s after it.
-# Checks: no error; no pause of a second between two ids; every id unique and increasing;
+# Checks: no error; no call waiting a second for its id; every id unique and increasing;
 # the successor was asked for and open while the freed lease still served; no two windows
 # of the store's history overlap.
 # Before the fix (main at c16ef0e) the successor was asked for only once the freed window

@@ -13,7 +13,7 @@
 # is then still empty for 2 s, and the second raise's successor opens 1.5 s before the lock).
 # A client every 20 ms; cosid.lease locked from 1 s before A's
 # ceiling to 2 s after it.
-# Checks: a successor of A asked for or held while A serves; no error; no pause of a second;
+# Checks: a successor of A asked for or held while A serves; no error; no call waiting a second;
 # every id unique and increasing; no two windows of the store's history overlap.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_twice_outage"; PORT=${PORT:-27047}
