@@ -13,6 +13,8 @@
 #                     the standby); counts the leases lost across it.  The raise (every slot row
 #                     rewritten) is left to the keepers' first calls, within their ttl/6 bound;
 #                     follow: run by hand at once, cosid_store_follow_timeline() (docs/failover.md)
+#   FLEET_SLOT_BITS=16  each namespace's slot bits (65,536 slots: room for the 20,000 case; a
+#                     switchover's raise rewrites every slot row, so it costs with the slots)
 #   FLEET_IDLE_SECONDS=5  the store's CPU sampled this long before each case, with no fleet: its own
 #                     work (checkpointer, autovacuum...), taken off the CPU per lease and per acquire
 #   FLEET_FSYNC=on    the store's fsync (off: the commit's flush is not measured, as in sections 1-6)
@@ -150,7 +152,7 @@ store_conninfo() {  # store_conninfo USER
 run_case() {
     local mode=$1 n=$2 k=$3 ns="fleet_${1}_${2}_k${3}" names="" j p
     for j in $(seq 0 $(( k - 1 ))); do
-        sq -c "SELECT cosid_namespace_create('${ns}_$j', slot_bits => 16, sequence_bits => 6)" >/dev/null
+        sq -c "SELECT cosid_namespace_create('${ns}_$j', slot_bits => ${FLEET_SLOT_BITS:-16}, sequence_bits => 6)" >/dev/null
         names+="${names:+,}${ns}_$j"
     done
     procs=1; conns=("$(store_conninfo cosid_fleet)")
