@@ -18,10 +18,19 @@ bool store_error_is_transient(const char* sqlstate) {
 
 ConnectRefusal store_connect_refusal(const char* message) {
     if (message == nullptr) return {nullptr, nullptr};
-    const char* const transient_words[] = {"Connection refused", "timeout expired", "timed out", "starting up",
-                                           "shutting down", "too many", "recovery", "No route to host",
-                                           "could not translate host name", "Network is unreachable",
-                                           "server closed the connection", "reserved for", "out of memory"};
+    const char* const transient_words[] = {"Connection refused",
+                                           "timeout expired",
+                                           "timed out",
+                                           "starting up",
+                                           "shutting down",
+                                           "too many",
+                                           "recovery",
+                                           "No route to host",
+                                           "could not translate host name",
+                                           "Network is unreachable",
+                                           "server closed the connection",
+                                           "reserved for",
+                                           "out of memory"};
     for (const char* w : transient_words)
         if (std::strstr(message, w) != nullptr) return {nullptr, nullptr};
     struct Rule {
@@ -65,8 +74,7 @@ ConnectRefusal store_connect_refusal(const char* message) {
          {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
         {"missing \"=\" after",
          {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
-        {"invalid URI",
-         {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
+        {"invalid URI", {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
         {"invalid percent-encoded token",
          {"22023", "cosid.store_dsn is not a valid connection string. Fix it and restart the server."}},
         {"unterminated quoted string",

@@ -64,23 +64,24 @@ int raise_via_keeper(const char* ns, int64 floor_ms, const Layout& l) {
     }
     ConditionVariableCancelSleep();
     if (!answered)
-        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
-                        errmsg("cosid lease keeper did not raise the floor of namespace \"%s\" within %d ms", ns,
-                               timeout),
-                        errdetail("Nothing was changed in this transaction; the keeper may still raise the floor, "
-                                  "which is harmless (ids only move up)."),
-                        errhint("Check the server log for the cosid keeper, then run cosid_adopt again.")));
+        ereport(ERROR,
+                (errcode(COSID_KEEPER_UNAVAILABLE),
+                 errmsg("cosid lease keeper did not raise the floor of namespace \"%s\" within %d ms", ns, timeout),
+                 errdetail("Nothing was changed in this transaction; the keeper may still raise the floor, "
+                           "which is harmless (ids only move up)."),
+                 errhint("Check the server log for the cosid keeper, then run cosid_adopt again.")));
     if (answer.state == kRaiseFailed) {
         if (answer.error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
             ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
                             errmsg("cosid namespace \"%s\" has another layout in this database than in the lease "
-                                   "store", ns),
+                                   "store",
+                                   ns),
                             errdetail("Layout (timestamp/slot/sequence bits) %s.", answer.error),
                             errhint("The column's ids were read with this database's definition; make it the "
                                     "store's, then adopt again.")));
-        ereport(ERROR, (errcode(answer.error_code == COSID_STATIC_STATE ? COSID_STATIC_STATE : COSID_KEEPER_UNAVAILABLE),
-                        errmsg("cosid could not raise the floor of namespace \"%s\"", ns),
-                        errdetail("%s", answer.error)));
+        ereport(ERROR,
+                (errcode(answer.error_code == COSID_STATIC_STATE ? COSID_STATIC_STATE : COSID_KEEPER_UNAVAILABLE),
+                 errmsg("cosid could not raise the floor of namespace \"%s\"", ns), errdetail("%s", answer.error)));
     }
     return answer.leases_closed;
 }
@@ -95,10 +96,12 @@ extern "C" Datum cosid_adopt_raise(PG_FUNCTION_ARGS) {
     refuse_on_citus_worker("cosid_adopt");
     for (int i = 0; i < 7; ++i)
         if (i != 1 && PG_ARGISNULL(i))
-            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_adopt: arguments must not be NULL")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid_adopt: arguments must not be NULL")));
     if (PG_ARGISNULL(1)) PG_RETURN_NULL();  // an empty column: nothing to stay above
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cosid_adopt() cannot run during recovery")));
+        ereport(ERROR,
+                (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cosid_adopt() cannot run during recovery")));
     char* ns = text_to_cstring(PG_GETARG_TEXT_PP(0));
     int64 max_id = PG_GETARG_INT64(1);
     char* unit = text_to_cstring(PG_GETARG_TEXT_PP(6));
@@ -137,19 +140,18 @@ extern "C" Datum cosid_adopt_raise(PG_FUNCTION_ARGS) {
             strlcpy(epoch_text, format_timestamp_ms(epoch).c_str(), sizeof(epoch_text));
             strlcpy(layout_epoch_text, format_timestamp_ms(l.epoch_ms).c_str(), sizeof(layout_epoch_text));
         });
-        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
-                        errmsg("ids of cosid namespace \"%s\" pass " INT64_FORMAT " only at %s", ns, max_id,
-                               floor_text),
-                        errdetail("Read with the namespace's layout (epoch %s), the column's largest value lies "
-                                  "%.1f days ahead of this clock; cosid adopts columns whose ids lie at most %d s "
-                                  "ahead. Nothing was changed.",
-                                  layout_epoch_text,
-                                  static_cast<double>(f.floor_ms - now) / 86400000.0,
-                                  static_cast<int>(kMaxAheadMs / 1000)),
-                        errhint("Ids of another generator (another epoch or layout) need a namespace whose ids are "
-                                "larger now: create one with the same bits and an epoch at or before %s "
-                                "(cosid_namespace_create(..., epoch => '%s')), and adopt into it.",
-                                epoch_text, epoch_text)));
+        ereport(ERROR,
+                (errcode(COSID_OUT_OF_RANGE),
+                 errmsg("ids of cosid namespace \"%s\" pass " INT64_FORMAT " only at %s", ns, max_id, floor_text),
+                 errdetail("Read with the namespace's layout (epoch %s), the column's largest value lies "
+                           "%.1f days ahead of this clock; cosid adopts columns whose ids lie at most %d s "
+                           "ahead. Nothing was changed.",
+                           layout_epoch_text, static_cast<double>(f.floor_ms - now) / 86400000.0,
+                           static_cast<int>(kMaxAheadMs / 1000)),
+                 errhint("Ids of another generator (another epoch or layout) need a namespace whose ids are "
+                         "larger now: create one with the same bits and an epoch at or before %s "
+                         "(cosid_namespace_create(..., epoch => '%s')), and adopt into it.",
+                         epoch_text, epoch_text)));
     }
     int closed = raise_via_keeper(ns, f.floor_ms, l);
     ereport(DEBUG1, (errmsg("cosid_adopt: %d window%s closed", closed, closed == 1 ? "" : "s")));

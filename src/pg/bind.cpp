@@ -27,9 +27,9 @@ PG_FUNCTION_INFO_V1(cosid_bind_expr);
 namespace {
 
 struct BindContext {
-    Oid unbound;      // cosid_next()
-    Oid bound;        // cosid_next(text)
-    const char* ns;   // the namespace to name
+    Oid unbound;     // cosid_next()
+    Oid bound;       // cosid_next(text)
+    const char* ns;  // the namespace to name
     int replaced;
 };
 

@@ -10,8 +10,7 @@ extern "C" {
 
 namespace cosid::pg {
 
-const char* const kCitusPresentQuery =
-    "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NOT NULL";
+const char* const kCitusPresentQuery = "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') IS NOT NULL";
 // pg_dist_local_group holds one row; a coordinator that registered itself
 // (citus_set_coordinator_host) is the primary of group 0 in pg_dist_node.
 const char* const kCitusNodeQuery =
@@ -113,8 +112,8 @@ void refuse_on_citus_worker(const char* what) {
              "coordinator (group 0), and every node leases from there through cosid.store_dsn",
              n.group);
     citus_worker_hint(n, what, hint, sizeof(hint));
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("%s cannot run on a Citus worker", what), errdetail("%s.", detail), errhint("%s", hint)));
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE), errmsg("%s cannot run on a Citus worker", what),
+                    errdetail("%s.", detail), errhint("%s", hint)));
 }
 
 }  // namespace cosid::pg

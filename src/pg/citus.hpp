@@ -15,8 +15,8 @@ extern const char* const kCitusPresentQuery;
 extern const char* const kCitusNodeQuery;
 
 struct CitusNode {
-    bool citus;      // Citus' metadata is in this database
-    int32 group;     // this node's group; 0 is the coordinator
+    bool citus;                  // Citus' metadata is in this database
+    int32 group;                 // this node's group; 0 is the coordinator
     char coordinator_host[256];  // '' when unknown
     int coordinator_port;        // 0 when unknown
 };

@@ -49,7 +49,8 @@ const Layout& layout_arg(FunctionCallInfo fcinfo, int arg) {
     if (c != nullptr && c->lxid == COSID_MY_LXID() && c->ns_len == len && memcmp(c->ns, name, len) == 0)
         return c->layout;
     if (len == 0 || len >= NAMEDATALEN)
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%.*s\" does not exist", len, name)));
+        ereport(ERROR,
+                (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%.*s\" does not exist", len, name)));
     char ns[NAMEDATALEN];
     memcpy(ns, name, len);
     ns[len] = '\0';
@@ -96,8 +97,7 @@ const Layout& layout_arg(FunctionCallInfo fcinfo, int arg) {
 }
 
 int64 id_arg(FunctionCallInfo fcinfo) {
-    if (PG_ARGISNULL(0))
-        ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid id must not be NULL")));
+    if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("cosid id must not be NULL")));
     int64 id = PG_GETARG_INT64(0);
     require_cosid_id(id);
     return id;
@@ -161,8 +161,7 @@ int64 id_range(FunctionCallInfo fcinfo, bool max) {
         ereport(ERROR, (errcode(COSID_OUT_OF_RANGE), errmsg("cosid ids have no infinite timestamp")));
     int64 ms = timestamptz_to_ms(ts);
     std::optional<int64_t> id = max ? max_id_at(l, ms) : min_id_at(l, ms);
-    if (!id)
-    {
+    if (!id) {
         // (timestamptz_to_str returns a static buffer: each result copied before the next)
         char* at = pstrdup(timestamptz_to_str(ts));
         char* first = pstrdup(timestamptz_to_str(ms_to_timestamptz(l.epoch_ms)));
@@ -232,8 +231,8 @@ extern "C" Datum cosid_from_text(PG_FUNCTION_ARGS) {
     int64 id = 0;
     bool ok = parse_text([&](std::string* reason) { return from_text(in, reason); }, &id, why, sizeof(why));
     if (!ok)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-                        errmsg("invalid cosid text id: \"%s\"", in), errdetail("%s.", why),
+        ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION), errmsg("invalid cosid text id: \"%s\"", in),
+                        errdetail("%s.", why),
                         errhint("A cosid text id is 11 characters of 0-9, A-Z, a-z, as cosid_to_text() writes it.")));
     PG_RETURN_INT64(id);
 }
@@ -263,13 +262,14 @@ extern "C" Datum cosid_from_format(PG_FUNCTION_ARGS) {
     int64 id = 0;
     bool ok = parse_text([&](std::string* reason) { return parse_formatted(l, in, reason); }, &id, why, sizeof(why));
     if (!ok)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-                        errmsg("invalid cosid formatted id for namespace \"%s\": \"%s\"",
-                               text_to_cstring(PG_GETARG_TEXT_PP(1)), in),
-                        errdetail("%s.", why),
-                        errhint(l.unit == Unit::Millisecond
-                                    ? "cosid_format() writes UTC time, slot and sequence, as in 20261203T072017.816Z-3-0262."
-                                    : "cosid_format() writes UTC time, slot and sequence, as in 20261203T072017Z-3-0262 "
-                                      "(a layout in seconds).")));
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+                 errmsg("invalid cosid formatted id for namespace \"%s\": \"%s\"",
+                        text_to_cstring(PG_GETARG_TEXT_PP(1)), in),
+                 errdetail("%s.", why),
+                 errhint(l.unit == Unit::Millisecond
+                             ? "cosid_format() writes UTC time, slot and sequence, as in 20261203T072017.816Z-3-0262."
+                             : "cosid_format() writes UTC time, slot and sequence, as in 20261203T072017Z-3-0262 "
+                               "(a layout in seconds).")));
     PG_RETURN_INT64(id);
 }

@@ -72,8 +72,8 @@ struct Ahead {
 // of theirs (say = on name) would then run as that superuser, and could answer for the look.
 void windows_ahead(Ahead* out, List* owners) {
     int nest = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true,
-                            0, false);
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
     SPI_connect();
     int rc = SPI_execute("SELECT e.extowner, n.nspowner FROM pg_catalog.pg_extension e "
                          "LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = 'cosid' WHERE e.extname = 'cosid'",
@@ -84,7 +84,8 @@ void windows_ahead(Ahead* out, List* owners) {
         Oid ext_owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         Datum schema_datum = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
         Oid schema_owner = isnull ? InvalidOid : DatumGetObjectId(schema_datum);
-        dropped = list_member_oid(owners, ext_owner) || (OidIsValid(schema_owner) && list_member_oid(owners, schema_owner));
+        dropped =
+            list_member_oid(owners, ext_owner) || (OidIsValid(schema_owner) && list_member_oid(owners, schema_owner));
     }
     if (dropped) {
         SPI_execute("LOCK TABLE cosid.lease IN SHARE MODE", false, 0);
@@ -172,30 +173,31 @@ void windows_ahead_in(Oid database, const char* name, Ahead* out) {
     *out = *shared_out;
     dsm_detach(seg);
     if (!out->looked)
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("cosid could not check database \"%s\" for a lease store before it goes", name),
-                 errdetail("The background worker that looks at its lease table did not finish (a lock on the "
-                           "table held for 10 s, or an error: the server log says which)."),
-                 errhint("End the session that holds cosid.lease in that database (pg_locks), or first run DROP "
-                         "EXTENSION cosid there (it is checked there), and try again.")));
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("cosid could not check database \"%s\" for a lease store before it goes", name),
+                        errdetail("The background worker that looks at its lease table did not finish (a lock on the "
+                                  "table held for 10 s, or an error: the server log says which)."),
+                        errhint("End the session that holds cosid.lease in that database (pg_locks), or first run DROP "
+                                "EXTENSION cosid there (it is checked there), and try again.")));
 }
 
 void refuse_if_ahead(const Ahead& ahead, const char* what, const char* made_again) {
     if (ahead.count > 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_IN_USE),
-                 errmsg("cannot %s while " INT64_FORMAT " slots of its lease store have windows reaching past "
-                        "the store's clock",
-                        what, ahead.count),
-                 errdetail("The last of them ends at %s (%s). The lease table is the only record of those "
-                           "windows: a store made again (%s) could start a window below an id still to be "
-                           "issued in them.",
-                           ahead.until, ahead.which, made_again),
-                 errhint("Stop the writers, release their slots (on each instance: SELECT cosid_release(namespace, "
-                         "slot) FROM (SELECT DISTINCT namespace, slot FROM cosid_pool() WHERE slot IS NOT NULL) p), and try again after %s: leases of other owners expire by "
-                         "themselves.",
-                         ahead.until)));
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_OBJECT_IN_USE),
+             errmsg("cannot %s while " INT64_FORMAT " slots of its lease store have windows reaching past "
+                    "the store's clock",
+                    what, ahead.count),
+             errdetail("The last of them ends at %s (%s). The lease table is the only record of those "
+                       "windows: a store made again (%s) could start a window below an id still to be "
+                       "issued in them.",
+                       ahead.until, ahead.which, made_again),
+             errhint(
+                 "Stop the writers, release their slots (on each instance: SELECT cosid_release(namespace, "
+                 "slot) FROM (SELECT DISTINCT namespace, slot FROM cosid_pool() WHERE slot IS NOT NULL) p), and try again after %s: leases of other owners expire by "
+                 "themselves.",
+                 ahead.until)));
 }
 
 // Whether the object about to be dropped is the cosid extension, one of its members, or its
@@ -250,8 +252,7 @@ bool nobody_in_since_looked(Oid database) {
 }
 
 void guard_process_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
-                           ParamListInfo params, QueryEnvironment* query_env, DestReceiver* dest,
-                           QueryCompletion* qc) {
+                           ParamListInfo params, QueryEnvironment* query_env, DestReceiver* dest, QueryCompletion* qc) {
     new_statement();  // COPY, DO, CALL, FETCH ... start statements without ExecutorStart
     cascade_looked_in = InvalidLocalTransactionId;
     List* owners = NIL;

@@ -42,7 +42,7 @@ namespace cosid::pg {
 
 namespace {
 constexpr const char* kMarkerName = "cosid.fork";
-bool marker_pending = false;  // a cosid.fork file this keeper could not record yet
+bool marker_pending = false;    // a cosid.fork file this keeper could not record yet
 bool timeline_pending = false;  // cosid.history's earlier timeline, not recorded in the store yet
 // Failures to read or record them are logged once until they succeed: they are tried again
 // every 200 ms or more (fork_retry_pending).
@@ -243,7 +243,8 @@ void stamp_upgrade_origin() {
             2, types, values, nullptr, false, 0);
         if (rc != SPI_OK_UPDATE) elog(ERROR, "cosid: could not note pg_upgrade's read in the lease store (%d)", rc);
         ereport(LOG, (errmsg("cosid: pg_upgrade read this cluster: its lease store notes the timeline it is on (%lu "
-                             "record(s))", (unsigned long) SPI_processed)));
+                             "record(s))",
+                             (unsigned long)SPI_processed)));
     }
     SPI_finish();
 }
@@ -385,9 +386,9 @@ static void fork_check_marker_file() {
     if (id[0] == '\0' || !history_add_fork(id, marker_reason, message, sizeof(message))) {
         marker_pending = true;
         if (!marker_warned)
-            ereport(WARNING, (errmsg("cosid: could not keep %s in the data directory's history: %s", kMarkerName,
-                                     message),
-                              errdetail("No slot is acquired while the file waits: this data directory is a copy.")));
+            ereport(WARNING,
+                    (errmsg("cosid: could not keep %s in the data directory's history: %s", kMarkerName, message),
+                     errdetail("No slot is acquired while the file waits: this data directory is a copy.")));
         marker_warned = true;
         return;
     }
@@ -447,8 +448,10 @@ static bool forks_declared(bool* refused, bool* old_catalog, char* reason, size_
         // A catalog before 1.7 cannot tell whether it acknowledged them: refused, not guessed.
         *refused = true;
         *old_catalog = true;
-        snprintf(reason, size, "update cosid in database \"%s\": its catalog, older than 1.7, cannot say whether "
-                 "the forks cosid.history keeps were acknowledged there", setting_database);
+        snprintf(reason, size,
+                 "update cosid in database \"%s\": its catalog, older than 1.7, cannot say whether "
+                 "the forks cosid.history keeps were acknowledged there",
+                 setting_database);
     }
     return ok;
 }
@@ -477,13 +480,16 @@ static bool forks_refuse(StoreError* err) {
         strlcpy(err->message, reason, sizeof(err->message));
         snprintf(err->hint, sizeof(err->hint),
                  "ALTER EXTENSION cosid UPDATE in database \"%s\", then, once the other copy has stopped issuing, "
-                 "SELECT cosid_fork_acknowledge(); there.", setting_database);
+                 "SELECT cosid_fork_acknowledge(); there.",
+                 setting_database);
     } else {
         snprintf(err->message, sizeof(err->message),
                  "this data directory is a copy of a server that may still issue ids, not acknowledged in this "
-                 "store: %s", reason);
-        strlcpy(err->hint, "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's "
-                           "database (each store this server uses acknowledges it once).",
+                 "store: %s",
+                 reason);
+        strlcpy(err->hint,
+                "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's "
+                "database (each store this server uses acknowledges it once).",
                 sizeof(err->hint));
     }
     err->sqlerrcode = COSID_FORK;
@@ -495,8 +501,9 @@ bool fork_before_local_acquire(StoreError* err) {
     if (declarations_pending()) {
         strlcpy(err->message, marker_pending ? marker_reason : timeline_reason, sizeof(err->message));
         err->sqlerrcode = COSID_FORK;
-        strlcpy(err->hint, "ALTER EXTENSION cosid UPDATE in the keeper's database (or let the store answer), then "
-                           "call again; the server log says what failed.",
+        strlcpy(err->hint,
+                "ALTER EXTENSION cosid UPDATE in the keeper's database (or let the store answer), then "
+                "call again; the server log says what failed.",
                 sizeof(err->hint));
         err->outcome_unknown = false;
         return false;
@@ -516,10 +523,11 @@ bool fork_static_check(StoreError* err) {
         if (!store_fork_declared(reason, sizeof(reason), &pending, err)) return false;
         if (!pending) return true;
     }
-    snprintf(err->message, sizeof(err->message), "this data directory is a copy of a server that may still issue ids: %s",
-             reason);
+    snprintf(err->message, sizeof(err->message),
+             "this data directory is a copy of a server that may still issue ids: %s", reason);
     err->sqlerrcode = COSID_FORK;
-    strlcpy(err->hint, "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's database.",
+    strlcpy(err->hint,
+            "Once the other copy has stopped issuing, SELECT cosid_fork_acknowledge(); in the keeper's database.",
             sizeof(err->hint));
     err->outcome_unknown = false;
     return false;
@@ -530,7 +538,8 @@ void fork_record_issuer() {
     static int last_code = -1;  // logged when the answer changes, not every ttl/3
     StoreError err;
     int code = (setting_store_only ? store_issuer_clear(&err) : store_issuer_start(shared->incarnation, &err))
-                   ? 0 : err.sqlerrcode;
+                   ? 0
+                   : err.sqlerrcode;
     if (code == last_code) return;
     last_code = code;
     if (code == COSID_FORK)
@@ -553,7 +562,8 @@ void declare_timeline_copy() {
     char reason[300], message[256];
     snprintf(reason, sizeof(reason),
              "cosid.history in the data directory shows that it issued ids from a store of its server on timeline %u; "
-             "it now runs on timeline %u: a promoted or recovered copy.", then, now);
+             "it now runs on timeline %u: a promoted or recovered copy.",
+             then, now);
     // Kept in cosid.history for good before the timeline there moves on: a later start with
     // another cosid.database must still find this fork (forks_declared).
     char id[64];
@@ -573,16 +583,18 @@ void declare_timeline_copy() {
         // acknowledge a fork: the copy is only logged there, as before.
         ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: its "
                                  "catalog is older than 1.6"),
-                          errdetail("%s", reason), errhint("ALTER EXTENSION cosid UPDATE in database \"%s\".", setting_database)));
+                          errdetail("%s", reason),
+                          errhint("ALTER EXTENSION cosid UPDATE in database \"%s\".", setting_database)));
         return;
     }
     if (!ok) {
         timeline_pending = true;  // acquires are refused until it is recorded (fork_before_local_acquire)
         strlcpy(timeline_reason, reason, sizeof(timeline_reason));
         if (!timeline_warned)
-            ereport(WARNING, (errmsg("cosid: could not record in the lease store that this data directory is a copy: %s",
-                                     err.message),
-                              errdetail("No slot is acquired until it is recorded; the keeper tries again.")));
+            ereport(WARNING,
+                    (errmsg("cosid: could not record in the lease store that this data directory is a copy: %s",
+                            err.message),
+                     errdetail("No slot is acquired until it is recorded; the keeper tries again.")));
         timeline_warned = true;
         return;
     }
@@ -649,7 +661,8 @@ static bool upgraded_here(char* read_id, size_t size) {
     char path[MAXPGPATH], first[100], second[100];
     upgraded_path(path, sizeof(path));
     if (!read_head(path, first, sizeof(first), second, sizeof(second))) {
-        if (errno != ENOENT) ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
+        if (errno != ENOENT)
+            ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not read \"%s\": %m", path)));
         return false;
     }
     char expected[100];
@@ -750,8 +763,9 @@ extern "C" Datum cosid_fork_file(PG_FUNCTION_ARGS) {
     snprintf(line, sizeof(line), "%s\n", reason);
     bool written = cosid::pg::marker_write(path, line, failed, sizeof(failed));
     if (failed[0] != '\0' || (written && !cosid::pg::marker_file_fork_id(path, id, sizeof(id))))
-        ereport(ERROR, (errcode_for_file_access(), errmsg("cosid: could not write \"%s\": %s", path,
-                                                          failed[0] != '\0' ? failed : "it cannot be looked at"),
+        ereport(ERROR, (errcode_for_file_access(),
+                        errmsg("cosid: could not write \"%s\": %s", path,
+                               failed[0] != '\0' ? failed : "it cannot be looked at"),
                         errhint("Create the file by hand: this data directory is a copy.")));
     if (!written) PG_RETURN_NULL();
     PG_RETURN_TEXT_P(cstring_to_text(id));

@@ -106,14 +106,14 @@ void read_layout_args(FunctionCallInfo fcinfo, LayoutArgs* a) {
 
 const char* entry_state_name(const PoolEntry& e, uint64 word) {
     switch (e.state) {
-        case kWanted: return "wanted";
-        case kAcquiring: return "acquiring";
-        case kDraining: return "ended";
-        case kLeased:
-            if (e.releasing || e.release_requested || issue_word::closed(word)) return "releasing";
-            if (e.raised_out) return "freed";
-            return "active";
-        default: return "empty";
+    case kWanted: return "wanted";
+    case kAcquiring: return "acquiring";
+    case kDraining: return "ended";
+    case kLeased:
+        if (e.releasing || e.release_requested || issue_word::closed(word)) return "releasing";
+        if (e.raised_out) return "freed";
+        return "active";
+    default: return "empty";
     }
 }
 
@@ -179,12 +179,13 @@ extern "C" Datum cosid_stats(PG_FUNCTION_ARGS) {
     require_preloaded("cosid_stats");
     flush_issued_count();
     TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "return type must be a row type");
     desc = BlessTupleDesc(desc);
     Stats* s = &shared->stats;
-    pg_atomic_uint64* counters[] = {&s->acquires, &s->renewals, &s->renewal_failures, &s->leases_lost,
-                                    &s->duplicate_owner_keys, &s->clock_skew_events, &s->waits_at_ceiling,
-                                    &s->ids_issued, &s->releases, &s->store_transactions};
+    pg_atomic_uint64* counters[] = {
+        &s->acquires,          &s->renewals,         &s->renewal_failures, &s->leases_lost, &s->duplicate_owner_keys,
+        &s->clock_skew_events, &s->waits_at_ceiling, &s->ids_issued,       &s->releases,    &s->store_transactions};
     Datum v[18];
     bool nulls[18] = {false};
     int c = 0;
@@ -260,11 +261,13 @@ extern "C" Datum cosid_release_slot(PG_FUNCTION_ARGS) {
     if (store_is_remote() || !in_store_database())
         ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
                         errmsg("slot %d of cosid namespace \"%s\" is not held by this instance, and the lease store "
-                               "is not here", slot, ns),
+                               "is not here",
+                               slot, ns),
                         errdetail("Revoking another owner's slot is a change to the store; the store is %s.",
                                   store_is_remote() ? "on another server (cosid.store_dsn)" : "in cosid.database"),
                         errhint("On the store, as a superuser or member of cosid_admin, run: "
-                                "SELECT * FROM cosid.revoke('%s', %d);", ns, slot)));
+                                "SELECT * FROM cosid.revoke('%s', %d);",
+                                ns, slot)));
     Oid types[2] = {TEXTOID, INT4OID};
     Datum values[2] = {CStringGetTextDatum(ns), Int32GetDatum(slot)};
     SPI_connect();
@@ -280,13 +283,13 @@ extern "C" Datum cosid_layout_check(PG_FUNCTION_ARGS) {
     Layout l;
     char message[256];
     if (!layout_from(a, &l, message, sizeof(message)))
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message),
-                        errdetail("Layout: %d timestamp, %d slot and %d sequence bits, epoch %lld ms, unit %s.",
-                                  a.timestamp_bits, a.slot_bits, a.sequence_bits, static_cast<long long>(a.epoch_ms),
-                                  a.unit),
-                        errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, timestamp bits (total_bits, 63 unless "
-                                "given, minus both) 31 to 60, and the timestamps end before 294277: at most 53 bits of "
-                                "ms or 43 of seconds from a recent epoch.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message),
+                 errdetail("Layout: %d timestamp, %d slot and %d sequence bits, epoch %lld ms, unit %s.",
+                           a.timestamp_bits, a.slot_bits, a.sequence_bits, static_cast<long long>(a.epoch_ms), a.unit),
+                 errhint("slot_bits is 1 to 16, sequence_bits 1 to 22, timestamp bits (total_bits, 63 unless "
+                         "given, minus both) 31 to 60, and the timestamps end before 294277: at most 53 bits of "
+                         "ms or 43 of seconds from a recent epoch.")));
     PG_RETURN_VOID();
 }
 
@@ -304,11 +307,12 @@ extern "C" Datum cosid_unpack(PG_FUNCTION_ARGS) {
     if (!layout_from(a, &l, message, sizeof(message), true))
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("invalid cosid layout: %s", message)));
     if (!l.id_fits(id))
-        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE), errmsg("%lld is not an id of a %d-bit layout", static_cast<long long>(id),
-                                                           l.total_bits())));
+        ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
+                        errmsg("%lld is not an id of a %d-bit layout", static_cast<long long>(id), l.total_bits())));
     Unpacked u = cpp_call([&] { return l.unpack(id); });
     TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "return type must be a row type");
     desc = BlessTupleDesc(desc);
     std::optional<int64_t> ms = l.tick_ms(u.tick);
     if (!ms)

@@ -82,11 +82,11 @@ struct Gen {
     int pending_entry[kPending];
     uint64 pending_generation[kPending];  // 0: none
     bool any_pending;
-    bool layout_checked;   // this database's definition of ns matches the store's
-    bool is_static;        // the lease is a static slot's window
+    bool layout_checked;  // this database's definition of ns matches the store's
+    bool is_static;       // the lease is a static slot's window
     int32 slot;
     int64 floor;
-    int64 floor_wait_ms;   // the entry's: the wait for the floor that the store imposed
+    int64 floor_wait_ms;  // the entry's: the wait for the floor that the store imposed
     Layout layout;
 };
 // ereport may longjmp over these: they must not need destructors.
@@ -112,9 +112,7 @@ int my_hazard = -1;  // this process's hazard slot (its pgprocno)
 
 // A claim is bracketed by publish/unpublish (state.hpp, "Reuse of an entry").  The exchange
 // is a full barrier: the hazard is visible before the generation is read.
-inline void publish(int entry) {
-    pg_atomic_exchange_u32(&claiming()[my_hazard].entry, static_cast<uint32>(entry + 1));
-}
+inline void publish(int entry) { pg_atomic_exchange_u32(&claiming()[my_hazard].entry, static_cast<uint32>(entry + 1)); }
 // After a successful compare-and-swap (a full barrier) a plain store suffices; elsewhere the
 // exchange keeps the reads of the entry before the hazard is gone.
 inline void unpublish_after_cas() { pg_atomic_write_u32(&claiming()[my_hazard].entry, 0); }
@@ -202,9 +200,9 @@ Gen* generator_for(const char* ns) {
                         errdetail("A namespace name is 1 to 63 letters, digits, \"_\", \".\", \":\" or \"-\".")));
     if (my_hazard < 0) {
         if (MyProc == nullptr || COSID_MY_PROC_NUMBER() < 0 || COSID_MY_PROC_NUMBER() >= shared->nclaiming)
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("cosid_next() cannot run in this kind of process"),
-                            errdetail("Ids are issued by client backends, background workers and WAL senders.")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("cosid_next() cannot run in this kind of process"),
+                     errdetail("Ids are issued by client backends, background workers and WAL senders.")));
         my_hazard = COSID_MY_PROC_NUMBER();
     }
     if (gens == nullptr) {
@@ -288,9 +286,10 @@ void check_pending_leases(Gen* g) {
 
 [[noreturn]] void report_lost(const char* ns, int32 slot) {
     if (slot >= 0)
-        ereport(ERROR, (errcode(COSID_SLOT_LOST), errmsg("cosid lost its lease on slot %d of namespace \"%s\"", slot, ns),
-                        errdetail("The lease was revoked or taken over after it expired; no id is issued on it any more."),
-                        errhint("Retry: the next call uses the instance's next lease.")));
+        ereport(ERROR,
+                (errcode(COSID_SLOT_LOST), errmsg("cosid lost its lease on slot %d of namespace \"%s\"", slot, ns),
+                 errdetail("The lease was revoked or taken over after it expired; no id is issued on it any more."),
+                 errhint("Retry: the next call uses the instance's next lease.")));
     ereport(ERROR, (errcode(COSID_SLOT_LOST), errmsg("cosid lost a lease of namespace \"%s\"", ns),
                     errdetail("The lease this backend issued on was found revoked or taken over when it was released; "
                               "the ids issued were inside its window."),
@@ -432,20 +431,22 @@ int64 issue(Gen* g) {
                 if (is_static) strlcpy(static_error, e->static_error, sizeof(static_error));
                 LWLockRelease(shared->lock);
                 if (is_static)
-                    ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
-                                    errmsg("cosid window on static slot %d of namespace \"%s\" ended and its next "
-                                           "ceiling was not written", g->slot, g->ns),
-                                    errdetail("The state file holds the ceiling %s; no id is issued past it. %s%s",
-                                              ms_to_text(ceiling),
-                                              static_error[0] != '\0' ? "The last write failed: " : "",
-                                              static_error[0] != '\0' ? static_error : "The keeper did not write a new one in time."),
-                                    errhint("Free space on, or fix the permissions of, the directory of the state "
-                                            "file (cosid.state_file).")));
+                    ereport(ERROR,
+                            (errcode(COSID_CEILING_TIMEOUT),
+                             errmsg("cosid window on static slot %d of namespace \"%s\" ended and its next "
+                                    "ceiling was not written",
+                                    g->slot, g->ns),
+                             errdetail("The state file holds the ceiling %s; no id is issued past it. %s%s",
+                                       ms_to_text(ceiling), static_error[0] != '\0' ? "The last write failed: " : "",
+                                       static_error[0] != '\0' ? static_error
+                                                               : "The keeper did not write a new one in time."),
+                             errhint("Free space on, or fix the permissions of, the directory of the state "
+                                     "file (cosid.state_file).")));
             }
             if (!empty && elapsed_ms(wait_start) >= timeout)
                 ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
-                                errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed",
-                                       g->slot, g->ns),
+                                errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed", g->slot,
+                                       g->ns),
                                 errdetail("The window's ceiling is %s; no renewal arrived within %d ms.",
                                           ms_to_text(ceiling), timeout),
                                 errhint("The lease store may be unreachable or locked, or this host's clock runs "
@@ -462,23 +463,23 @@ int64 issue(Gen* g) {
                 bool far = ahead > raise_reach_ms();
                 char ahead_text[64];
                 cpp_call([&] { strlcpy(ahead_text, cosid::format_span_ms(ahead).c_str(), sizeof(ahead_text)); });
-                ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
-                                errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"",
-                                       g->slot, g->ns),
-                                errdetail("Ids may only be issued after %s, %s ahead of this clock; waited %lld ms "
-                                          "(cosid.acquire_timeout %d ms, plus %lld ms for a floor the lease store "
-                                          "set ahead of its clock).",
-                                          ms_to_text(g->floor), ahead_text, static_cast<long long>(budget), timeout,
-                                          static_cast<long long>(g->floor_wait_ms)),
-                                far ? errhint("The floor lies further ahead than any raise of the lease store: if it "
-                                              "was set by mistake and nothing was issued above it, an administrator "
-                                              "lowers the namespace's floor on the store (SELECT "
-                                              "cosid_namespace_lower_floor('%s', now())), and SELECT "
-                                              "cosid_release('%s', %d) hands this slot back, so that the next call "
-                                              "takes a slot whose window can start now.",
-                                              g->ns, g->ns, g->slot)
-                                    : errhint("This host's clock runs behind the lease store's, or the lease store "
-                                              "did not answer.")));
+                ereport(ERROR,
+                        (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                         errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"", g->slot, g->ns),
+                         errdetail("Ids may only be issued after %s, %s ahead of this clock; waited %lld ms "
+                                   "(cosid.acquire_timeout %d ms, plus %lld ms for a floor the lease store "
+                                   "set ahead of its clock).",
+                                   ms_to_text(g->floor), ahead_text, static_cast<long long>(budget), timeout,
+                                   static_cast<long long>(g->floor_wait_ms)),
+                         far ? errhint("The floor lies further ahead than any raise of the lease store: if it "
+                                       "was set by mistake and nothing was issued above it, an administrator "
+                                       "lowers the namespace's floor on the store (SELECT "
+                                       "cosid_namespace_lower_floor('%s', now())), and SELECT "
+                                       "cosid_release('%s', %d) hands this slot back, so that the next call "
+                                       "takes a slot whose window can start now.",
+                                       g->ns, g->ns, g->slot)
+                             : errhint("This host's clock runs behind the lease store's, or the lease store "
+                                       "did not answer.")));
             }
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
@@ -489,8 +490,10 @@ int64 issue(Gen* g) {
 
 void count_statement(QueryDesc* query, int eflags) {
     new_statement();
-    if (prev_executor_start != nullptr) prev_executor_start(query, eflags);
-    else standard_ExecutorStart(query, eflags);
+    if (prev_executor_start != nullptr)
+        prev_executor_start(query, eflags);
+    else
+        standard_ExecutorStart(query, eflags);
 }
 
 }  // namespace

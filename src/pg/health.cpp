@@ -16,9 +16,9 @@ void stamp(pg_atomic_uint64* at) { pg_atomic_write_u64(at, static_cast<uint64>(m
 }  // namespace
 
 void health_init(HealthState* h) {
-    for (pg_atomic_uint64* a : {&h->store_ok_at, &h->renewal_ok_at, &h->renewal_failed_at, &h->failing_since,
-                                &h->failures_in_row, &h->lease_lost_at, &h->skew_measured_at, &h->skew_ms,
-                                &h->skew_tolerance_ms})
+    for (pg_atomic_uint64* a :
+         {&h->store_ok_at, &h->renewal_ok_at, &h->renewal_failed_at, &h->failing_since, &h->failures_in_row,
+          &h->lease_lost_at, &h->skew_measured_at, &h->skew_ms, &h->skew_tolerance_ms})
         pg_atomic_init_u64(a, 0);
 }
 
@@ -51,8 +51,10 @@ void health_lease_freed() { count(shared->stats.leases_freed); }
 void health_store_clock(int64 store_now, int64 local_before, int64 local_after, int64 tolerance_ms) {
     // The store's now lies between our clock before and after the call, unless clocks differ.
     int64 skew = 0;
-    if (store_now < local_before) skew = local_before - store_now;
-    else if (store_now > local_after) skew = store_now - local_after;
+    if (store_now < local_before)
+        skew = local_before - store_now;
+    else if (store_now > local_after)
+        skew = store_now - local_after;
     if (skew > tolerance_ms / 2) count(shared->stats.clock_skew_events);
     HealthState* h = health();
     pg_atomic_write_u64(&h->skew_ms, static_cast<uint64>(skew));
@@ -117,7 +119,8 @@ void age(Datum* v, bool* nulls, int c, int64 now, uint64 at) {
 // `store_remote` and `ttl_ms` are known: the rest is NULL.
 extern "C" Datum cosid_health_state(PG_FUNCTION_ARGS) {
     TupleDesc desc;
-    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE) elog(ERROR, "return type must be a row type");
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "return type must be a row type");
     desc = BlessTupleDesc(desc);
     if (desc->natts != kCols) elog(ERROR, "cosid._health_state: %d columns expected", kCols);
     Datum v[kCols];

@@ -234,8 +234,10 @@ long keeper_pass(bool serve_requests) {
             if (e->state == kWanted && e->request_seen_at == request_seen_at) drop_request_locked(e);
             LWLockRelease(shared->lock);
         } else if (state == kWanted) {
-            if (retry_at <= now) requests_due = true;
-            else sleep_ms = Min(sleep_ms, static_cast<long>(retry_at - now));
+            if (retry_at <= now)
+                requests_due = true;
+            else
+                sleep_ms = Min(sleep_ms, static_cast<long>(retry_at - now));
         } else if (state == kDraining) {
             // Free once no backend is in the middle of a claim on it (state.hpp); a backend
             // stopped there (SIGSTOP) keeps it draining, and new leases use other entries.
@@ -252,8 +254,7 @@ long keeper_pass(bool serve_requests) {
                 next_renew = now + 100;
             }
             sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-        } else if (state == kLeased &&
-                   (release || (!claimed && now - idle_since >= idle_limit_ms(e->observed_word)))) {
+        } else if (state == kLeased && (release || (!claimed && now - idle_since >= idle_limit_ms(e->observed_word)))) {
             if (release_prepare(i, &due[ndue])) ndue++;
         } else if (state == kLeased) {
             if (next_renew <= now) {
@@ -344,8 +345,8 @@ void apply_store_timeouts() {
     store_bound_reset();
     if (applied_ttl_ms >= 0) {
         store_disconnect();
-        ereport(LOG, (errmsg("cosid keeper: cosid.ttl is now %d ms; store calls are bounded by %s ms",
-                             setting_ttl_ms, timeout)));
+        ereport(LOG, (errmsg("cosid keeper: cosid.ttl is now %d ms; store calls are bounded by %s ms", setting_ttl_ms,
+                             timeout)));
     }
     applied_ttl_ms = setting_ttl_ms;
 }
@@ -370,8 +371,7 @@ void back_off_after_failed_starts() {
                           setting_database)));
     int64 until = mono_ms() + wait_ms;
     while (!ShutdownRequestPending && mono_ms() < until) {
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - mono_ms(),
-                        PG_WAIT_EXTENSION);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, until - mono_ms(), PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         // A backend of cosid.database asked (generator.cpp): the database exists now.
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -468,10 +468,11 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             // What a waiting cosid_next() reports at once instead of waiting out its timeout.
             // 1: the extension is missing here; 2: the remote store refused (a transient error
             // there, a timeout or a lost connection, is not known to last: 0, callers wait).
-            shared->keeper_problem = ready ? 0
-                                     : err.sqlerrcode == COSID_KEEPER_UNAVAILABLE ? 3
+            shared->keeper_problem = ready                                              ? 0
+                                     : err.sqlerrcode == COSID_KEEPER_UNAVAILABLE       ? 3
                                      : strstr(err.message, "cosid.database") != nullptr ? 1
-                                     : transient(err.sqlerrcode) ? 0 : 2;
+                                     : transient(err.sqlerrcode)                        ? 0
+                                                                                        : 2;
             strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
             strlcpy(shared->keeper_problem_hint, ready ? "" : err.hint, sizeof(shared->keeper_problem_hint));
             shared->keeper_checks++;
@@ -539,4 +540,3 @@ void register_keeper() {
 }
 
 }  // namespace cosid::pg
-

@@ -115,7 +115,8 @@ bool freed_by_raise(int64 seen_at) {
     int64 raised_at = 0, max_tolerance = 0;
     StoreError err;
     return seen_at > 0 && store_raised_at(&raised_at, &max_tolerance, &err) &&
-           cosid::freed_by_raise(seen_at, raised_at > 0 ? std::optional<int64>(raised_at) : std::nullopt, max_tolerance);
+           cosid::freed_by_raise(seen_at, raised_at > 0 ? std::optional<int64>(raised_at) : std::nullopt,
+                                 max_tolerance);
 }
 
 bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& err) {
@@ -145,9 +146,10 @@ bool release_apply(const DueLease& d, bool ok, const StoreResult& r, const Store
     LWLockRelease(shared->lock);
     if (raised) {
         health_lease_freed();
-        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
-                             "a restore) before its release",
-                             d.slot, d.ns)));
+        ereport(LOG,
+                (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
+                        "a restore) before its release",
+                        d.slot, d.ns)));
     }
     if (lost) {
         health_lease_lost();
@@ -284,9 +286,9 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         if (r.store_now > e->store_seen_at) e->store_seen_at = r.store_now;
         if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
             pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, e->floor,
-                                                        static_cast<int64>(pg_atomic_read_u64(&e->ceiling)),
-                                                        e->unit_ms);
+        e->next_renew_at =
+            done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, e->floor,
+                                         static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), e->unit_ms);
         e->backoff_ms = 0;
         // A window its ids used up further ahead than this renewal could reach, or whose next
         // tick lies further ahead of the clock than cosid.max_borrow allows (the clock stepped
@@ -296,10 +298,9 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         cosid::Layout layout = entry_layout(*e);
         reach = Min(r.expires_at, r.store_now + static_cast<int64>(setting_ttl_ms)) + d.tol;
         leave = !e->release_requested && !e->releasing &&
-                cosid::clock_step::leave_lease(layout, pg_atomic_read_u64(&e->word),
-                                               static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), reach,
-                                               clock_ms(), setting_max_borrow_ms,
-                                               cosid::clock_step::patience_ms(layout, store_bound_ms()));
+                cosid::clock_step::leave_lease(
+                    layout, pg_atomic_read_u64(&e->word), static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), reach,
+                    clock_ms(), setting_max_borrow_ms, cosid::clock_step::patience_ms(layout, store_bound_ms()));
         if (leave) {
             e->release_requested = true;
             e->next_renew_at = 0;
@@ -336,18 +337,19 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
         warn_if_grant_shortened(r.expires_at, r.store_now);
         health_store_clock(r.store_now, before, after, d.tol);
         if (outage.failures > 0) {
-            ereport(LOG, (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT
-                                 " ms",
-                                 outage.failures, mono_ms() - outage.since)));
+            ereport(LOG,
+                    (errmsg("cosid: renewals succeed again after " UINT64_FORMAT " failed ones in " INT64_FORMAT " ms",
+                            outage.failures, mono_ms() - outage.since)));
             outage.failures = 0;
         }
     } else if (ok && to_raise) {
         health_lease_freed();  // (cosid_stats().leases_freed: no caller gets an error)
-        ereport(LOG, (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
-                             "a restore)",
-                             d.slot, d.ns),
-                      errdetail("Every next window on its slot starts above its ceiling: its backends issue up to "
-                                "that ceiling, then move to a new lease, asked for now, without an error.")));
+        ereport(LOG,
+                (errmsg("cosid: lease on slot %d of namespace \"%s\" was freed by the store's raise (a failover or "
+                        "a restore)",
+                        d.slot, d.ns),
+                 errdetail("Every next window on its slot starts above its ceiling: its backends issue up to "
+                           "that ceiling, then move to a new lease, asked for now, without an error.")));
         wake_keeper();  // (the new lease's request: served in the next pass)
     } else if (ok) {
         health_lease_lost();
@@ -400,8 +402,7 @@ void run_due_leases(DueLease* due, int n) {
     }
     LeaseCall* calls = static_cast<LeaseCall*>(palloc(sizeof(LeaseCall) * n));
     StoreResult* results = static_cast<StoreResult*>(palloc(sizeof(StoreResult) * n));
-    for (int k = 0; k < n; ++k)
-        calls[k] = LeaseCall{due[k].release, due[k].ns, due[k].slot, due[k].fence, due[k].last};
+    for (int k = 0; k < n; ++k) calls[k] = LeaseCall{due[k].release, due[k].ns, due[k].slot, due[k].fence, due[k].last};
     StoreError err;
     int64 before = clock_ms();
     bool ok = store_lease_pass(calls, n, shared->incarnation, setting_ttl_ms, results, &err);
@@ -413,15 +414,18 @@ void run_due_leases(DueLease* due, int n) {
         if (err.sqlerrcode == ERRCODE_UNDEFINED_FUNCTION) {
             lease_pass_missing_until = mono_ms() + 60000;
             ereport(LOG, (errmsg("cosid: the lease store has no cosid.lease_pass (%s); leases are renewed one "
-                                 "transaction each", err.message),
+                                 "transaction each",
+                                 err.message),
                           errhint("ALTER EXTENSION cosid UPDATE on the lease store.")));
         }
         for (int k = 0; k < n; ++k) send_one(due[k]);
         return;
     }
     for (int k = 0; k < n; ++k) {
-        if (due[k].release) release_apply(due[k], ok, results[k], err);
-        else renew_apply(due[k], ok, results[k], err, before, after);
+        if (due[k].release)
+            release_apply(due[k], ok, results[k], err);
+        else
+            renew_apply(due[k], ok, results[k], err, before, after);
     }
 }
 

@@ -42,10 +42,13 @@ void retire_stale_entries_locked(int except, const char* ns, int32 slot) {
         // not a loss then.
         end_lease(o, !(o->releasing && o->release_uncertain));
         health_lease_lost();
-        ereport(LOG, (errmsg("cosid: slot %d of namespace \"%s\" was granted again while the pool held it with fence "
-                             INT64_FORMAT "; the older entry is lost",
-                             slot, ns, o->fence),
-                      errdetail("Its lease had expired in the store; the new window starts at its ceiling.")));
+        ereport(
+            LOG,
+            (errmsg(
+                 "cosid: slot %d of namespace \"%s\" was granted again while the pool held it with fence " INT64_FORMAT
+                 "; the older entry is lost",
+                 slot, ns, o->fence),
+             errdetail("Its lease had expired in the store; the new window starts at its ceiling.")));
     }
 }
 
@@ -196,9 +199,10 @@ void serve_request(int i, int64 now) {
     if (setting_store_only) {
         // A store-only server issues nothing: its copies are not forks (fork.cpp).  (Its
         // callers are refused before they ask: generator.cpp.)
-        refuse_request(e, "this server only serves a lease store (cosid.store_only = on): it issues no ids",
-                       "Issue ids on the instances that lease from this store, or turn cosid.store_only off and restart.",
-                       ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+        refuse_request(
+            e, "this server only serves a lease store (cosid.store_only = on): it issues no ids",
+            "Issue ids on the instances that lease from this store, or turn cosid.store_only off and restart.",
+            ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
         return;
     }
     int32 static_slot = static_slot_for(ns);
@@ -213,8 +217,8 @@ void serve_request(int i, int64 now) {
         // This database is a Citus worker (it became one after the keeper found it ready, or
         // static slots made it ready): no window from its own store.  The request fails with
         // the guard's reason and hint, as a store's refusal does.
-        ereport(LOG, (errmsg("cosid: no slot acquired in namespace \"%s\": %s", ns, err.message),
-                      errhint("%s", err.hint)));
+        ereport(LOG,
+                (errmsg("cosid: no slot acquired in namespace \"%s\": %s", ns, err.message), errhint("%s", err.hint)));
         refuse_request(e, err.message, err.hint, err.sqlerrcode);
         return;
     }
@@ -224,28 +228,28 @@ void serve_request(int i, int64 now) {
     // fork (src/pg/fork.cpp).
     bool ok = store_is_remote() || fork_before_local_acquire(&err);
     if (ok)
-        ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r,
-                           &err);
+        ok =
+            store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r, &err);
     if (ok && r.found && setting_test_keeper_exit[0] != '\0' && strcmp(setting_test_keeper_exit, ns) == 0 &&
         !shared->test_keeper_exited) {
         // Tests only: the acquire committed, and the keeper dies before it records the answer,
         // as on an ERROR there.  The entry stays "acquiring" and the lease is an orphan.
         shared->test_keeper_exited = true;
-        ereport(FATAL, (errmsg("cosid keeper exits after an acquire in \"%s\" (cosid.test_keeper_exit_after_acquire)",
-                               ns)));
+        ereport(FATAL,
+                (errmsg("cosid keeper exits after an acquire in \"%s\" (cosid.test_keeper_exit_after_acquire)", ns)));
     }
     if (ok && !r.row) {  // cosid.acquire always answers with a row; anything else is an error
         ok = false;
         snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);
         err.sqlerrcode = ERRCODE_INTERNAL_ERROR;
     }
-    if (ok && r.found && !make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms).slot_fits(r.slot)) {
+    if (ok && r.found &&
+        !make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms).slot_fits(r.slot)) {
         // A row past the layout's slots (a hand edit): the store of this version never grants
         // it, an older one might.  Nothing was issued in it: handed back, and an error.
         StoreResult rel;
         StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
-            request_orphan_sweep();
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) request_orphan_sweep();
         snprintf(err.message, sizeof(err.message),
                  "the lease store granted slot %d of namespace \"%s\", outside its %d slot bits", r.slot, ns,
                  r.slot_bits);
@@ -257,8 +261,7 @@ void serve_request(int i, int64 now) {
         // not trusted with the slot.  Nothing was issued in it: handed back, and an error.
         StoreResult rel;
         StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
-            request_orphan_sweep();
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) request_orphan_sweep();
         snprintf(err.message, sizeof(err.message),
                  "the lease store granted slot %d of namespace \"%s\", outside its slot range %s", r.slot, ns,
                  r.slot_range);
@@ -276,13 +279,13 @@ void serve_request(int i, int64 now) {
         ok = false;
     }
     if (ok && r.found &&
-        !history_applied(ns, r.store_id, make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms),
-                         r.slot, r.ceiling, &r.floor, &err)) {
+        !history_applied(ns, r.store_id,
+                         make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms), r.slot,
+                         r.ceiling, &r.floor, &err)) {
         // The window could not be recorded in cosid.history: nothing was issued in it.
         StoreResult rel;
         StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err))
-            request_orphan_sweep();
+        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) request_orphan_sweep();
         ok = false;
     }
     // A failed call may still have committed (an answer lost on the way back, a commit whose
@@ -325,10 +328,11 @@ void serve_request(int i, int64 now) {
             health_store_clock(r.store_now, before, after, r.tolerance_ms);
         }
         if (r.duplicate_key)
-            ereport(LOG, (errmsg("cosid: another live incarnation holds leases with owner key \"%s\" in namespace \"%s\"",
-                                 shared->owner_key, ns),
-                          errdetail("Its leases are left alone; this incarnation uses other slots."),
-                          errhint("Give each instance its own cosid.owner_key.")));
+            ereport(LOG,
+                    (errmsg("cosid: another live incarnation holds leases with owner key \"%s\" in namespace \"%s\"",
+                            shared->owner_key, ns),
+                     errdetail("Its leases are left alone; this incarnation uses other slots."),
+                     errhint("Give each instance its own cosid.owner_key.")));
     } else {
         ereport(LOG, (errmsg("cosid: acquire in namespace \"%s\" failed: %s", ns, err.message)));
     }
@@ -360,9 +364,10 @@ void serve_raise_request() {
             code = err.sqlerrcode != 0 ? err.sqlerrcode : ERRCODE_INTERNAL_ERROR;
         } else if (!l.row || l.timestamp_bits != q.timestamp_bits || l.slot_bits != q.slot_bits ||
                    l.sequence_bits != q.sequence_bits || l.epoch_ms != q.epoch_ms || l.unit_ms != q.unit_ms) {
-            snprintf(error, sizeof(error), "here %d/%d/%d bits, epoch " INT64_FORMAT " ms, unit %s; in database \"%s\" %s",
-                     q.timestamp_bits, q.slot_bits, q.sequence_bits, q.epoch_ms, q.unit_ms == 1000 ? "s" : "ms",
-                     setting_database, l.row ? "another layout" : "no such namespace");
+            snprintf(error, sizeof(error),
+                     "here %d/%d/%d bits, epoch " INT64_FORMAT " ms, unit %s; in database \"%s\" %s", q.timestamp_bits,
+                     q.slot_bits, q.sequence_bits, q.epoch_ms, q.unit_ms == 1000 ? "s" : "ms", setting_database,
+                     l.row ? "another layout" : "no such namespace");
             code = ERRCODE_INVALID_OBJECT_DEFINITION;
         } else if (!raise_static_not_before(q.ns, q.floor_ms, error, sizeof(error))) {
             code = COSID_STATIC_STATE;
@@ -370,8 +375,8 @@ void serve_raise_request() {
     } else {
         StoreResult r;
         StoreError err;
-        if (!store_raise_floor(q.ns, q.floor_ms, q.timestamp_bits, q.slot_bits, q.sequence_bits, q.epoch_ms,
-                               q.unit_ms, &r, &err)) {
+        if (!store_raise_floor(q.ns, q.floor_ms, q.timestamp_bits, q.slot_bits, q.sequence_bits, q.epoch_ms, q.unit_ms,
+                               &r, &err)) {
             strlcpy(error, err.message, sizeof(error));
             code = err.sqlerrcode != 0 ? err.sqlerrcode : ERRCODE_INTERNAL_ERROR;
         }

@@ -56,8 +56,10 @@ cosid::LeaseVersion version_of(HeapTuple t, TupleDesc desc, const Columns& c) {
 
 // format('%s', x): empty for NULL
 void text_of(const std::optional<int64>& v, char* out, size_t size) {
-    if (v) snprintf(out, size, INT64_FORMAT, *v);
-    else out[0] = '\0';
+    if (v)
+        snprintf(out, size, INT64_FORMAT, *v);
+    else
+        out[0] = '\0';
 }
 
 }  // namespace
@@ -73,9 +75,8 @@ extern "C" Datum cosid_lease_guard(PG_FUNCTION_ARGS) {
                         errmsg("cosid._lease_guard() runs only BEFORE UPDATE FOR EACH ROW")));
     TupleDesc desc = RelationGetDescr(td->tg_relation);
     HeapTuple o = td->tg_trigtuple, n = td->tg_newtuple;
-    Columns c{column(desc, "namespace"), column(desc, "slot"),  column(desc, "incarnation"),
-              column(desc, "fence"),     column(desc, "floor"), column(desc, "ceiling"),
-              column(desc, "next_floor")};
+    Columns c{column(desc, "namespace"), column(desc, "slot"),    column(desc, "incarnation"), column(desc, "fence"),
+              column(desc, "floor"),     column(desc, "ceiling"), column(desc, "next_floor")};
 
     bool o_null, n_null;
     // NEW.namespace <> OLD.namespace OR NEW.slot <> OLD.slot (NULL on either side: not true)
@@ -83,20 +84,20 @@ extern "C" Datum cosid_lease_guard(PG_FUNCTION_ARGS) {
     Datum o_ns = heap_getattr(o, c.namespace_, desc, &o_null);
     Datum n_ns = heap_getattr(n, c.namespace_, desc, &n_null);
     if (!o_null && !n_null)
-        moved = DatumGetBool(DirectFunctionCall2Coll(textne, TupleDescAttr(desc, c.namespace_ - 1)->attcollation, n_ns,
-                                                     o_ns));
+        moved = DatumGetBool(
+            DirectFunctionCall2Coll(textne, TupleDescAttr(desc, c.namespace_ - 1)->attcollation, n_ns, o_ns));
     Datum o_slot = heap_getattr(o, c.slot, desc, &o_null);
     Datum n_slot = heap_getattr(n, c.slot, desc, &n_null);
     if (!o_null && !n_null && DatumGetInt32(n_slot) != DatumGetInt32(o_slot)) moved = true;
     // NEW.incarnation IS DISTINCT FROM OLD.incarnation
     Datum o_inc = heap_getattr(o, c.incarnation, desc, &o_null);
     Datum n_inc = heap_getattr(n, c.incarnation, desc, &n_null);
-    bool owner_changed = o_null != n_null ||
-                         (!o_null && memcmp(DatumGetUUIDP(o_inc), DatumGetUUIDP(n_inc), UUID_LEN) != 0);
+    bool owner_changed =
+        o_null != n_null || (!o_null && memcmp(DatumGetUUIDP(o_inc), DatumGetUUIDP(n_inc), UUID_LEN) != 0);
 
     cosid::LeaseVersion before = version_of(o, desc, c), after = version_of(n, desc, c);
-    const char* problem = cosid::pg::cpp_call(
-        [&]() { return cosid::lease_change_problem(before, after, moved, owner_changed); });
+    const char* problem =
+        cosid::pg::cpp_call([&]() { return cosid::lease_change_problem(before, after, moved, owner_changed); });
     if (problem != nullptr) {
         char b[4][32], a[4][32];
         text_of(before.fence, b[0], sizeof(b[0]));
@@ -111,14 +112,15 @@ extern "C" Datum cosid_lease_guard(PG_FUNCTION_ARGS) {
         char slot_text[16] = "<NULL>";
         if (!o_null) snprintf(slot_text, sizeof(slot_text), "%d", DatumGetInt32(slot));
         Datum ns = heap_getattr(o, c.namespace_, desc, &n_null);
-        ereport(ERROR,
-                (errcode(ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION),
-                 errmsg("cosid lease rule broken on slot %s of namespace \"%s\": %s", slot_text,
-                        n_null ? "<NULL>" : TextDatumGetCString(ns), problem),
-                 errdetail("Before: fence %s, floor %s, ceiling %s, next_floor %s; after: fence %s, floor %s, ceiling %s, "
-                           "next_floor %s.",
-                           b[0], b[1], b[2], b[3], a[0], a[1], a[2], a[3]),
-                 errhint("Lease rows change only through cosid.acquire, renew, release and revoke (or cosid_release()).")));
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION),
+             errmsg("cosid lease rule broken on slot %s of namespace \"%s\": %s", slot_text,
+                    n_null ? "<NULL>" : TextDatumGetCString(ns), problem),
+             errdetail("Before: fence %s, floor %s, ceiling %s, next_floor %s; after: fence %s, floor %s, ceiling %s, "
+                       "next_floor %s.",
+                       b[0], b[1], b[2], b[3], a[0], a[1], a[2], a[3]),
+             errhint("Lease rows change only through cosid.acquire, renew, release and revoke (or cosid_release()).")));
     }
     return PointerGetDatum(n);
 }

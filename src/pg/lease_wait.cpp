@@ -46,8 +46,8 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
                        Int64GetDatum(store.epoch_ms),
                        CStringGetTextDatum(store.unit == Unit::Second ? "s" : "ms")};
     SPI_connect();
-    int rc = SPI_execute_with_args("SELECT cosid._layout_difference($1, $2, $3, $4, $5, $6)", 6, types, values,
-                                   nullptr, true, 1);
+    int rc = SPI_execute_with_args("SELECT cosid._layout_difference($1, $2, $3, $4, $5, $6)", 6, types, values, nullptr,
+                                   true, 1);
     if (rc == SPI_OK_SELECT && SPI_processed > 0) {
         char* difference = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
         if (difference != nullptr) strlcpy(out, difference, len);
@@ -57,14 +57,16 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
 
 // A namespace defined here (`where`) with another layout than the store's is refused:
 // cosid_parse() here would misread the ids.  `difference` names both layouts.
-[[noreturn]] void report_layout_mismatch(const char* ns, const char* where, const char* difference,
-                                         const char* outcome, const char* remedy) {
+[[noreturn]] void report_layout_mismatch(const char* ns, const char* where, const char* difference, const char* outcome,
+                                         const char* remedy) {
     ereport(ERROR, (errcode(ERRCODE_INVALID_OBJECT_DEFINITION),
                     errmsg("cosid namespace \"%s\" %s has another layout than in the lease store", ns, where),
                     errdetail("Layout (timestamp/slot/sequence bits) %s. cosid_parse() here would misread the store's "
-                              "ids, so %s.", difference, outcome),
+                              "ids, so %s.",
+                              difference, outcome),
                     errhint("Remove the local definition as a superuser (DELETE FROM cosid.lease WHERE namespace = "
-                            "'%s'; DELETE FROM cosid.namespace WHERE name = '%s'); %s.", ns, ns, remedy)));
+                            "'%s'; DELETE FROM cosid.namespace WHERE name = '%s'); %s.",
+                            ns, ns, remedy)));
     pg_unreachable();
 }
 
@@ -155,15 +157,16 @@ void keeper_cannot_serve(bool here, uint64 checks_before) {
                         errhint("Create database \"%s\" and run CREATE EXTENSION cosid there, or set cosid.database "
                                 "to the database that holds the lease store and restart the server.",
                                 setting_database)));
-    ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
-                    errmsg("cosid lease keeper cannot serve yet"),
-                    errdetail("The keeper in database \"%s\" reports: %s.", setting_database, message),
-                    hint[0] != '\0' ? errhint("%s", hint)
-                    : errhint(store_is_remote() && shared->keeper_problem == 2
-                                ? "Install cosid on the lease store (cosid.store_dsn) and create the namespace there."
-                                : "Run CREATE EXTENSION cosid in database \"%s\" (it holds the lease store), or set "
-                                  "cosid.database to this database and restart the server.",
-                            setting_database)));
+    ereport(ERROR,
+            (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid lease keeper cannot serve yet"),
+             errdetail("The keeper in database \"%s\" reports: %s.", setting_database, message),
+             hint[0] != '\0'
+                 ? errhint("%s", hint)
+                 : errhint(store_is_remote() && shared->keeper_problem == 2
+                               ? "Install cosid on the lease store (cosid.store_dsn) and create the namespace there."
+                               : "Run CREATE EXTENSION cosid in database \"%s\" (it holds the lease store), or set "
+                                 "cosid.database to this database and restart the server.",
+                           setting_database)));
 }
 
 // What refuses cosid_next() before any wait: a standby, a store-only server, the
@@ -172,13 +175,11 @@ void refuse_before_waiting() {
     // No keeper runs during recovery, and a standby stores no rows anyway: say so at once
     // instead of waiting out the acquire timeout.
     if (RecoveryInProgress())
-        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-                        errmsg("cosid_next() cannot run during recovery"),
+        ereport(ERROR, (errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION), errmsg("cosid_next() cannot run during recovery"),
                         errdetail("This server is a standby (or still recovering); no lease keeper runs here."),
                         errhint("Generate ids on the primary, where the rows are written.")));
     if (setting_store_only)
-        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
-                        errmsg("cosid_next() cannot run on a store-only server"),
+        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid_next() cannot run on a store-only server"),
                         errdetail("cosid.store_only is on: this server serves a lease store to other instances and "
                                   "issues no ids itself."),
                         errhint("Generate ids on the instances that lease from this store, or turn cosid.store_only "
@@ -198,7 +199,7 @@ void refuse_before_waiting() {
 struct LeaseWait {
     bool leased = false;
     bool pool_full = false;
-    char error[512] = "";      // the keeper's answer for the request, when it cannot be served
+    char error[512] = "";  // the keeper's answer for the request, when it cannot be served
     char error_hint[256] = "";
     int error_code = 0;
     int64 earliest_expiry = 0;  // an exhausted namespace: when its earliest lease expires
@@ -242,8 +243,8 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
             // The last waiter to give up takes a request nobody is being served by along
             // (one the keeper is acquiring for, it drops when the store answers).
             PoolEntry* e = &shared->pool[request];
-            if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id &&
-                --e->waiters <= 0 && e->state == kWanted && mono_ms() > e->keeper_wants_until)
+            if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id && --e->waiters <= 0 &&
+                e->state == kWanted && mono_ms() > e->keeper_wants_until)
                 drop_request_locked(e);
         }
         LWLockRelease(shared->lock);
@@ -263,23 +264,25 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
     if (w.error[0] != '\0' && static_slot >= 0)
         ereport(ERROR, (errcode(w.error_code), errmsg("%s", w.error),
                         errdetail("Namespace \"%s\" uses static slot %d (cosid.static_slots): its windows come from "
-                                  "the state file, not from a lease store.", ns, static_slot),
+                                  "the state file, not from a lease store.",
+                                  ns, static_slot),
                         w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
     if (w.error[0] != '\0' && w.error_code == COSID_KEEPER_UNAVAILABLE && w.error_hint[0] != '\0')
         report_citus_worker(w.error, w.error_hint);  // the only keeper refusal with a hint
     if (w.error[0] != '\0' && w.error_code == ERRCODE_UNDEFINED_OBJECT)
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT), errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", w.error),
                         errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
     if (w.error[0] != '\0' && w.error_code == COSID_SLOT_RANGE)  // regional stores: src/core/slot_range
-        ereport(ERROR, (errcode(COSID_SLOT_RANGE),
-                        errmsg("cosid namespace \"%s\": the lease store's slot range is not the one this instance saw",
-                               ns),
-                        errdetail("%s Its slots may be another region's store's: no slot was taken.", w.error),
-                        errhint("Point cosid.store_dsn at this instance's own region's store. To move the instance to "
-                                "that store on purpose, forget the range it saw, here as a superuser: SELECT "
-                                "cosid._namespace_range_forget('%s').",
-                                ns)));
+        ereport(ERROR,
+                (errcode(COSID_SLOT_RANGE),
+                 errmsg("cosid namespace \"%s\": the lease store's slot range is not the one this instance saw", ns),
+                 errdetail("%s Its slots may be another region's store's: no slot was taken.", w.error),
+                 errhint("Point cosid.store_dsn at this instance's own region's store. To move the instance to "
+                         "that store on purpose, forget the range it saw, here as a superuser: SELECT "
+                         "cosid._namespace_range_forget('%s').",
+                         ns)));
     if (w.error[0] != '\0' && w.error_code == COSID_STATIC_STATE)  // cosid.history (src/pg/store_history.cpp)
         ereport(ERROR, (errcode(COSID_STATIC_STATE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\": %s", ns, w.error),
@@ -287,21 +290,23 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                                   "could repeat ids issued under another store."),
                         w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
     if (w.error[0] != '\0' && w.error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
-        ereport(ERROR, (errcode(COSID_FORK),
-                        errmsg("cosid could not acquire a slot in namespace \"%s\": the lease store is a copy of a server "
-                               "that may still issue ids", ns),
-                        errdetail("The lease store answered: %s", w.error),
-                        w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+        ereport(ERROR,
+                (errcode(COSID_FORK),
+                 errmsg("cosid could not acquire a slot in namespace \"%s\": the lease store is a copy of a server "
+                        "that may still issue ids",
+                        ns),
+                 errdetail("The lease store answered: %s", w.error),
+                 w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
     if (w.error[0] != '\0' && w.error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
-        report_layout_mismatch(ns, "on this instance", w.error, "no slot was taken", "the keeper then copies the store's");
+        report_layout_mismatch(ns, "on this instance", w.error, "no slot was taken",
+                               "the keeper then copies the store's");
     if (w.error[0] != '\0')
-        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
-                        errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
-                        errdetail("The lease store answered: %s", w.error),
-                        w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+        ereport(ERROR,
+                (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
+                 errdetail("The lease store answered: %s", w.error),
+                 w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
     if (w.pool_full)
-        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-                        errmsg("cosid's lease pool is full"),
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("cosid's lease pool is full"),
                         errdetail("This instance issues in %d namespaces at most at once (cosid.max_namespaces).",
                                   setting_max_namespaces),
                         errhint("Raise cosid.max_namespaces and restart the server.")));
@@ -320,12 +325,13 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                         errhint("Check that the store (or the pooler in front of it) is up and accepts the keeper; "
                                 "the server log has the keeper's entry for this outage.")));
     if (!shared->keeper_ready || shared->keeper_pid == 0)
-        ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
-                        errmsg("cosid lease keeper is not serving namespace \"%s\"", ns),
-                        errdetail("No keeper has attached to database \"%s\" with the extension installed within %d ms.",
-                                  setting_database, timeout),
-                        errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
-                                "database \"%s\".", setting_database)));
+        ereport(ERROR,
+                (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid lease keeper is not serving namespace \"%s\"", ns),
+                 errdetail("No keeper has attached to database \"%s\" with the extension installed within %d ms.",
+                           setting_database, timeout),
+                 errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
+                         "database \"%s\".",
+                         setting_database)));
     if (w.tries > 0 && static_slot >= 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not open a window on static slot %d of namespace \"%s\" within %d ms",
@@ -333,7 +339,8 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                         errdetail("Tried %d time%s in %lld ms; the last error: %s", w.tries, w.tries == 1 ? "" : "s",
                                   static_cast<long long>(elapsed_ms(start)), w.last_error),
                         errhint("The errors were transient (locks, timeouts): check what holds cosid.static_ceiling "
-                                "in database \"%s\", or raise cosid.acquire_timeout.", setting_database)));
+                                "in database \"%s\", or raise cosid.acquire_timeout.",
+                                setting_database)));
     if (w.tries > 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\" within %d ms", ns, timeout),
@@ -347,10 +354,10 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                                   ms_to_text(w.earliest_expiry), timeout),
                         errhint("Use a namespace with more slot bits, fewer instances, or raise "
                                 "cosid.acquire_timeout.")));
-    ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
-                    errmsg("cosid timed out waiting for a slot in namespace \"%s\"", ns),
-                    errdetail("The lease keeper did not answer within %d ms.", timeout),
-                    errhint("Check the server log; the store may be locked or unreachable.")));
+    ereport(ERROR,
+            (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid timed out waiting for a slot in namespace \"%s\"", ns),
+             errdetail("The lease keeper did not answer within %d ms.", timeout),
+             errhint("Check the server log; the store may be locked or unreachable.")));
 }
 
 }  // namespace

@@ -14,13 +14,13 @@ void wait_for_lease(const char* ns);
 // the layout the store hands out ("" when it does not, or when it has none).
 void local_layout_difference(const char* ns, const Layout& store, char* out, size_t len);
 // Refuses (ERROR) a namespace defined here (`where`) with another layout than the store's.
-[[noreturn]] void report_layout_mismatch(const char* ns, const char* where, const char* difference,
-                                         const char* outcome, const char* remedy);
+[[noreturn]] void report_layout_mismatch(const char* ns, const char* where, const char* difference, const char* outcome,
+                                         const char* remedy);
 
 // generator.cpp's helpers the wait uses.
-int64 elapsed_ms(int64 since_mono_ms);  // on the monotonic clock
-char* ms_to_text(int64 ms);             // a Unix time in ms as a timestamp, palloc'd
-int active_entry_locked(const char* ns);  // under the lock: the open lease of ns, or -1
+int64 elapsed_ms(int64 since_mono_ms);     // on the monotonic clock
+char* ms_to_text(int64 ms);                // a Unix time in ms as a timestamp, palloc'd
+int active_entry_locked(const char* ns);   // under the lock: the open lease of ns, or -1
 int request_entry_locked(const char* ns);  // under the lock: the request for ns, posted if none; -1: pool full
 
 }  // namespace cosid::pg

@@ -57,29 +57,30 @@ bool check_with(const char* value, Parse parse, const char* hint) {
 }
 
 bool check_static_slots(char** newval, void** extra, GucSource source) {
-    return check_with(*newval,
-                      [](const std::string& v) {
-                          cosid::StaticSlots parsed;
-                          return cosid::parse_static_slots(v, &parsed);
-                      },
-                      "Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
-                      "or both (\"5, orders:7\").");
+    return check_with(
+        *newval,
+        [](const std::string& v) {
+            cosid::StaticSlots parsed;
+            return cosid::parse_static_slots(v, &parsed);
+        },
+        "Write a slot for every namespace (\"7\"), slots per namespace (\"orders:7, default:3\"), "
+        "or both (\"5, orders:7\").");
 }
 void assign_static_slots(const char* newval, void* extra) {
     try {
         cosid::StaticSlots parsed;
         if (!cosid::parse_static_slots(newval ? newval : "", &parsed)) parsed_static_slots = parsed;
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 bool check_not_before(char** newval, void** extra, GucSource source) {
-    return check_with(*newval,
-                      [](const std::string& v) {
-                          cosid::NotBefore nb;
-                          return cosid::parse_not_before(v, &nb);
-                      },
-                      "Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00', optionally followed by "
-                      "the timeline it vouches for: '2026-12-03 07:20:17+00 on timeline 2'.");
+    return check_with(
+        *newval,
+        [](const std::string& v) {
+            cosid::NotBefore nb;
+            return cosid::parse_not_before(v, &nb);
+        },
+        "Write a timestamp with its time zone, e.g. '2026-12-03 07:20:17+00', optionally followed by "
+        "the timeline it vouches for: '2026-12-03 07:20:17+00 on timeline 2'.");
 }
 void assign_not_before(const char* newval, void* extra) {
     cosid::NotBefore nb;
@@ -112,8 +113,8 @@ bool valid_namespace_name(const char* name) {
     if (n == 0 || n > 63) return false;
     for (size_t i = 0; i < n; ++i) {
         char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '.' || c == ':' || c == '-'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == ':' || c == '-'))
             return false;
     }
     return true;
@@ -166,8 +167,7 @@ void define_settings() {
                                  nullptr, &setting_store_only, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
         DefineCustomIntVariable("cosid.max_namespaces",
                                 "How many namespaces the instance can issue in at once (shared memory).", nullptr,
-                                &setting_max_namespaces, 256, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr,
-                                nullptr);
+                                &setting_max_namespaces, 256, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
         DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
                                    nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
                                    nullptr);
@@ -191,13 +191,12 @@ void define_settings() {
     // At most the static part of the reach cap (src/core/reach.hpp): a copy of this server
     // acknowledged as a fork cannot see a value set here after the copy was made.
     DefineCustomIntVariable("cosid.static_ahead",
-                            "How far ahead of the clock a static slot's ceiling is written to the state file.",
-                            nullptr, &setting_static_ahead_ms, 10000, 200, static_cast<int>(cosid::kStaticAheadCapMs),
-                            PGC_SIGHUP, GUC_UNIT_MS,
-                            nullptr, nullptr, nullptr);
+                            "How far ahead of the clock a static slot's ceiling is written to the state file.", nullptr,
+                            &setting_static_ahead_ms, 10000, 200, static_cast<int>(cosid::kStaticAheadCapMs),
+                            PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.ttl", "How long a lease lasts without renewal; renewed every ttl/3.", nullptr,
-                            &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
-                            nullptr, nullptr);
+                            &setting_ttl_ms, 30000, 300, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+                            nullptr);
     DefineCustomStringVariable("cosid.namespace", "Namespace used by cosid_next() without argument.", nullptr,
                                &setting_namespace, "default", PGC_USERSET, 0, check_namespace, assign_namespace,
                                nullptr);
@@ -207,26 +206,24 @@ void define_settings() {
                             "How long cosid_next() waits for a slot or a renewal before failing (-1: ttl).", nullptr,
                             &setting_acquire_timeout_ms, -1, -1, 24 * 3600 * 1000, PGC_USERSET, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
-    DefineCustomIntVariable("cosid.pool_idle_timeout",
-                            "A lease on which no id was issued for this long is released to the store.", nullptr,
-                            &setting_pool_idle_ms, 60000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
-                            nullptr, nullptr);
+    DefineCustomIntVariable(
+        "cosid.pool_idle_timeout", "A lease on which no id was issued for this long is released to the store.", nullptr,
+        &setting_pool_idle_ms, 60000, 0, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.max_borrow",
                             "How far ahead of the clock ids may be issued when a millisecond's sequence runs "
                             "out (-1: up to the end of the leased window).",
-                            nullptr, &setting_max_borrow_ms, -1, -1, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
-                            nullptr, nullptr, nullptr);
-    DefineCustomIntVariable("cosid.clock_offset", "Test only: shifts the generator's clock by this many ms.", nullptr,
-                            &setting_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr, nullptr,
-                            nullptr);
-    DefineCustomIntVariable("cosid.store_clock_offset", "Test only: shifts the store's clock by this many ms.",
-                            nullptr, &setting_store_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr,
+                            nullptr, &setting_max_borrow_ms, -1, -1, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
+    DefineCustomIntVariable("cosid.clock_offset", "Test only: shifts the generator's clock by this many ms.", nullptr,
+                            &setting_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("cosid.store_clock_offset", "Test only: shifts the store's clock by this many ms.", nullptr,
+                            &setting_store_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr, nullptr,
+                            nullptr);
     DefineCustomStringVariable("cosid.test_keeper_exit_after_acquire",
                                "Test only: the keeper exits once, right after an acquire in this namespace "
                                "commits and before it records the answer.",
-                               nullptr, &setting_test_keeper_exit, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, nullptr,
-                               nullptr, nullptr);
+                               nullptr, &setting_test_keeper_exit, "", PGC_SIGHUP, GUC_SUPERUSER_ONLY, nullptr, nullptr,
+                               nullptr);
     DefineCustomIntVariable("cosid.test_keeper_ready_delay",
                             "Test only: a keeper that starts waits this long before it first looks at its store.",
                             nullptr, &setting_test_keeper_ready_delay_ms, 0, 0, 600000, PGC_SIGHUP,

@@ -43,14 +43,13 @@ static void request_shmem() {
 
 static void make_incarnation(SharedState* s) {
     uint8 b[16];
-    if (!pg_strong_random(b, sizeof(b)))
-        ereport(FATAL, (errmsg("cosid could not generate a random incarnation id")));
+    if (!pg_strong_random(b, sizeof(b))) ereport(FATAL, (errmsg("cosid could not generate a random incarnation id")));
     b[6] = (b[6] & 0x0f) | 0x40;  // UUID version 4
     b[8] = (b[8] & 0x3f) | 0x80;  // RFC 4122 variant
     memcpy(s->incarnation_uuid.data, b, 16);
     snprintf(s->incarnation, sizeof(s->incarnation),
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
-             b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5],
+             b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 static void startup_shmem() {
@@ -74,10 +73,10 @@ static void startup_shmem() {
             snprintf(shared->owner_key, sizeof(shared->owner_key), "%s:%d", host, PostPortNumber);
         }
         Stats* st = &shared->stats;
-        for (pg_atomic_uint64* c : {&st->acquires, &st->renewals, &st->renewal_failures, &st->leases_lost,
-                                    &st->duplicate_owner_keys, &st->clock_skew_events, &st->waits_at_ceiling,
-                                    &st->ids_issued, &st->releases, &st->store_transactions, &st->store_failovers,
-                                    &st->static_writes, &st->static_write_failures, &st->leases_freed})
+        for (pg_atomic_uint64* c :
+             {&st->acquires, &st->renewals, &st->renewal_failures, &st->leases_lost, &st->duplicate_owner_keys,
+              &st->clock_skew_events, &st->waits_at_ceiling, &st->ids_issued, &st->releases, &st->store_transactions,
+              &st->store_failovers, &st->static_writes, &st->static_write_failures, &st->leases_freed})
             pg_atomic_init_u64(c, 0);
         health_init(&shared->health);
         shared->store_failovers_seen = -1;
@@ -141,7 +140,8 @@ void end_lease_locked(PoolEntry* e) {
 // (src/core/reach.hpp); one after a failover, max_ttl + 2 x max_tolerance.
 int64 raise_reach_ms() {
     return std::max<int64>(2 * static_cast<int64>(setting_ttl_ms),
-                           setting_test_reach_cap_ms > 0 ? setting_test_reach_cap_ms : cosid::kReachCapMs) + 15000;
+                           setting_test_reach_cap_ms > 0 ? setting_test_reach_cap_ms : cosid::kReachCapMs) +
+           15000;
 }
 
 void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, int64 now_mono) {
@@ -177,8 +177,8 @@ void install_window_locked(PoolEntry* e, const StoreResult& r, bool is_static, i
     e->releasing = false;
     e->raised_out = false;
     e->next_renew_at = now_mono + (is_static ? setting_static_ahead_ms / 2
-                                             : cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now,
-                                                                     r.floor, r.ceiling, r.unit_ms));
+                                             : cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, r.floor,
+                                                                     r.ceiling, r.unit_ms));
     e->backoff_ms = 0;
     e->error[0] = '\0';
     e->error_hint[0] = '\0';

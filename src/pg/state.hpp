@@ -43,7 +43,7 @@ enum EntryState : uint32 {
 struct PoolEntry {
     uint32 state;
     char ns[NAMEDATALEN];
-    char store_id[40];  // the store that granted the lease (cosid.history); "" for static windows
+    char store_id[40];    // the store that granted the lease (cosid.history); "" for static windows
     int64 store_seen_at;  // the store's time in its last answer that held the lease (grant, renewal)
     // the lease, or a static slot's window (is_static: no store; fence 0, expires_at = ceiling)
     bool is_static;
@@ -87,7 +87,7 @@ struct PoolEntry {
     // starts above its ceiling, so the window stays this instance's up to that ceiling.  It is
     // not renewed; it ends when its ids reach the ceiling (keeper_lease.cpp, renew_prepare).
     bool raised_out;
-    int64 release_last;   // the timestamp the release hands on: the exact last issued, or the floor
+    int64 release_last;      // the timestamp the release hands on: the exact last issued, or the floor
     bool release_uncertain;  // an attempt of this release failed with an unknown outcome
     // keeper bookkeeping
     int64 next_renew_at;  // mono ms; also the next try of a pending release
@@ -96,17 +96,17 @@ struct PoolEntry {
     uint64 request_id;      // which request: an entry dropped and posted again is another one
     int waiters;            // backends waiting on it (one cancelled mid-wait is not subtracted:
     int64 request_seen_at;  // mono ms: a waiter was last seen, which catches that case)
-    int64 retry_at;        // mono ms: when the keeper tries this request again
+    int64 retry_at;         // mono ms: when the keeper tries this request again
     // A request the keeper posted itself, for the lease that replaces one the store's raise
     // freed (keeper_lease.cpp, want_successor_locked): kept without waiters until then (mono ms).
     int64 keeper_wants_until;
-    int64 earliest_expiry; // store ms, when the namespace was exhausted; 0 otherwise
-    char error[512];       // set by the keeper when the request cannot be served: fail now
-    int error_code;        // the store's SQLSTATE for it
-    char error_hint[256];  // static slots: what to do about it ('' = the caller's own hint)
+    int64 earliest_expiry;   // store ms, when the namespace was exhausted; 0 otherwise
+    char error[512];         // set by the keeper when the request cannot be served: fail now
+    int error_code;          // the store's SQLSTATE for it
+    char error_hint[256];    // static slots: what to do about it ('' = the caller's own hint)
     char static_error[200];  // static slots: why the next ceiling could not be written ('' = none)
-    int tries;             // store answers that were transient errors, retried
-    char last_error[256];  // the last transient error, for the caller's message at its timeout
+    int tries;               // store answers that were transient errors, retried
+    char last_error[256];    // the last transient error, for the caller's message at its timeout
 };
 
 // A layout as the core wants it, from the columns the store and the pool keep.
@@ -129,28 +129,28 @@ inline cosid::ClaimWindow entry_window(PoolEntry& e) {
 }
 
 struct Stats {
-    pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys,
-        clock_skew_events, waits_at_ceiling, ids_issued, releases, store_transactions,
-        store_failovers,  // new timelines of the store seen by this instance's keeper
+    pg_atomic_uint64 acquires, renewals, renewal_failures, leases_lost, duplicate_owner_keys, clock_skew_events,
+        waits_at_ceiling, ids_issued, releases, store_transactions,
+        store_failovers,                       // new timelines of the store seen by this instance's keeper
         static_writes, static_write_failures,  // state file writes (each fsync'd) and failed ones
-        leases_freed;  // leases the store's raise freed (no caller error: not leases_lost)
+        leases_freed;                          // leases the store's raise freed (no caller error: not leases_lost)
 };
 
 // cosid_adopt() asks the keeper to raise a namespace's floor: one request at a time.
 enum RaiseState : uint32 { kRaiseIdle = 0, kRaisePosted, kRaiseDone, kRaiseFailed };
 struct RaiseRequest {
     uint32 state;
-    uint64 id;             // which request: a waiter that gave up does not read another's answer
+    uint64 id;  // which request: a waiter that gave up does not read another's answer
     char ns[NAMEDATALEN];
-    int64 floor_ms;        // every id issued from now on has a timestamp above this
+    int64 floor_ms;  // every id issued from now on has a timestamp above this
     // the layout the caller computed the floor with (the store refuses another)
     int timestamp_bits, slot_bits, sequence_bits, unit_ms;
     int64 epoch_ms;
     char error[256];
     int error_code;
-    int leases_closed;     // this instance's windows of the namespace closed by the raise
-    int64 answered_at;     // mono ms: an answer its waiter never took (it was cancelled) is
-                           // cleared by the next caller after a while
+    int leases_closed;  // this instance's windows of the namespace closed by the raise
+    int64 answered_at;  // mono ms: an answer its waiter never took (it was cancelled) is
+                        // cleared by the next caller after a while
 };
 
 struct SharedState {
@@ -161,31 +161,31 @@ struct SharedState {
     pg_uuid_t incarnation_uuid;
     int keeper_pid;
     Latch* keeper_latch;
-    bool keeper_ready;     // the keeper found the extension in its database
+    bool keeper_ready;  // the keeper found the extension in its database
     // Why a running keeper cannot serve yet (keeper_ready false): 0 none known, 1 the
     // extension is missing in cosid.database, 2 the remote store refused, 3 a local store on
     // a Citus worker (citus.hpp); and its message and hint ('' if none).
     int keeper_problem;
     char keeper_problem_message[256];
     char keeper_problem_hint[256];
-    uint64 keeper_checks;  // readiness checks the keeper made: a problem counts only if seen after a caller began
-    bool keeper_connecting;    // set while a keeper connects: still set at the next start = it failed
-    int keeper_failed_starts;  // starts in a row that died connecting (missing cosid.database, ...)
-    bool keeper_retry_now;     // a backend of cosid.database asks a backing-off keeper to connect now
+    uint64 keeper_checks;        // readiness checks the keeper made: a problem counts only if seen after a caller began
+    bool keeper_connecting;      // set while a keeper connects: still set at the next start = it failed
+    int keeper_failed_starts;    // starts in a row that died connecting (missing cosid.database, ...)
+    bool keeper_retry_now;       // a backend of cosid.database asks a backing-off keeper to connect now
     int64 store_failovers_seen;  // the store's failover count when the keeper last looked; -1: never
-    bool test_keeper_exited;   // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
+    bool test_keeper_exited;     // cosid.test_keeper_exit_after_acquire was honoured (once per server start)
     // The static slots' state file was refused since the server started (static_keeper.cpp):
     // it stays refused, removed or not, until a restart (with cosid.not_before set anew).
     bool static_file_refused;
-    Oid database_oid;      // the keeper's database (cosid.database), once it connected
+    Oid database_oid;  // the keeper's database (cosid.database), once it connected
     // The timeline on which the keeper last declared to its store every copy its data directory
     // shows (fork.cpp: cosid.history's timeline, a cosid.fork file); 0 while a keeper that
     // started has not yet.  cosid_fork_acknowledge() waits for it: an acknowledgment made
     // before a declaration would not cover it.
     pg_atomic_uint32 fork_checked_timeline;
-    RaiseRequest raise;    // under the lock
+    RaiseRequest raise;  // under the lock
     Stats stats;
-    HealthState health;  // cosid_health(): see health.hpp
+    HealthState health;      // cosid_health(): see health.hpp
     uint64 next_generation;  // under the lock: the last lease generation handed out
     uint64 next_request_id;  // under the lock: the last request id handed out
     // The generations of the last leases lost (renewal found them gone, revoked, taken over),
@@ -195,7 +195,7 @@ struct SharedState {
     uint64 lost_generations[kLostRing];
     uint64 lost_count;
     uint64 lost_forgotten_max;  // the largest generation pushed out of the ring
-    int nclaiming;  // hazard slots, one per PGPROC (pgprocno), after the pool
+    int nclaiming;              // hazard slots, one per PGPROC (pgprocno), after the pool
     int npool;
     PoolEntry pool[FLEXIBLE_ARRAY_MEMBER];
 };

@@ -80,11 +80,15 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         snprintf(error, sizeof(error), "cosid namespace \"%s\" does not exist in database \"%s\"", ns,
                  setting_database);
         code = ERRCODE_UNDEFINED_OBJECT;
-        snprintf(hint, sizeof(hint), "A static slot takes its layout from there: create it with "
-                 "cosid_namespace_create('%s') in database \"%s\".", ns, setting_database);
+        snprintf(hint, sizeof(hint),
+                 "A static slot takes its layout from there: create it with "
+                 "cosid_namespace_create('%s') in database \"%s\".",
+                 ns, setting_database);
     } else if (slot >= (1 << r.slot_bits)) {
-        snprintf(error, sizeof(error), "cosid.static_slots gives namespace \"%s\" slot %d, but its layout has %d slot "
-                 "bits (slots 0 to %d)", ns, slot, r.slot_bits, (1 << r.slot_bits) - 1);
+        snprintf(error, sizeof(error),
+                 "cosid.static_slots gives namespace \"%s\" slot %d, but its layout has %d slot "
+                 "bits (slots 0 to %d)",
+                 ns, slot, r.slot_bits, (1 << r.slot_bits) - 1);
         strlcpy(hint, "Fix cosid.static_slots and restart the server.", sizeof(hint));
         code = ERRCODE_CONFIG_FILE_ERROR;
     } else {
@@ -120,17 +124,23 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             (db_exists && !store_static_recorded(ns, slot, &others_ms, &own_ms, &restoring, &db_err))) {
             snprintf(error, sizeof(error), "cosid could not read or write cosid.static_ceiling in database \"%s\": %s",
                      setting_database, db_err.message);
-            strlcpy(hint, "The database keeps a copy of each static window's ceiling (for pg_upgrade and restores); "
-                    "no window is given without it.", sizeof(hint));
+            strlcpy(hint,
+                    "The database keeps a copy of each static window's ceiling (for pg_upgrade and restores); "
+                    "no window is given without it.",
+                    sizeof(hint));
             code = db_err.sqlerrcode;
         } else if (restoring) {
             // The origin's rows come with the restore's data, after this CREATE EXTENSION: a
             // window now would start at this clock, below what the origin issued.
-            snprintf(error, sizeof(error), "cosid static slots of database \"%s\" are being restored: no window before "
-                     "the origin's cosid.static_ceiling has come", setting_database);
-            strlcpy(hint, "Wait for the restore to end. If none runs (a schema-only or partial restore, a dump of cosid "
+            snprintf(error, sizeof(error),
+                     "cosid static slots of database \"%s\" are being restored: no window before "
+                     "the origin's cosid.static_ceiling has come",
+                     setting_database);
+            strlcpy(hint,
+                    "Wait for the restore to end. If none runs (a schema-only or partial restore, a dump of cosid "
                     "1.3 or older, CREATE EXTENSION run with row_security off): SELECT "
-                    "cosid_store_follow_timeline(restored => true) there.", sizeof(hint));
+                    "cosid_store_follow_timeline(restored => true) there.",
+                    sizeof(hint));
             code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
         }
         if (others_ms && window_value < *others_ms) {
@@ -139,7 +149,8 @@ void serve_static_request(int i, const char* ns, int32 slot) {
             cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(v).c_str(), sizeof(at)); });
             ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, recorded by another "
                                  "cluster in cosid.static_ceiling (pg_upgrade, a restore) or by the slot's leases "
-                                 "before it was static (cosid.lease, cosid_adopt)", slot, ns, at)));
+                                 "before it was static (cosid.lease, cosid_adopt)",
+                                 slot, ns, at)));
         }
         window_value = cosid::static_recorded_ms(window_value, model_has_window, others_ms, own_ms, have_file());
         // Without a file the model holds only what this keeper saw: the floor is then never
@@ -152,17 +163,23 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         if (error[0] != '\0') {
             // (the copy could not be read: nothing written)
         } else if (db_exists && !store_static_record(ns, slot, ceiling, &record_err)) {
-            snprintf(error, sizeof(error), "cosid could not record static slot %d's ceiling in cosid.static_ceiling "
-                     "in database \"%s\": %s", slot, setting_database, record_err.message);
-            strlcpy(hint, "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
-                    "no window is issued on before it is written.", sizeof(hint));
+            snprintf(error, sizeof(error),
+                     "cosid could not record static slot %d's ceiling in cosid.static_ceiling "
+                     "in database \"%s\": %s",
+                     slot, setting_database, record_err.message);
+            strlcpy(hint,
+                    "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
+                    "no window is issued on before it is written.",
+                    sizeof(hint));
             code = record_err.sqlerrcode;
         } else {
             change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
             if (!save_model(write_error, sizeof(write_error))) {
                 snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
-                strlcpy(hint, "No id is issued past what the file durably holds. Free space or fix the permissions "
-                        "of the file's directory (cosid.state_file).", sizeof(hint));
+                strlcpy(hint,
+                        "No id is issued past what the file durably holds. Free space or fix the permissions "
+                        "of the file's directory (cosid.state_file).",
+                        sizeof(hint));
             }
         }
         if (error[0] == '\0') {
@@ -179,8 +196,10 @@ void serve_static_request(int i, const char* ns, int32 slot) {
         // A transient error (the database's copy locked, a statement timeout under load) is
         // tried again; any other fails every waiter at once, and asked again, the keeper
         // looks again (a fixed file, a created namespace).
-        if (keeper::request_abandoned_locked(e, done)) drop_request_locked(e);
-        else keeper::request_failed_locked(e, error, hint, code, done);
+        if (keeper::request_abandoned_locked(e, done))
+            drop_request_locked(e);
+        else
+            keeper::request_failed_locked(e, error, hint, code, done);
     } else {
         install_window_locked(e, r, true, done);
         count(shared->stats.acquires);
@@ -205,9 +224,9 @@ void renew_static(int i) {
     // stepped back) is extended from its ids instead: the slot is fixed, and waiting would
     // last until the clock catches up with them (src/core/clock_step.hpp).
     int64 now = clock_ms();
-    int64 target = cosid::clock_step::static_next_ceiling(
-        layout, pg_atomic_read_u64(&e->word), ceiling, now, setting_static_ahead_ms,
-        cosid::clock_step::patience_ms(layout, store_bound_ms()));
+    int64 target = cosid::clock_step::static_next_ceiling(layout, pg_atomic_read_u64(&e->word), ceiling, now,
+                                                          setting_static_ahead_ms,
+                                                          cosid::clock_step::patience_ms(layout, store_bound_ms()));
     char error[400] = "";
     bool ok = true;
     if (target > ceiling && !ensure_model()) {
@@ -246,9 +265,9 @@ void renew_static(int i) {
     }
     LWLockRelease(shared->lock);
     if (!ok && backoff == 0)
-        ereport(LOG, (errmsg("cosid could not write the next ceiling of static slot %d in \"%s\": %s", k.slot, k.ns,
-                             error),
-                      errdetail("Ids stop at the ceiling the file holds; the write is tried again with backoff.")));
+        ereport(LOG,
+                (errmsg("cosid could not write the next ceiling of static slot %d in \"%s\": %s", k.slot, k.ns, error),
+                 errdetail("Ids stop at the ceiling the file holds; the write is tried again with backoff.")));
     ConditionVariableBroadcast(&shared->cv);
 }
 

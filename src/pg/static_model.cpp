@@ -28,7 +28,6 @@ char path_buffer[MAXPGPATH];
 int64 model_started_ms = 0;
 
 
-
 // Reads the file into `model`.  A missing file is an empty one (floors from cosid.not_before);
 // an unreadable, corrupt or foreign one is never replaced: every static request fails with
 // `problem` until an administrator fixes or removes it (it is read again at each request).
@@ -48,10 +47,14 @@ bool ensure_model() {
     bool empty = false;
     bool ok = load_model(&empty);
     if (ok && shared->static_file_refused && empty) {
-        snprintf(problem, sizeof(problem), "cosid state file \"%s\" was refused since the server started, and now "
-                 "holds no window (refused until the server restarts)", state_file_path());
-        strlcpy(problem_hint, "Fix or remove the state file, set cosid.not_before past the last id issued on these "
-                "static slots, and restart the server.", sizeof(problem_hint));
+        snprintf(problem, sizeof(problem),
+                 "cosid state file \"%s\" was refused since the server started, and now "
+                 "holds no window (refused until the server restarts)",
+                 state_file_path());
+        strlcpy(problem_hint,
+                "Fix or remove the state file, set cosid.not_before past the last id issued on these "
+                "static slots, and restart the server.",
+                sizeof(problem_hint));
         ok = false;
     }
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -73,10 +76,12 @@ bool load_model(bool* empty) {
         snprintf(problem, sizeof(problem),
                  "cosid static slots run without a state file (cosid.state_file = ''), and this server is on timeline "
                  "%u: it was promoted or recovered to a point in time, and the server it came from may have issued on "
-                 "these static slots", timeline);
+                 "these static slots",
+                 timeline);
         snprintf(problem_hint, sizeof(problem_hint),
                  "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
-                 "id> on timeline %u' and restart it.", timeline);
+                 "id> on timeline %u' and restart it.",
+                 timeline);
         return false;
     }
     if (!have_file()) {
@@ -116,8 +121,8 @@ bool load_model(bool* empty) {
             model.system_identifier = system_id;
         }
     });
-    if ((status == cosid::LoadStatus::Missing || (status == cosid::LoadStatus::Ok && windows == 0)) &&
-        timeline > 1 && not_before_timeline() != timeline) {
+    if ((status == cosid::LoadStatus::Missing || (status == cosid::LoadStatus::Ok && windows == 0)) && timeline > 1 &&
+        not_before_timeline() != timeline) {
         // The file is not replicated: a standby built before the first static window has
         // none, and a promoted one must not start at 0 on slots its primary may have used.
         // Only a cosid.not_before naming this timeline vouches for it: a value without one,
@@ -130,57 +135,57 @@ bool load_model(bool* empty) {
         snprintf(problem, sizeof(problem),
                  "cosid state file \"%s\" %s, and this server is on timeline %u: it was promoted or recovered to a "
                  "point in time, and the server it came from may have issued on these static slots%s",
-                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window", timeline,
-                 said);
+                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window",
+                 timeline, said);
         snprintf(problem_hint, sizeof(problem_hint),
                  "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
-                 "id> on timeline %u' and restart it.", timeline);
+                 "id> on timeline %u' and restart it.",
+                 timeline);
         return false;
     }
     switch (status) {
-        case cosid::LoadStatus::Ok:
-            if (file_system_id != system_id) {
-                snprintf(problem, sizeof(problem),
-                         "cosid state file \"%s\" belongs to another PostgreSQL system (system identifier " UINT64_FORMAT
-                         "; this server's is " UINT64_FORMAT ")",
-                         state_file_path(), file_system_id, system_id);
-                strlcpy(problem_hint,
-                        "It was copied from another server, whose static slots it describes. Give this server its "
-                        "own static slots, remove the file and set cosid.not_before past the last id this server "
-                        "issued in them (if any).",
-                        sizeof(problem_hint));
-                return false;
-            }
-            if (other_timeline != 0) {
-                // A promoted standby or a recovery to a point in time: the file is a copy,
-                // older than what the server it came from issued since (on any of its slots).
-                snprintf(problem, sizeof(problem),
-                         "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
-                         "is on timeline %u: it was promoted or recovered to a point in time, and its copy of the file "
-                         "may be older than what the server it came from issued since",
-                         state_file_path(), other_slot, other_ns, other_timeline, timeline);
-                // (a hint reaches cosid_next() through 256-byte buffers: kept short)
-                snprintf(problem_hint, sizeof(problem_hint),
-                         "Give this server its own static slots, remove the file, set cosid.not_before = '<a time past "
-                         "the other server's last id> on timeline %u' and restart it.",
-                         timeline);
-                return false;
-            }
-            break;
-        case cosid::LoadStatus::Missing:
-            break;
-        case cosid::LoadStatus::FutureVersion:
-            snprintf(problem, sizeof(problem), "cosid state file \"%s\" cannot be read: %s", state_file_path(), message);
-            strlcpy(problem_hint, "Install the cosid version that wrote it, or a newer one.", sizeof(problem_hint));
-            return false;
-        default:
-            snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), message);
+    case cosid::LoadStatus::Ok:
+        if (file_system_id != system_id) {
+            snprintf(problem, sizeof(problem),
+                     "cosid state file \"%s\" belongs to another PostgreSQL system (system identifier " UINT64_FORMAT
+                     "; this server's is " UINT64_FORMAT ")",
+                     state_file_path(), file_system_id, system_id);
             strlcpy(problem_hint,
-                    "cosid never replaces it silently: its ceilings guard against the clock moving back. Remove it "
-                    "and set cosid.not_before past the last id this server issued in its static namespaces (an "
-                    "older copy of the file is not enough: ids were issued since).",
+                    "It was copied from another server, whose static slots it describes. Give this server its "
+                    "own static slots, remove the file and set cosid.not_before past the last id this server "
+                    "issued in them (if any).",
                     sizeof(problem_hint));
             return false;
+        }
+        if (other_timeline != 0) {
+            // A promoted standby or a recovery to a point in time: the file is a copy,
+            // older than what the server it came from issued since (on any of its slots).
+            snprintf(problem, sizeof(problem),
+                     "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
+                     "is on timeline %u: it was promoted or recovered to a point in time, and its copy of the file "
+                     "may be older than what the server it came from issued since",
+                     state_file_path(), other_slot, other_ns, other_timeline, timeline);
+            // (a hint reaches cosid_next() through 256-byte buffers: kept short)
+            snprintf(problem_hint, sizeof(problem_hint),
+                     "Give this server its own static slots, remove the file, set cosid.not_before = '<a time past "
+                     "the other server's last id> on timeline %u' and restart it.",
+                     timeline);
+            return false;
+        }
+        break;
+    case cosid::LoadStatus::Missing: break;
+    case cosid::LoadStatus::FutureVersion:
+        snprintf(problem, sizeof(problem), "cosid state file \"%s\" cannot be read: %s", state_file_path(), message);
+        strlcpy(problem_hint, "Install the cosid version that wrote it, or a newer one.", sizeof(problem_hint));
+        return false;
+    default:
+        snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), message);
+        strlcpy(problem_hint,
+                "cosid never replaces it silently: its ceilings guard against the clock moving back. Remove it "
+                "and set cosid.not_before past the last id this server issued in its static namespaces (an "
+                "older copy of the file is not enough: ids were issued since).",
+                sizeof(problem_hint));
+        return false;
     }
     *empty = status == cosid::LoadStatus::Missing || windows == 0;
     // A keeper started again while static windows are live (this one's predecessor exited):
@@ -243,7 +248,6 @@ bool save_model(char* error, size_t len) {
 // next window is given or renewed.
 bool rows_synced = false;
 int64 synced_file = 0;
-
 
 
 // The rows `model` owes the table: a window's ceiling per (namespace, slot), a not-before per

@@ -10,14 +10,14 @@
 
 namespace cosid::pg::static_model {
 
-extern cosid::StateFile model;     // the file as the keeper last wrote or read it
-extern cosid::StateFile saved;     // `model` before the change being written
-extern bool model_loaded;          // false: read it (again) before the next window
-extern char problem[1400];         // why the file cannot be used ('' = none known)
+extern cosid::StateFile model;  // the file as the keeper last wrote or read it
+extern cosid::StateFile saved;  // `model` before the change being written
+extern bool model_loaded;       // false: read it (again) before the next window
+extern char problem[1400];      // why the file cannot be used ('' = none known)
 extern char problem_hint[512];
 extern char path_buffer[MAXPGPATH];
-extern int64 model_started_ms;     // without a state file: the keeper's start (see the .cpp)
-extern bool rows_synced;           // every window of `model` is in cosid.static_ceiling
+extern int64 model_started_ms;  // without a state file: the keeper's start (see the .cpp)
+extern bool rows_synced;        // every window of `model` is in cosid.static_ceiling
 
 inline bool have_file() { return static_state_file_configured(); }
 

@@ -109,7 +109,8 @@ bool store_extension_ready(StoreError* err) {
         return false;
     int64 started_unix_us = PgStartTime + (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
     // (the remote start comes through a double: equal to within a microsecond)
-    if (r.row && static_cast<uint64>(r.fence) == GetSystemIdentifier() && (r.expires_at - started_unix_us <= 1 && started_unix_us - r.expires_at <= 1)) {
+    if (r.row && static_cast<uint64>(r.fence) == GetSystemIdentifier() &&
+        (r.expires_at - started_unix_us <= 1 && started_unix_us - r.expires_at <= 1)) {
         set_error(err, "cosid.store_dsn reaches this server itself: a server's own store must be its local one",
                   ERRCODE_INVALID_PARAMETER_VALUE);
         strlcpy(err->hint,
@@ -267,18 +268,31 @@ bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, in
     const char* args[7] = {
         incarnation,
         ttl,
-        array_literal(n, [](const LeaseCall& c, char*) -> const char* { return c.release ? "t" : "f"; }, calls),
-        array_literal(n, [](const LeaseCall& c, char*) -> const char* { return c.ns; }, calls),
-        array_literal(n, [](const LeaseCall& c, char* b) -> const char* { snprintf(b, 32, "%d", c.slot); return b; },
-                      calls),
-        array_literal(n, [](const LeaseCall& c, char* b) -> const char* {
-                          snprintf(b, 32, INT64_FORMAT, c.fence);
-                          return b;
-                      }, calls),
-        array_literal(n, [](const LeaseCall& c, char* b) -> const char* {
-                          snprintf(b, 32, INT64_FORMAT, c.release ? c.last_issued : 0);
-                          return b;
-                      }, calls),
+        array_literal(
+            n, [](const LeaseCall& c, char*) -> const char* { return c.release ? "t" : "f"; }, calls),
+        array_literal(
+            n, [](const LeaseCall& c, char*) -> const char* { return c.ns; }, calls),
+        array_literal(
+            n,
+            [](const LeaseCall& c, char* b) -> const char* {
+                snprintf(b, 32, "%d", c.slot);
+                return b;
+            },
+            calls),
+        array_literal(
+            n,
+            [](const LeaseCall& c, char* b) -> const char* {
+                snprintf(b, 32, INT64_FORMAT, c.fence);
+                return b;
+            },
+            calls),
+        array_literal(
+            n,
+            [](const LeaseCall& c, char* b) -> const char* {
+                snprintf(b, 32, INT64_FORMAT, c.release ? c.last_issued : 0);
+                return b;
+            },
+            calls),
     };
     PassRows rows{results, n};
     RowSink sink{take_pass_row, &rows};
@@ -341,7 +355,7 @@ void read_health(const TextRow& r, StoreResult* out) {
     out->floor = get_int64(r, 5, 0);        // synchronous standbys
     out->ceiling = get_bool(r, 6) ? 1 : 0;  // synchronous_standby_names set
     out->store_now = get_int64(r, 7, 0);
-    out->next_floor = get_int64(r, 8, 0);   // other live incarnations with this owner key
+    out->next_floor = get_int64(r, 8, 0);  // other live incarnations with this owner key
     out->failovers = get_int64(r, 9, 0);
     out->timeline = get_int32(r, 10, 0);
 }
@@ -363,7 +377,8 @@ bool check_store_range(const char* ns, const StoreResult& layout, StoreError* er
     std::optional<SlotRange> store = parse_slot_range(layout.slot_range, layout.slot_bits);
     if (!store) {
         char msg[256];
-        snprintf(msg, sizeof(msg), "the lease store states slot range \"%s\" for namespace \"%s\", no range of its %d slot bits",
+        snprintf(msg, sizeof(msg),
+                 "the lease store states slot range \"%s\" for namespace \"%s\", no range of its %d slot bits",
                  layout.slot_range, ns, layout.slot_bits);
         set_error(err, msg, ERRCODE_DATA_CORRUPTED);
         return false;
@@ -372,7 +387,8 @@ bool check_store_range(const char* ns, const StoreResult& layout, StoreError* er
     const char* args[2] = {ns, layout.slot_range};  // "": no range stated, nothing to keep
     TextRow row;
     memset(&row, 0, sizeof(row));
-    if (!run_spi("SELECT cosid._namespace_range_seen($1::text, nullif($2::text, '')::int4range)::text", 2, args, &row, err)) {
+    if (!run_spi("SELECT cosid._namespace_range_seen($1::text, nullif($2::text, '')::int4range)::text", 2, args, &row,
+                 err)) {
         // This database's cosid is older than 1.5: nothing to keep a range in.  Fine while the
         // store states none; a regional store's range needs the update here first.  Asked of
         // the catalog, not read from the SQLSTATE alone: a 42883 raised inside the function
@@ -489,11 +505,12 @@ bool store_static_rows_missing(const char* rows_json, int64* missing, StoreError
     TextRow row;
     memset(&row, 0, sizeof(row));
     const char* args[1] = {rows_json};
-    if (!run_spi("SELECT count(*) FROM pg_catalog.jsonb_to_recordset($1::jsonb) AS m(ns text, slot int, ceiling bigint) "
-                 "WHERE NOT EXISTS (SELECT 1 FROM cosid.static_ceiling c, pg_catalog.pg_control_system() s "
-                 "WHERE c.namespace = m.ns AND c.slot = m.slot AND c.system_identifier = s.system_identifier "
-                 "AND c.ceiling_ms >= m.ceiling)",
-                 1, args, &row, err, nullptr, lock_timeout_ms))
+    if (!run_spi(
+            "SELECT count(*) FROM pg_catalog.jsonb_to_recordset($1::jsonb) AS m(ns text, slot int, ceiling bigint) "
+            "WHERE NOT EXISTS (SELECT 1 FROM cosid.static_ceiling c, pg_catalog.pg_control_system() s "
+            "WHERE c.namespace = m.ns AND c.slot = m.slot AND c.system_identifier = s.system_identifier "
+            "AND c.ceiling_ms >= m.ceiling)",
+            1, args, &row, err, nullptr, lock_timeout_ms))
         return false;
     *missing = get_int64(row, 1, 0);
     return true;
@@ -555,7 +572,8 @@ bool run_local_if_exists(const char* signature, const char* sql, const char* arg
 
 bool store_issuer_start(const char* incarnation, StoreError* err) {
     return run_local_if_exists("cosid._issuer_start(uuid)",
-                               "SELECT 1 FROM cosid._durable() durable, cosid._issuer_start($1::uuid) i", incarnation, err);
+                               "SELECT 1 FROM cosid._durable() durable, cosid._issuer_start($1::uuid) i", incarnation,
+                               err);
 }
 
 bool store_issuer_clear(StoreError* err) {

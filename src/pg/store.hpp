@@ -8,8 +8,8 @@
 namespace cosid::pg {
 
 struct StoreResult {
-    bool row;           // the store answered with a row
-    bool found;         // acquire: a slot was won; renew/release: the lease matched
+    bool row;    // the store answered with a row
+    bool found;  // acquire: a slot was won; renew/release: the lease matched
     int32 slot;
     int64 fence, expires_at, floor, ceiling, next_floor, store_now;
     bool duplicate_key;
@@ -17,7 +17,7 @@ struct StoreResult {
     // namespace layout (acquire only)
     int timestamp_bits, slot_bits, sequence_bits, unit_ms;
     int64 epoch_ms, tolerance_ms;
-    char slot_range[32];  // acquire only: the store's range of the namespace's slots, "" for all
+    char slot_range[32];               // acquire only: the store's range of the namespace's slots, "" for all
     char namespace_name[NAMEDATALEN];  // store_next_own_lease only
     int64 failovers;                   // store_read_health: the store's failover count
     int32 timeline;                    // and the timeline it writes on

@@ -17,7 +17,7 @@ namespace cosid::pg {
 
 namespace {
 std::vector<cosid::GrantedNamespace>* history = nullptr;  // loaded: not null
-std::vector<cosid::ForkSeen>* forks = nullptr;  // loaded with it: the forks this data directory is a copy in
+std::vector<cosid::ForkSeen>* forks = nullptr;            // loaded with it: the forks this data directory is a copy in
 uint32 local_timeline = 0;  // the timeline this data directory last issued from a local store on
 char load_error[256] = "";
 
@@ -31,10 +31,14 @@ bool loaded(char* message, size_t size) {
         auto* h = new std::vector<cosid::GrantedNamespace>();
         auto* f = new std::vector<cosid::ForkSeen>();
         switch (cosid::read_small_file(history_path(), size_t{1} << 20, &text, &why)) {
-        case cosid::ReadStatus::Missing: history = h; forks = f; return true;
+        case cosid::ReadStatus::Missing:
+            history = h;
+            forks = f;
+            return true;
         case cosid::ReadStatus::Unreadable: break;
         case cosid::ReadStatus::Ok:
-            if (auto bad = cosid::parse_history(text, h, &local_timeline, f)) why = *bad;
+            if (auto bad = cosid::parse_history(text, h, &local_timeline, f))
+                why = *bad;
             else {
                 history = h;
                 forks = f;
@@ -103,7 +107,8 @@ void history_released(const char* ns, const char* store_id, int32 slot, int64 la
         for (cosid::GrantedNamespace& g : next)
             if (g.ns == ns) changed = cosid::record_release(&g, store_id, slot, last_ms);
         if (!changed) return;
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(next, local_timeline, *forks)))
+        if (auto bad =
+                cosid::write_file_durably(history_path(), cosid::serialize_history(next, local_timeline, *forks)))
             strlcpy(failed, bad->c_str(), sizeof(failed));
         else
             *history = std::move(next);
@@ -142,7 +147,8 @@ bool history_add_fork(const char* id, const char* reason, char* message, size_t 
             if (f.id == id) return;
         std::vector<cosid::ForkSeen> next = *forks;
         next.push_back(cosid::ForkSeen{id, cosid::fork_reason_line(reason)});
-        if (auto bad = cosid::write_file_durably(history_path(), cosid::serialize_history(*history, local_timeline, next)))
+        if (auto bad =
+                cosid::write_file_durably(history_path(), cosid::serialize_history(*history, local_timeline, next)))
             strlcpy(failed, bad->c_str(), sizeof(failed));
         else
             *forks = std::move(next);

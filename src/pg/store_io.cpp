@@ -112,8 +112,8 @@ static void end_store_call() {
 // statement or a commit waiting for a synchronous standby ends within the bound.
 // lock_timeout_ms > 0: the statement gives up on a lock after that long (SET LOCAL), for the
 // keeper's background work, which must never hold up its pass behind someone's lock.
-bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
-             const RowSink* sink, int lock_timeout_ms) {
+bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err, const RowSink* sink,
+             int lock_timeout_ms) {
     MemoryContext caller = CurrentMemoryContext;
     volatile bool ok = false;
     Oid types[kMaxCols];
@@ -180,9 +180,10 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
     note_call(key, ran_out, ok && !cancel_swallowed, mono_ms() - started);
     if (cancel_swallowed) {
         char msg[160];
-        snprintf(msg, sizeof(msg),
-                 "the store's commit was not confirmed %s (a synchronous standby did not answer)",
-                 ProcDiePending ? "before the postmaster died" : timed_out ? "within the store bound" : "before a cancel");
+        snprintf(msg, sizeof(msg), "the store's commit was not confirmed %s (a synchronous standby did not answer)",
+                 ProcDiePending ? "before the postmaster died"
+                 : timed_out    ? "within the store bound"
+                                : "before a cancel");
         set_error(err, msg, ERRCODE_QUERY_CANCELED, true);
         ok = false;
     }
@@ -198,12 +199,12 @@ bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, 
 // it.  Every wait is on the latch and the socket together, up to a deadline; past it the
 // connection is dropped and the call fails like any other store error.
 static PGconn* remote = nullptr;
-static int64 remote_down_until = 0;  // after a timeout or a lost connection: fail fast until then
+static int64 remote_down_until = 0;    // after a timeout or a lost connection: fail fast until then
 static int64 remote_call_started = 0;  // mono_ms() when the current call began
 static char remote_down_error[256];
 static int remote_down_code = ERRCODE_CONNECTION_FAILURE;  // and its SQLSTATE and hint
 static char remote_down_hint[256];
-static bool latch_seen = false;      // a latch wake-up taken while waiting on the store, to hand on
+static bool latch_seen = false;  // a latch wake-up taken while waiting on the store, to hand on
 // The WARNING a store's commit sends when its wait for a synchronous standby was cancelled
 // (by an administrator, or a shutdown): the change is committed on the store only, and
 // such an answer is not relied on.  Recognised by the routine that raises it (the field is
@@ -229,8 +230,8 @@ static bool wait_remote(int events, int64 deadline) {
         int64 left = deadline - mono_ms();
         // No socket to wait on (WaitLatchOrSocket would raise an ERROR): a failed call.
         if (left <= 0 || PQsocket(remote) == PGINVALID_SOCKET) return false;
-        int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events,
-                                   PQsocket(remote), left, PG_WAIT_EXTENSION);
+        int rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH | events, PQsocket(remote),
+                                   left, PG_WAIT_EXTENSION);
         if (rc & WL_LATCH_SET) {
             ResetLatch(MyLatch);
             latch_seen = true;  // a request or a reload: the keeper's loop sees to it after this call
@@ -244,8 +245,8 @@ static bool wait_remote(int events, int64 deadline) {
 // A refusal of the login (src/core/store_errors: a password, a role, a database, pg_hba.conf)
 // fails with its own SQLSTATE and hint, which no retry mends: the keeper's callers fail at
 // once with them (ZC006) instead of waiting out cosid.acquire_timeout.
-static bool remote_failed(StoreError* err, const char* message, bool sent = false, int code = ERRCODE_CONNECTION_FAILURE,
-                   const char* hint = nullptr) {
+static bool remote_failed(StoreError* err, const char* message, bool sent = false,
+                          int code = ERRCODE_CONNECTION_FAILURE, const char* hint = nullptr) {
     // `message` may be err->message itself, or libpq's buffer that PQfinish frees: copy first.
     copy_scrubbed(remote_down_error, sizeof(remote_down_error), message);
     // libpq ends its messages with a newline; a DETAIL puts a full stop after them
@@ -426,13 +427,15 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
 // before it (see run_libpq), so that nothing of it ran?
 static bool remote_session_gone(const PGresult* res, const StoreError* err) {
     if (res == nullptr) return !err->outcome_unknown && remote == nullptr;  // the send failed: nothing left
-    if (PQresultStatus(res) != PGRES_FATAL_ERROR || (remote != nullptr && PQstatus(remote) == CONNECTION_OK)) return false;
+    if (PQresultStatus(res) != PGRES_FATAL_ERROR || (remote != nullptr && PQstatus(remote) == CONNECTION_OK))
+        return false;
     const char* state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-    return state != nullptr && (strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0);
+    return state != nullptr &&
+           (strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0);
 }
 
 static bool run_libpq(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
-               const RowSink* sink = nullptr) {
+                      const RowSink* sink = nullptr) {
     if (remote == nullptr && mono_ms() < remote_down_until) {
         set_error(err, remote_down_error, remote_down_code);
         if (remote_down_hint[0] != '\0') strlcpy(err->hint, remote_down_hint, sizeof(err->hint));
@@ -506,14 +509,14 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
 // `reader`.  Every mutation joins cosid._durable(), which makes its commit synchronous
 // whatever the store's synchronous_commit (see the SQL script), locally and remotely alike.  Errors (a lock timeout, a lost connection, a missing table, ...) are
 // returned, so a failing store never takes the keeper down.
-bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out,
-         StoreError* err, const RowSink* sink) {
+bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out, StoreError* err,
+         const RowSink* sink) {
     TextRow row;
     memset(&row, 0, sizeof(row));
     memset(out, 0, sizeof(*out));
     err->outcome_unknown = false;
-    bool ok = store_is_remote() ? run_libpq(sql, nargs, args, &row, err, sink)
-                                : run_spi(sql, nargs, args, &row, err, sink);
+    bool ok =
+        store_is_remote() ? run_libpq(sql, nargs, args, &row, err, sink) : run_spi(sql, nargs, args, &row, err, sink);
     if (ok && row.present && reader != nullptr) reader(row, out);
     out->row = row.present;
     count(shared->stats.store_transactions);

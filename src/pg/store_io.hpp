@@ -39,7 +39,7 @@ void set_hint(StoreError* err, const char* hint);
 bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
              const RowSink* sink = nullptr, int lock_timeout_ms = 0);
 // One statement on the store, local or remote; its first row read by `reader`.
-bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out,
-         StoreError* err, const RowSink* sink = nullptr);
+bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out, StoreError* err,
+         const RowSink* sink = nullptr);
 
 }  // namespace cosid::pg::store_io
