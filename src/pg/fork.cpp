@@ -20,8 +20,6 @@
 
 #include "boundary.hpp"
 #include "durable_file.hpp"
-#include "generator.hpp"
-#include "lease_wait.hpp"
 #include "errors.hpp"
 #include "settings.hpp"
 #include "state.hpp"

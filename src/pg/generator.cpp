@@ -5,6 +5,7 @@
 // issued outside the window (floor, ceiling].
 #include "generator.hpp"
 #include "lease_wait.hpp"
+#include "pool.hpp"
 
 #include <type_traits>
 
@@ -20,45 +21,6 @@
 #include "store.hpp"
 
 namespace cosid::pg {
-
-// Waits are measured on the monotonic clock: a wall-clock step neither ends nor stretches them.
-int64 elapsed_ms(int64 since_mono_ms) { return mono_ms() - since_mono_ms; }
-
-char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz(ms))); }
-
-// Under the lock: the instance's open lease of `ns`, or -1.  A lease the store's raise freed
-// (raised_out) that still has room below its ceiling comes first (the oldest, should there be
-// two): its successor's window lies above the raised floor, above every id of it, and a
-// backend that took the successor while the freed lease still served others would make their
-// next ids smaller than ids committed before them (every id of an instance is larger than
-// every id its connections committed before the id's statement began: docs/concepts.md).
-// Then the newest lease whose window holds a tick, else the newest: until its successor's
-// window holds a tick (it is empty until the store's clock comes near the raised floor:
-// keeper_lease.cpp), a freed lease at its ceiling is still the one its backends wait on.
-int active_entry_locked(const char* ns) {
-    int best = -1;
-    int rank = -1;  // 2: freed with room, 1: holds a tick, 0: other
-    uint64 best_generation = 0;
-    for (int i = 0; i < shared->npool; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        if (e->state != kLeased || e->releasing || e->release_requested || strcmp(e->ns, ns) != 0) continue;
-        uint64 g = pg_atomic_read_u64(&e->generation);
-        uint64 w = pg_atomic_read_u64(&e->word);
-        if (g == 0 || issue_word::closed(w)) continue;
-        ClaimWindow window = entry_window(*e);
-        int r = !cosid::holds_no_tick(window, e->unit_ms) ? 1 : 0;
-        if (r == 1 && e->raised_out &&
-            claim(w, entry_layout(*e), e->slot, window, clock_ms(), setting_max_borrow_ms).status !=
-                NextStatus::PastCeiling)
-            r = 2;
-        if (r > rank || (r == rank && (r == 2 ? g < best_generation : g > best_generation))) {
-            best = i;
-            rank = r;
-            best_generation = g;
-        }
-    }
-    return best;
-}
 
 namespace {
 
@@ -513,14 +475,6 @@ void flush_issued_count() {
         count(shared->stats.ids_issued, unflushed_ids);
         unflushed_ids = 0;
     }
-}
-
-bool in_store_database() {
-    // The keeper publishes its database's oid; comparing it spares a new backend a catalog
-    // lookup on its first call.  Before the keeper connected, compare names.
-    Oid store_db = shared->database_oid;
-    return OidIsValid(store_db) ? store_db == MyDatabaseId
-                                : strcmp(get_database_name(MyDatabaseId), setting_database) == 0;
 }
 
 int64 next_id(const char* ns) {

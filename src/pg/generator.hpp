@@ -11,8 +11,6 @@ int release_own_leases();
 // Waits (up to cosid.acquire_timeout) until the keeper has released the given leases (pool
 // entries and their generations); false when a release is still pending then.
 bool wait_for_releases(const int* entries, const uint64* generations, int n);
-// True in cosid.database, where the keeper runs (and, without cosid.store_dsn, the store).
-bool in_store_database();
 // Counts statements: a block of ids is used within the statement that claimed it.  Executor
 // starts, utility commands (drop_guard.cpp calls new_statement) and transaction ends each
 // start a new one.

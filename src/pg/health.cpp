@@ -15,13 +15,6 @@ HealthState* health() { return &shared->health; }
 void stamp(pg_atomic_uint64* at) { pg_atomic_write_u64(at, static_cast<uint64>(mono_ms())); }
 }  // namespace
 
-void health_init(HealthState* h) {
-    for (pg_atomic_uint64* a :
-         {&h->store_ok_at, &h->renewal_ok_at, &h->renewal_failed_at, &h->failing_since, &h->failures_in_row,
-          &h->lease_lost_at, &h->skew_measured_at, &h->skew_ms, &h->skew_tolerance_ms})
-        pg_atomic_init_u64(a, 0);
-}
-
 void health_keeper_started() { health()->keeper_started_at = mono_ms(); }
 
 void health_store_answered() { stamp(&health()->store_ok_at); }

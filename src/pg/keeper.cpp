@@ -31,6 +31,7 @@
 #include "static_keeper.hpp"
 #include "store.hpp"
 #include "store_errors.hpp"
+#include "store_io.hpp"
 
 namespace cosid::pg {
 
@@ -401,6 +402,12 @@ void forget_keeper(int code, Datum arg) {
     LWLockRelease(shared->lock);
 }
 
+// Every store call the keeper makes (store_io::run) is counted here, by the keeper: the store's
+// client reports what happened and records nothing itself.
+void note_store_call(bool answered) {
+    count(shared->stats.store_transactions);
+    if (answered) health_store_answered();
+}
 
 }  // namespace
 
@@ -411,6 +418,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
         ereport(LOG, (errmsg("cosid keeper: binary-upgrade mode (pg_upgrade): exiting without connecting")));
         proc_exit(0);
     }
+    store_io::set_call_observer(note_store_call);
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGINT, COSID_SIG_IGN);  // taken only during store calls (store_io.cpp, begin_store_call)

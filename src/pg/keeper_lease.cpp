@@ -5,7 +5,7 @@
 
 #include "fork.hpp"
 #include "store_history.hpp"
-#include "lease_wait.hpp"
+#include "pool.hpp"
 
 #include "clock_step.hpp"
 #include "errors.hpp"

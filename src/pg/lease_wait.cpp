@@ -9,7 +9,7 @@
 #include "calendar.hpp"
 #include "citus.hpp"
 #include "errors.hpp"
-#include "generator.hpp"
+#include "pool.hpp"
 #include "settings.hpp"
 #include "state.hpp"
 #include "store.hpp"
@@ -68,42 +68,6 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
                             "'%s'; DELETE FROM cosid.namespace WHERE name = '%s'); %s.",
                             ns, ns, remedy)));
     pg_unreachable();
-}
-
-// Under the lock: the request entry for `ns` that every waiter shares, posted when there is
-// none; -1 when the pool is full.  (The keeper posts one too: keeper_lease.cpp.)
-int request_entry_locked(const char* ns) {
-    int in_use = 0;  // namespaces leased or asked for: at most cosid.max_namespaces
-    for (int i = 0; i < shared->npool; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        if ((e->state == kWanted || e->state == kAcquiring) && strcmp(e->ns, ns) == 0) return i;
-        // (a lease the raise freed is ending: its namespace's successor counts instead)
-        if (e->state == kWanted || e->state == kAcquiring || (e->state == kLeased && !e->releasing && !e->raised_out))
-            in_use++;
-    }
-    if (in_use >= setting_max_namespaces) return -1;
-    for (int i = 0; i < shared->npool; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        if (e->state != kEmpty) continue;
-        memset(e->ns, 0, sizeof(e->ns));
-        strlcpy(e->ns, ns, sizeof(e->ns));
-        e->state = kWanted;
-        e->request_id = ++shared->next_request_id;
-        e->waiters = 0;
-        e->request_seen_at = mono_ms();
-        e->retry_at = 0;
-        e->keeper_wants_until = 0;
-        e->earliest_expiry = 0;
-        e->error[0] = '\0';
-        e->error_code = 0;
-        e->tries = 0;
-        e->last_error[0] = '\0';
-        e->users = 0;
-        e->release_requested = false;
-        e->releasing = false;
-        return i;
-    }
-    return -1;
 }
 
 namespace {

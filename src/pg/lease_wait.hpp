@@ -1,6 +1,6 @@
 // A backend that finds no lease of its namespace waits for the keeper to get one
-// (lease_wait.cpp), or fails with what the keeper or the store said.  Shared by the
-// generators (generator.cpp) and that wait.
+// (lease_wait.cpp), or fails with what the keeper or the store said.  Used by the generators
+// (generator.cpp); it uses nothing of theirs (the pool's queries are in pool.hpp).
 #pragma once
 #include "layout.hpp"
 #include "pg.hpp"
@@ -16,11 +16,5 @@ void local_layout_difference(const char* ns, const Layout& store, char* out, siz
 // Refuses (ERROR) a namespace defined here (`where`) with another layout than the store's.
 [[noreturn]] void report_layout_mismatch(const char* ns, const char* where, const char* difference, const char* outcome,
                                          const char* remedy);
-
-// generator.cpp's helpers the wait uses.
-int64 elapsed_ms(int64 since_mono_ms);     // on the monotonic clock
-char* ms_to_text(int64 ms);                // a Unix time in ms as a timestamp, palloc'd
-int active_entry_locked(const char* ns);   // under the lock: the open lease of ns, or -1
-int request_entry_locked(const char* ns);  // under the lock: the request for ns, posted if none; -1: pool full
 
 }  // namespace cosid::pg

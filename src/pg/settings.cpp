@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "static_state.hpp"
+#include "store_bound.hpp"
 
 namespace cosid::pg {
 
@@ -105,6 +106,13 @@ int32 static_slot_for(const char* ns) {
 }
 bool static_slots_configured() { return !parsed_static_slots.empty(); }
 bool static_state_file_configured() { return setting_state_file != nullptr && setting_state_file[0] != '\0'; }
+const char* state_file_path() {
+    static char path_buffer[MAXPGPATH];
+    if (!static_state_file_configured()) return "";
+    if (is_absolute_path(setting_state_file)) return setting_state_file;
+    snprintf(path_buffer, sizeof(path_buffer), "%s/%s", DataDir, setting_state_file);
+    return path_buffer;
+}
 int64 not_before_ms() { return parsed_not_before_ms; }
 uint32 not_before_timeline() { return parsed_not_before_timeline; }
 
@@ -256,4 +264,12 @@ int64 mono_ms() {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<int64>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
+
+bool store_is_remote() { return setting_store_dsn != nullptr && setting_store_dsn[0] != '\0'; }
+
+int64 store_bound_ms() { return cosid::store_bound::base_ms(setting_ttl_ms); }
+
+int64 elapsed_ms(int64 since_mono_ms) { return mono_ms() - since_mono_ms; }
+
+char* ms_to_text(int64 ms) { return pstrdup(timestamptz_to_str(ms_to_timestamptz(ms))); }
 }  // namespace cosid::pg

@@ -35,6 +35,15 @@ int64 wall_ms();
 // CLOCK_MONOTONIC in ms: what the keeper schedules on (renewals, retries, idle releases) and
 // what backends stamp idle and request times with; the same clock in every process.
 int64 mono_ms();
+// True when cosid.store_dsn names a store on another server (shared by several instances).
+bool store_is_remote();
+// The base bound of a store call: ttl/6 (at least 100 ms), the keeper's lock timeout and the
+// cap of its renewal backoff (src/core/store_bound.hpp).
+int64 store_bound_ms();
+// Waits are measured on the monotonic clock: a wall-clock step neither ends nor stretches them.
+int64 elapsed_ms(int64 since_mono_ms);
+// A Unix time in ms as a timestamp, palloc'd.
+char* ms_to_text(int64 ms);
 // The generator's clock: the wall clock shifted by cosid.clock_offset.
 inline int64 clock_ms() { return wall_ms() + setting_clock_offset_ms; }
 // Unix milliseconds as a PostgreSQL timestamptz.
@@ -51,6 +60,8 @@ bool static_slots_configured();
 // they borrow no tick ahead of the clock and start every keeper's first window after the clock
 // (src/core static_state.hpp, "static slots without a state file").
 bool static_state_file_configured();
+// The state file's full path ('' when there is none).
+const char* state_file_path();
 // cosid.not_before in Unix ms, 0 when unset.
 int64 not_before_ms();
 // The timeline cosid.not_before names ("... on timeline N"), 0 when it names none.

@@ -225,4 +225,12 @@ void wake_keeper() {
     if (l != nullptr) SetLatch(l);
 }
 
+bool in_store_database() {
+    // The keeper publishes its database's oid; comparing it spares a new backend a catalog
+    // lookup on its first call.  Before the keeper connected, compare names.
+    Oid store_db = shared->database_oid;
+    return OidIsValid(store_db) ? store_db == MyDatabaseId
+                                : strcmp(get_database_name(MyDatabaseId), setting_database) == 0;
+}
+
 }  // namespace cosid::pg

@@ -24,11 +24,11 @@
 // Invariant: at most one leased entry per (ns, slot) whose word is open.  The keeper checks
 // it whenever it adds a lease to the pool (keeper.cpp, retire_stale_entries_locked).
 #pragma once
-#include "health.hpp"
+#include "health_state.hpp"
 #include "issue_word.hpp"
 #include "layout.hpp"
 #include "pg.hpp"
-#include "store.hpp"
+#include "store_result.hpp"
 
 namespace cosid::pg {
 
@@ -237,5 +237,8 @@ void wake_keeper();
 // below it): a floor within it is the store's wait, one beyond it a floor set by mistake.
 int64 raise_reach_ms();
 inline void count(pg_atomic_uint64& c, uint64 n = 1) { pg_atomic_fetch_add_u64(&c, n); }
+
+// True in cosid.database, where the keeper runs (and, without cosid.store_dsn, the store).
+bool in_store_database();
 
 }  // namespace cosid::pg

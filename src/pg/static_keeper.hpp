@@ -24,7 +24,5 @@ void release_static(int i);
 // cosid_adopt on a static namespace: no window of `ns` starts at or below floor_ms from now
 // on (kept in the state file).  False with a message when the file cannot be written.
 bool raise_static_not_before(const char* ns, int64 floor_ms, char* error, size_t len);
-// The state file's full path ('' when there is none).
-const char* state_file_path();
 
 }  // namespace cosid::pg

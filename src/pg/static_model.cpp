@@ -8,7 +8,6 @@
 
 #include "errors.hpp"
 #include "state.hpp"
-#include "static_keeper.hpp"
 
 namespace cosid::pg {
 
@@ -20,7 +19,6 @@ cosid::StateFile saved;     // `model` before the change being written (no C++ o
 bool model_loaded = false;  // false: read it (again) before the next window
 char problem[1400];         // why the file cannot be used ('' = none known)
 char problem_hint[512];
-char path_buffer[MAXPGPATH];
 
 // Without a state file: the clock when `model` was last reset (the keeper's start).  The
 // model knows nothing issued before it, and static_window_floor() starts no window at or
@@ -322,108 +320,5 @@ bool record_static_ceiling(const char* ns, int32 slot, int64 ceiling_ms, StoreEr
 }
 
 }  // namespace static_model
-
-using namespace static_model;
-
-
-const char* state_file_path() {
-    if (!have_file()) return "";
-    if (is_absolute_path(setting_state_file)) return setting_state_file;
-    snprintf(path_buffer, sizeof(path_buffer), "%s/%s", DataDir, setting_state_file);
-    return path_buffer;
-}
-
-void static_rows_tick() {
-    static int64 next_at = 0;
-    static bool failing = false;
-    if (!static_slots_configured() || mono_ms() < next_at) return;
-    next_at = mono_ms() + 1000;
-    // Only a model read from a file has something to record; a refused file is reported at
-    // every window already.
-    if (!model_loaded || RecoveryInProgress()) return;
-    // What the model holds, as JSON for one comparison with this cluster's rows: rows the
-    // table lost (made again by DROP and CREATE EXTENSION, emptied by TRUNCATE or DELETE) are
-    // written again.  Every store call here gives up on a lock after 100 ms: the keeper's
-    // pass (dynamic namespaces too) must not wait behind someone's lock on the table.
-    StringInfoData json;
-    initStringInfo(&json);
-    appendStringInfoChar(&json, '[');
-    RowToWrite* rows = nullptr;
-    int n = model_rows(&rows);
-    for (int k = 0; k < n; ++k) {
-        if (k > 0) appendStringInfoChar(&json, ',');
-        appendStringInfoString(&json, "{\"ns\":");
-        escape_json(&json, rows[k].ns);
-        appendStringInfo(&json, ",\"slot\":%d,\"ceiling\":" INT64_FORMAT "}", rows[k].slot, rows[k].ceiling);
-    }
-    appendStringInfoChar(&json, ']');
-    pfree(rows);
-    bool exists = false;
-    bool restoring = false;
-    int64 table_file = 0;
-    int64 missing = 0;
-    StoreError err;
-    bool ok = store_static_ceiling_exists(&exists, &table_file, &restoring, &err, 100);
-    if (ok && exists && !restoring && n > 0) ok = store_static_rows_missing(json.data, &missing, &err, 100);
-    if (ok && missing > 0) {
-        rows_synced = false;
-        ok = sync_static_rows(&exists, &err, 100);
-        if (ok)
-            ereport(LOG, (errmsg("cosid wrote " INT64_FORMAT " static ceiling%s into cosid.static_ceiling again "
-                                 "(the table was made again or emptied)",
-                                 missing, missing == 1 ? "" : "s")));
-    }
-    pfree(json.data);
-    // An open window below a ceiling another cluster recorded since it opened (a data-only
-    // restore, or logical replication, brought the rows after it): closed, so that the next
-    // window starts above them.  What it issued before cannot be taken back; it issues no more.
-    // While a restore is under way no static window stays open: what it issued could lie
-    // below the rows the restore brings, and the table cannot take its ceiling meanwhile.
-    static bool closed_for_restore = false;
-    for (int i = 0; ok && restoring && i < shared->npool; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        LWLockAcquire(shared->lock, LW_SHARED);
-        bool open = e->state == kLeased && e->is_static;
-        LWLockRelease(shared->lock);
-        if (!open) continue;
-        if (!closed_for_restore)
-            ereport(LOG, (errmsg("cosid closes its static windows: a restore of database \"%s\" is under way",
-                                 setting_database),
-                          errdetail("No static window opens until the restore's data has come (cosid.store_state "
-                                    "holds only the mark its CREATE EXTENSION left).")));
-        closed_for_restore = true;
-        release_static(i);
-    }
-    if (ok && !restoring) closed_for_restore = false;
-    for (int i = 0; ok && exists && !restoring && i < shared->npool; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        char ns[NAMEDATALEN];
-        LWLockAcquire(shared->lock, LW_SHARED);
-        bool open = e->state == kLeased && e->is_static;
-        strlcpy(ns, e->ns, sizeof(ns));
-        int32 slot = e->slot;
-        int64 floor = e->floor;
-        LWLockRelease(shared->lock);
-        if (!open) continue;
-        std::optional<int64> others_ms, own_ms;
-        bool busy = false;
-        ok = store_static_recorded(ns, slot, &others_ms, &own_ms, &busy, &err, 100);
-        if (!ok || !others_ms || *others_ms <= floor) continue;
-        ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": a ceiling above the open window's floor "
-                             "was recorded (by another cluster in cosid.static_ceiling, or by a lease of the slot in "
-                             "cosid.lease); the window is closed, the next starts above it",
-                             slot, ns),
-                      errdetail("The rows came after the window opened: a data-only restore or logical replication "
-                                "while this server issued, or a server leasing this slot from this database. Ids "
-                                "issued in the window before may repeat the other's."),
-                      errhint("Let a restore finish before the application issues ids, and give each cluster its "
-                              "own static slots, never leased by another.")));
-        release_static(i);
-    }
-    if (!ok && !failing)
-        ereport(LOG, (errmsg("cosid could not compare its static ceilings with cosid.static_ceiling: %s", err.message),
-                      errdetail("Tried again every second; the next static window writes them in any case.")));
-    failing = !ok;
-}
 
 }  // namespace cosid::pg

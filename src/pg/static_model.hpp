@@ -15,7 +15,6 @@ extern cosid::StateFile saved;  // `model` before the change being written
 extern bool model_loaded;       // false: read it (again) before the next window
 extern char problem[1400];      // why the file cannot be used ('' = none known)
 extern char problem_hint[512];
-extern char path_buffer[MAXPGPATH];
 extern int64 model_started_ms;  // without a state file: the keeper's start (see the .cpp)
 extern bool rows_synced;        // every window of `model` is in cosid.static_ceiling
 

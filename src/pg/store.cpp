@@ -10,7 +10,6 @@
 #include "errors.hpp"
 #include "settings.hpp"
 #include "slot_range.hpp"
-#include "state.hpp"
 #include "store_bound.hpp"
 #include "store_io.hpp"
 
@@ -70,10 +69,6 @@ void read_release(const TextRow& r, StoreResult* out) {
 }
 
 }  // namespace
-
-bool store_is_remote() { return setting_store_dsn != nullptr && setting_store_dsn[0] != '\0'; }
-
-int64 store_bound_ms() { return cosid::store_bound::base_ms(setting_ttl_ms); }
 
 bool store_extension_ready(StoreError* err) {
     StoreResult r;
@@ -195,8 +190,8 @@ bool store_renew(const char* ns, int32 slot, const char* incarnation, int64 fenc
 
 namespace {
 void read_raised_at(const TextRow& r, StoreResult* out) {
-    out->ceiling = get_int64(r, 1, 0);
-    out->floor = get_int64(r, 2, 0);
+    out->raised_at_ms = get_int64(r, 1, 0);
+    out->max_tolerance_ms = get_int64(r, 2, 0);
     out->found = true;
 }
 }  // namespace
@@ -208,8 +203,8 @@ bool store_raised_at(int64* raised_at_ms, int64* max_tolerance_ms, StoreError* e
     if (!run("SELECT pg_catalog.max(raised_at_ms), pg_catalog.max(max_tolerance_ms) FROM cosid.store_state", 0, nullptr,
              read_raised_at, &r, err))
         return false;
-    *raised_at_ms = r.row ? r.ceiling : 0;
-    *max_tolerance_ms = r.row ? r.floor : 0;
+    *raised_at_ms = r.row ? r.raised_at_ms : 0;
+    *max_tolerance_ms = r.row ? r.max_tolerance_ms : 0;
     return true;
 }
 

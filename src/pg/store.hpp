@@ -2,50 +2,16 @@
 // change commits whatever any user transaction does.  Only the keeper calls these.
 #pragma once
 #include "pg.hpp"
+#include "store_result.hpp"
 
 #include <optional>
 
 namespace cosid::pg {
 
-struct StoreResult {
-    bool row;    // the store answered with a row
-    bool found;  // acquire: a slot was won; renew/release: the lease matched
-    int32 slot;
-    int64 fence, expires_at, floor, ceiling, next_floor, store_now;
-    bool duplicate_key;
-    int64 earliest_expiry;  // 0: none
-    // namespace layout (acquire only)
-    int timestamp_bits, slot_bits, sequence_bits, unit_ms;
-    int64 epoch_ms, tolerance_ms;
-    char slot_range[32];               // acquire only: the store's range of the namespace's slots, "" for all
-    char namespace_name[NAMEDATALEN];  // store_next_own_lease only
-    int64 failovers;                   // store_read_health: the store's failover count
-    int32 timeline;                    // and the timeline it writes on
-    char store_id[40];                 // acquire only: cosid.store_state.store_id, "" before 1.4
-};
-
-struct StoreError {
-    char message[256];
-    int sqlerrcode;
-    // The call may have committed although it failed: the answer was lost on the way back,
-    // or the commit was not confirmed as configured (a cancelled wait for a synchronous
-    // standby).  An ERROR answer means the transaction was rolled back: false then.
-    bool outcome_unknown;
-    char hint[256];  // '' unless the error says what to do (the Citus guard)
-};
-
 // The store time of the store's last raise (cosid.store_state.raised_at_ms; 0: none) and its
 // max_tolerance: a renewal that found its lease gone asks whether a raise freed it
 // (src/core lease_model.hpp, freed_by_raise).
 bool store_raised_at(int64* raised_at_ms, int64* max_tolerance_ms, StoreError* err);
-// True when cosid.store_dsn names a store on another server (shared by several instances).
-bool store_is_remote();
-// The base bound of a store call: ttl/6 (at least 100 ms), the keeper's lock timeout and the
-// cap of its renewal backoff (src/core/store_bound.hpp).
-int64 store_bound_ms();
-// Every kind of store call back to the base bound (a new cosid.ttl, a shutdown's releases).
-void store_bound_reset();
-void store_disconnect();
 // The extension is in cosid.database (and on the remote store).  A local store on a Citus
 // worker is refused (ZC006, with a hint): it is not the cluster's store (citus.hpp).
 bool store_extension_ready(StoreError* err);

@@ -7,7 +7,6 @@ extern "C" {
 #include "datatype/timestamp.h"
 #include "utils/timestamp.h"
 }
-#include "health.hpp"
 
 extern "C" {
 #include "libpq-fe.h"
@@ -22,7 +21,6 @@ extern "C" {
 #include "settings.hpp"
 #include "store_bound.hpp"
 #include "store_errors.hpp"
-#include "state.hpp"
 
 namespace cosid::pg::store_io {
 
@@ -505,6 +503,8 @@ static bool run_libpq(const char* sql, int nargs, const char* const* args, TextR
     return ok;
 }
 
+CallObserver call_observer = nullptr;  // who counts the calls (set_call_observer)
+
 // Runs one statement in a transaction of its own and reads its first row, if any, with
 // `reader`.  Every mutation joins cosid._durable(), which makes its commit synchronous
 // whatever the store's synchronous_commit (see the SQL script), locally and remotely alike.  Errors (a lock timeout, a lost connection, a missing table, ...) are
@@ -519,10 +519,11 @@ bool run(const char* sql, int nargs, const char* const* args, RowReader reader, 
         store_is_remote() ? run_libpq(sql, nargs, args, &row, err, sink) : run_spi(sql, nargs, args, &row, err, sink);
     if (ok && row.present && reader != nullptr) reader(row, out);
     out->row = row.present;
-    count(shared->stats.store_transactions);
-    if (ok) health_store_answered();
+    if (call_observer != nullptr) call_observer(ok);
     return ok;
 }
+
+void set_call_observer(CallObserver observer) { call_observer = observer; }
 
 }  // namespace cosid::pg::store_io
 

@@ -1,9 +1,9 @@
 // How a store call travels (store_io.cpp): SPI into this instance's cosid.database, or libpq
 // to the server cosid.store_dsn names.  Either way one statement runs in a transaction of
 // its own, with text parameters, and its first row (or each row, for a sink) comes back as
-// text.  For store.cpp's calls only.
+// text.  For store.cpp's calls only (and the keeper's count of them: set_call_observer).
 #pragma once
-#include "store.hpp"
+#include "store_result.hpp"
 
 #include <stdlib.h>
 
@@ -38,8 +38,21 @@ void set_hint(StoreError* err, const char* hint);
 // lock_timeout_ms > 0: it gives up on a lock after that long.
 bool run_spi(const char* sql, int nargs, const char* const* args, TextRow* row, StoreError* err,
              const RowSink* sink = nullptr, int lock_timeout_ms = 0);
-// One statement on the store, local or remote; its first row read by `reader`.
+// What run() did, for whoever counts the store's calls: `answered` is run()'s result.  The
+// keeper sets it (keeper.cpp: cosid_stats().store_transactions and cosid_health()'s last
+// answer); store_io itself records nothing in shared memory.  nullptr: nobody counts.
+using CallObserver = void (*)(bool answered);
+void set_call_observer(CallObserver observer);
+// One statement on the store, local or remote; its first row read by `reader`; then the
+// observer is told.
 bool run(const char* sql, int nargs, const char* const* args, RowReader reader, StoreResult* out, StoreError* err,
          const RowSink* sink = nullptr);
 
 }  // namespace cosid::pg::store_io
+
+namespace cosid::pg {
+// The keeper's hold on the transport (keeper.cpp).
+// Every kind of store call back to the base bound (a new cosid.ttl, a shutdown's releases).
+void store_bound_reset();
+void store_disconnect();
+}  // namespace cosid::pg
