@@ -258,6 +258,143 @@ void check_pending_leases(Gen* g) {
                     errhint("Retry: the next call uses the instance's next lease.")));
 }
 
+// The keeper is asked to renew entry e's lease at once (a backend at its ceiling, or waiting
+// for a clock far behind the last id): only if g is still on that lease.
+void ask_keeper_to_renew(const Gen* g, PoolEntry* e) {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (pg_atomic_read_u64(&e->generation) == g->generation && e->next_renew_at > 0) e->next_renew_at = 0;
+    LWLockRelease(shared->lock);
+    wake_keeper();
+}
+
+// issue()'s wait when the tick's sequence is used up and cosid.max_borrow says wait for the
+// clock (a clock that stepped back far makes that long: bounded by cosid.acquire_timeout).
+// Split out of issue() to keep it short: the same statements, in the same order, after the
+// hazard was cleared.  Returns after one short sleep; issue() then claims again.
+void wait_for_clock(Gen* g, PoolEntry* e, const Claim& c, int64* wait_start, bool* asked_keeper) {
+    if (*wait_start == 0) *wait_start = mono_ms();
+    // Longer than a move to a slot whose window starts now (a clock that stepped back
+    // far behind the last id): the keeper renews at once, and leaves the lease
+    // (src/core/clock_step.hpp).  Static slots have no other slot.
+    if (!*asked_keeper && !g->is_static &&
+        c.wait_until_ms - clock_ms() > cosid::clock_step::patience_ms(g->layout, store_bound_ms())) {
+        *asked_keeper = true;
+        ask_keeper_to_renew(g, e);
+    }
+    if (elapsed_ms(*wait_start) >= acquire_timeout_ms()) {
+        // A static slot without a state file borrows nothing, whatever max_borrow says.
+        bool no_file = g->is_static && !static_state_file_configured();
+        ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                        errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
+                        no_file ? errdetail("Static slots without a state file issue no id ahead of the clock; "
+                                            "waited %d ms for it to reach the next tick.",
+                                            acquire_timeout_ms())
+                                : errdetail("cosid.max_borrow (%d ms) forbids issuing further ahead of this clock; "
+                                            "waited %d ms for it.",
+                                            setting_max_borrow_ms, acquire_timeout_ms()),
+                        no_file ? errhint("The clock stepped back. Set cosid.state_file to let static slots borrow "
+                                          "ahead of the clock (cosid.max_borrow).")
+                                : errhint("The clock stepped back, or ids are asked for faster than the layout "
+                                          "allows; raise cosid.max_borrow, or set it to -1 to borrow up to the "
+                                          "window's end.")));
+    }
+    int64 wait = c.wait_until_ms - clock_ms();
+    if (wait > 1) pg_usleep(Min(wait, 100) * 1000L);
+    CHECK_FOR_INTERRUPTS();
+}
+
+[[noreturn]] void report_out_of_range(const Gen* g) {
+    ereport(ERROR,
+            (errcode(COSID_OUT_OF_RANGE), errmsg("cosid clock is outside namespace \"%s\"'s timestamp range", g->ns),
+             errdetail("The clock reads %lld ms; the layout covers its epoch plus %d timestamp bits.",
+                       static_cast<long long>(clock_ms()), g->layout.timestamp_bits)));
+    pg_unreachable();
+}
+
+// issue()'s wait at the ceiling of entry e's window (NextStatus::PastCeiling).  Split out of
+// issue() to keep it short: the same statements, in the same order.  Returns true when g moved
+// off a lease the store's raise freed (issue() then attaches to its successor); otherwise
+// fails once the wait is over `timeout` (unless the window holds no tick yet: `empty`).
+bool wait_at_ceiling(Gen* g, PoolEntry* e, int64 ceiling, bool empty, int64 wait_start, int timeout,
+                     bool* counted_wait) {
+    // A lease the store's raise freed ends at its ceiling: once its successor holds a
+    // tick, move to it now, without waiting for the keeper (which may be busy with a
+    // store that does not answer) to end this one.  Its window lies above the raised
+    // floor, above every id of this one.
+    LWLockAcquire(shared->lock, LW_SHARED);
+    bool move =
+        pg_atomic_read_u64(&e->generation) == g->generation && e->raised_out && active_entry_locked(g->ns) != g->entry;
+    LWLockRelease(shared->lock);
+    if (move) {
+        detach(g);
+        return true;
+    }
+    if (!*counted_wait) {
+        count(shared->stats.waits_at_ceiling);
+        *counted_wait = true;
+        ask_keeper_to_renew(g, e);
+    }
+    if (!empty && elapsed_ms(wait_start) >= timeout) {
+        char static_error[200] = "";
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool is_static = pg_atomic_read_u64(&e->generation) == g->generation && e->is_static;
+        if (is_static) strlcpy(static_error, e->static_error, sizeof(static_error));
+        LWLockRelease(shared->lock);
+        if (is_static)
+            ereport(ERROR,
+                    (errcode(COSID_CEILING_TIMEOUT),
+                     errmsg("cosid window on static slot %d of namespace \"%s\" ended and its next "
+                            "ceiling was not written",
+                            g->slot, g->ns),
+                     errdetail("The state file holds the ceiling %s; no id is issued past it. %s%s",
+                               ms_to_text(ceiling), static_error[0] != '\0' ? "The last write failed: " : "",
+                               static_error[0] != '\0' ? static_error : "The keeper did not write a new one in time."),
+                     errhint("Free space on, or fix the permissions of, the directory of the state "
+                             "file (cosid.state_file).")));
+    }
+    if (!empty && elapsed_ms(wait_start) >= timeout)
+        ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
+                        errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed", g->slot, g->ns),
+                        errdetail("The window's ceiling is %s; no renewal arrived within %d ms.", ms_to_text(ceiling),
+                                  timeout),
+                        errhint("The lease store may be unreachable or locked, or this host's clock runs "
+                                "ahead of the store's.")));
+    return false;
+}
+
+// issue()'s wait for a clock behind the window's floor (NextStatus::BeforeFloor, or a window
+// that holds no tick yet): fails once the wait is over its budget.  Split out of issue() to
+// keep it short: the same statements, in the same order.
+void check_floor_wait(const Gen* g, int64 wait_start, int timeout) {
+    // A floor the store raised (after a failover: up to max_ttl + 2 x max_tolerance
+    // ahead) is waited out first: only a clock still behind it after that is late.
+    // The wait is capped (state.cpp: 2 x ttl + 15 s); what is reported is the real
+    // distance from this clock to the floor, which may be years.
+    int64 budget = timeout + g->floor_wait_ms;
+    if (elapsed_ms(wait_start) >= budget) {
+        int64 ahead = g->floor - clock_ms();
+        bool far = ahead > raise_reach_ms();
+        char ahead_text[64];
+        cpp_call([&] { strlcpy(ahead_text, cosid::format_span_ms(ahead).c_str(), sizeof(ahead_text)); });
+        ereport(ERROR, (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
+                        errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"", g->slot, g->ns),
+                        errdetail("Ids may only be issued after %s, %s ahead of this clock; waited %lld ms "
+                                  "(cosid.acquire_timeout %d ms, plus %lld ms for a floor the lease store "
+                                  "set ahead of its clock).",
+                                  ms_to_text(g->floor), ahead_text, static_cast<long long>(budget), timeout,
+                                  static_cast<long long>(g->floor_wait_ms)),
+                        far ? errhint("The floor lies further ahead than any raise of the lease store: if it "
+                                      "was set by mistake and nothing was issued above it, an administrator "
+                                      "lowers the namespace's floor on the store (SELECT "
+                                      "cosid_namespace_lower_floor('%s', now())), and SELECT "
+                                      "cosid_release('%s', %d) hands this slot back, so that the next call "
+                                      "takes a slot whose window can start now.",
+                                      g->ns, g->ns, g->slot)
+                            : errhint("This host's clock runs behind the lease store's, or the lease store "
+                                      "did not answer.")));
+    }
+}
+
 int64 issue(Gen* g) {
     if (unlikely(g->any_pending)) check_pending_leases(g);
     // The rest of a block this statement claimed: no shared memory touched.  Its ids were
@@ -316,48 +453,10 @@ int64 issue(Gen* g) {
             continue;
         }
         if (c.status == NextStatus::SequenceExhausted) {
-            // The tick's sequence is used up and cosid.max_borrow says wait for the clock (a
-            // clock that stepped back far makes that long: bounded by cosid.acquire_timeout).
-            if (wait_start == 0) wait_start = mono_ms();
-            // Longer than a move to a slot whose window starts now (a clock that stepped back
-            // far behind the last id): the keeper renews at once, and leaves the lease
-            // (src/core/clock_step.hpp).  Static slots have no other slot.
-            if (!asked_keeper && !g->is_static &&
-                c.wait_until_ms - clock_ms() > cosid::clock_step::patience_ms(g->layout, store_bound_ms())) {
-                asked_keeper = true;
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                if (pg_atomic_read_u64(&e->generation) == g->generation && e->next_renew_at > 0) e->next_renew_at = 0;
-                LWLockRelease(shared->lock);
-                wake_keeper();
-            }
-            if (elapsed_ms(wait_start) >= acquire_timeout_ms()) {
-                // A static slot without a state file borrows nothing, whatever max_borrow says.
-                bool no_file = g->is_static && !static_state_file_configured();
-                ereport(ERROR,
-                        (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
-                         errmsg("cosid clock is behind the last id issued in namespace \"%s\"", g->ns),
-                         no_file ? errdetail("Static slots without a state file issue no id ahead of the clock; "
-                                             "waited %d ms for it to reach the next tick.",
-                                             acquire_timeout_ms())
-                                 : errdetail("cosid.max_borrow (%d ms) forbids issuing further ahead of this clock; "
-                                             "waited %d ms for it.",
-                                             setting_max_borrow_ms, acquire_timeout_ms()),
-                         no_file ? errhint("The clock stepped back. Set cosid.state_file to let static slots borrow "
-                                           "ahead of the clock (cosid.max_borrow).")
-                                 : errhint("The clock stepped back, or ids are asked for faster than the layout "
-                                           "allows; raise cosid.max_borrow, or set it to -1 to borrow up to the "
-                                           "window's end.")));
-            }
-            int64 wait = c.wait_until_ms - clock_ms();
-            if (wait > 1) pg_usleep(Min(wait, 100) * 1000L);
-            CHECK_FOR_INTERRUPTS();
+            wait_for_clock(g, e, c, &wait_start, &asked_keeper);
             continue;
         }
-        if (c.status == NextStatus::OutOfRange)
-            ereport(ERROR, (errcode(COSID_OUT_OF_RANGE),
-                            errmsg("cosid clock is outside namespace \"%s\"'s timestamp range", g->ns),
-                            errdetail("The clock reads %lld ms; the layout covers its epoch plus %d timestamp bits.",
-                                      static_cast<long long>(clock_ms()), g->layout.timestamp_bits)));
+        if (c.status == NextStatus::OutOfRange) report_out_of_range(g);
         if (wait_start == 0) wait_start = mono_ms();
         int timeout = acquire_timeout_ms();
         // A window that holds no tick yet (a floor the store raised after a failover or a
@@ -365,85 +464,10 @@ int64 issue(Gen* g) {
         // within the lease's ttl + tolerance of it: waited for as a floor ahead of the clock is.
         const bool empty = c.status == NextStatus::PastCeiling &&
                            cosid::holds_no_tick(ClaimWindow{g->floor, ceiling}, g->layout.unit_ms());
-        if (c.status == NextStatus::PastCeiling) {
-            // A lease the store's raise freed ends at its ceiling: once its successor holds a
-            // tick, move to it now, without waiting for the keeper (which may be busy with a
-            // store that does not answer) to end this one.  Its window lies above the raised
-            // floor, above every id of this one.
-            LWLockAcquire(shared->lock, LW_SHARED);
-            bool move = pg_atomic_read_u64(&e->generation) == g->generation && e->raised_out &&
-                        active_entry_locked(g->ns) != g->entry;
-            LWLockRelease(shared->lock);
-            if (move) {
-                detach(g);
-                continue;
-            }
-            if (!counted_wait) {
-                count(shared->stats.waits_at_ceiling);
-                counted_wait = true;
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                if (pg_atomic_read_u64(&e->generation) == g->generation && e->next_renew_at > 0) e->next_renew_at = 0;
-                LWLockRelease(shared->lock);
-                wake_keeper();
-            }
-            if (!empty && elapsed_ms(wait_start) >= timeout) {
-                char static_error[200] = "";
-                LWLockAcquire(shared->lock, LW_SHARED);
-                bool is_static = pg_atomic_read_u64(&e->generation) == g->generation && e->is_static;
-                if (is_static) strlcpy(static_error, e->static_error, sizeof(static_error));
-                LWLockRelease(shared->lock);
-                if (is_static)
-                    ereport(ERROR,
-                            (errcode(COSID_CEILING_TIMEOUT),
-                             errmsg("cosid window on static slot %d of namespace \"%s\" ended and its next "
-                                    "ceiling was not written",
-                                    g->slot, g->ns),
-                             errdetail("The state file holds the ceiling %s; no id is issued past it. %s%s",
-                                       ms_to_text(ceiling), static_error[0] != '\0' ? "The last write failed: " : "",
-                                       static_error[0] != '\0' ? static_error
-                                                               : "The keeper did not write a new one in time."),
-                             errhint("Free space on, or fix the permissions of, the directory of the state "
-                                     "file (cosid.state_file).")));
-            }
-            if (!empty && elapsed_ms(wait_start) >= timeout)
-                ereport(ERROR, (errcode(COSID_CEILING_TIMEOUT),
-                                errmsg("cosid window on slot %d of namespace \"%s\" ended and was not renewed", g->slot,
-                                       g->ns),
-                                errdetail("The window's ceiling is %s; no renewal arrived within %d ms.",
-                                          ms_to_text(ceiling), timeout),
-                                errhint("The lease store may be unreachable or locked, or this host's clock runs "
-                                        "ahead of the store's.")));
-        }
-        if (c.status == NextStatus::BeforeFloor || empty) {
-            // A floor the store raised (after a failover: up to max_ttl + 2 x max_tolerance
-            // ahead) is waited out first: only a clock still behind it after that is late.
-            // The wait is capped (state.cpp: 2 x ttl + 15 s); what is reported is the real
-            // distance from this clock to the floor, which may be years.
-            int64 budget = timeout + g->floor_wait_ms;
-            if (elapsed_ms(wait_start) >= budget) {
-                int64 ahead = g->floor - clock_ms();
-                bool far = ahead > raise_reach_ms();
-                char ahead_text[64];
-                cpp_call([&] { strlcpy(ahead_text, cosid::format_span_ms(ahead).c_str(), sizeof(ahead_text)); });
-                ereport(ERROR,
-                        (errcode(COSID_BEFORE_FLOOR_TIMEOUT),
-                         errmsg("cosid clock is behind the window of slot %d of namespace \"%s\"", g->slot, g->ns),
-                         errdetail("Ids may only be issued after %s, %s ahead of this clock; waited %lld ms "
-                                   "(cosid.acquire_timeout %d ms, plus %lld ms for a floor the lease store "
-                                   "set ahead of its clock).",
-                                   ms_to_text(g->floor), ahead_text, static_cast<long long>(budget), timeout,
-                                   static_cast<long long>(g->floor_wait_ms)),
-                         far ? errhint("The floor lies further ahead than any raise of the lease store: if it "
-                                       "was set by mistake and nothing was issued above it, an administrator "
-                                       "lowers the namespace's floor on the store (SELECT "
-                                       "cosid_namespace_lower_floor('%s', now())), and SELECT "
-                                       "cosid_release('%s', %d) hands this slot back, so that the next call "
-                                       "takes a slot whose window can start now.",
-                                       g->ns, g->ns, g->slot)
-                             : errhint("This host's clock runs behind the lease store's, or the lease store "
-                                       "did not answer.")));
-            }
-        }
+        if (c.status == NextStatus::PastCeiling &&
+            wait_at_ceiling(g, e, ceiling, empty, wait_start, timeout, &counted_wait))
+            continue;
+        if (c.status == NextStatus::BeforeFloor || empty) check_floor_wait(g, wait_start, timeout);
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 5, PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();

@@ -261,76 +261,45 @@ bool renew_prepare(int i, DueLease* d) {
     return true;
 }
 
-// before/after: the wall clock around the store call, for the store clock check.
-void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& store_err, int64 before,
-                 int64 after) {
-    PoolEntry* e = &shared->pool[d.i];
-    StoreError err = store_err;
-    if (ok && r.found) {
-        // (only the keeper writes the entry's layout, floor and store: read without the lock)
-        int64 floor = e->floor;
-        // not recorded: the new ceiling is not used; tried again as a failed renewal
-        if (!history_applied(d.ns, e->store_id, entry_layout(*e), d.slot, r.ceiling, &floor, &err)) ok = false;
-    }
-    // Lost to a raise: the store failed over since the grant and freed every lease, each
-    // slot's next window starting above anything this lease can issue (its ceiling).  Nothing
-    // is wrong with its ids, nor with the rest of its window: its backends go on up to the
-    // ceiling, then move to a new lease (raised_out), without an error and without a wait.
-    bool to_raise = ok && !r.found && freed_by_raise(e->store_seen_at);
-    bool leave = false;
-    int64 reach = 0;
-    int64 done = mono_ms();
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (ok && r.found) {
-        e->expires_at = r.expires_at;
-        if (r.store_now > e->store_seen_at) e->store_seen_at = r.store_now;
-        if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
-            pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
-        e->next_renew_at =
-            done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, e->floor,
-                                         static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), e->unit_ms);
-        e->backoff_ms = 0;
-        // A window its ids used up further ahead than this renewal could reach, or whose next
-        // tick lies further ahead of the clock than cosid.max_borrow allows (the clock stepped
-        // back since it was granted): released in order, and its backends go on with a slot
-        // whose window starts now instead of waiting for the clock to catch up
-        // (src/core/clock_step.hpp).
-        cosid::Layout layout = entry_layout(*e);
-        reach = Min(r.expires_at, r.store_now + static_cast<int64>(setting_ttl_ms)) + d.tol;
-        leave = !e->release_requested && !e->releasing &&
-                cosid::clock_step::leave_lease(
-                    layout, pg_atomic_read_u64(&e->word), static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), reach,
-                    clock_ms(), setting_max_borrow_ms, cosid::clock_step::patience_ms(layout, store_bound_ms()));
-        if (leave) {
-            e->release_requested = true;
-            e->next_renew_at = 0;
-        }
-    } else if (ok && to_raise) {
-        e->raised_out = true;
-        // Asked for even when this one ends at once (an empty window: the successor of a lease
-        // an earlier raise freed, freed in turn before it opened): that earlier lease may still
-        // serve, and its backends need the next successor before its ceiling.
-        end_raised_out_locked(e);
-        want_successor_locked(e);
-    } else if (ok) {
-        // Fence or incarnation changed: someone took the slot or it was revoked.
-        end_lease(e, true);
-    } else {
-        e->backoff_ms = next_backoff_ms(e->backoff_ms);
-        e->next_renew_at = done + e->backoff_ms;
-    }
-    LWLockRelease(shared->lock);
+namespace {
 
+// Under the lock: a renewal the store confirmed (and cosid.history recorded) into entry e.
+// Returns whether the window is to be left (released in order, see below); *reach is then
+// how far the store's grant reaches.  (renew_apply's branch, split out to keep it short: the
+// same statements in the same order.)
+bool renewed_locked(const DueLease& d, PoolEntry* e, const StoreResult& r, int64 done, int64* reach) {
+    e->expires_at = r.expires_at;
+    if (r.store_now > e->store_seen_at) e->store_seen_at = r.store_now;
+    // The ceiling: only the keeper writes it, only upward, and only now that the store committed
+    // it and cosid.history recorded it (renew_apply); a backend that reads the older, lower one
+    // only waits.
+    if (static_cast<uint64>(r.ceiling) > pg_atomic_read_u64(&e->ceiling))
+        pg_atomic_write_u64(&e->ceiling, static_cast<uint64>(r.ceiling));
+    e->next_renew_at = done + cosid::renew_after_ms(setting_ttl_ms, r.expires_at, r.store_now, e->floor,
+                                                    static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), e->unit_ms);
+    e->backoff_ms = 0;
+    // A window its ids used up further ahead than this renewal could reach, or whose next
+    // tick lies further ahead of the clock than cosid.max_borrow allows (the clock stepped
+    // back since it was granted): released in order, and its backends go on with a slot
+    // whose window starts now instead of waiting for the clock to catch up
+    // (src/core/clock_step.hpp).
+    cosid::Layout layout = entry_layout(*e);
+    *reach = Min(r.expires_at, r.store_now + static_cast<int64>(setting_ttl_ms)) + d.tol;
+    bool leave = !e->release_requested && !e->releasing &&
+                 cosid::clock_step::leave_lease(
+                     layout, pg_atomic_read_u64(&e->word), static_cast<int64>(pg_atomic_read_u64(&e->ceiling)), *reach,
+                     clock_ms(), setting_max_borrow_ms, cosid::clock_step::patience_ms(layout, store_bound_ms()));
     if (leave) {
-        int64 ahead = static_cast<int64>(pg_atomic_read_u64(&e->ceiling)) - reach;
-        ereport(LOG, (errmsg("cosid: the window on slot %d of namespace \"%s\" is used up " INT64_FORMAT
-                             " ms ahead of what the lease store grants now, or its ids stand further ahead of the "
-                             "clock than cosid.max_borrow allows; it is released at its last id",
-                             d.slot, d.ns, ahead),
-                      errdetail("The clock stepped back after the window was granted. Its backends go on with a "
-                                "slot whose window starts now instead of waiting for the clock.")));
-        wake_keeper();
+        e->release_requested = true;
+        e->next_renew_at = 0;
     }
+    return leave;
+}
+
+// After the lock: the counters, the health notes and the log of a renewal's outcome
+// (renew_apply's, split out to keep it short).
+void note_renewal(const DueLease& d, bool ok, bool to_raise, const StoreResult& r, const StoreError& err, int64 before,
+                  int64 after) {
     if (ok && r.found) {
         count(shared->stats.renewals);
         health_renewal(true);
@@ -368,6 +337,59 @@ void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreEr
             ereport(DEBUG1, (errmsg("cosid: renewal of slot %d in \"%s\" failed: %s", d.slot, d.ns, err.message)));
         }
     }
+}
+
+}  // namespace
+
+// before/after: the wall clock around the store call, for the store clock check.
+void renew_apply(const DueLease& d, bool ok, const StoreResult& r, const StoreError& store_err, int64 before,
+                 int64 after) {
+    PoolEntry* e = &shared->pool[d.i];
+    StoreError err = store_err;
+    if (ok && r.found) {
+        // (only the keeper writes the entry's layout, floor and store: read without the lock)
+        int64 floor = e->floor;
+        // not recorded: the new ceiling is not used; tried again as a failed renewal
+        if (!history_applied(d.ns, e->store_id, entry_layout(*e), d.slot, r.ceiling, &floor, &err)) ok = false;
+    }
+    // Lost to a raise: the store failed over since the grant and freed every lease, each
+    // slot's next window starting above anything this lease can issue (its ceiling).  Nothing
+    // is wrong with its ids, nor with the rest of its window: its backends go on up to the
+    // ceiling, then move to a new lease (raised_out), without an error and without a wait.
+    bool to_raise = ok && !r.found && freed_by_raise(e->store_seen_at);
+    bool leave = false;
+    int64 reach = 0;
+    int64 done = mono_ms();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    if (ok && r.found) {
+        leave = renewed_locked(d, e, r, done, &reach);
+    } else if (ok && to_raise) {
+        e->raised_out = true;
+        // Asked for even when this one ends at once (an empty window: the successor of a lease
+        // an earlier raise freed, freed in turn before it opened): that earlier lease may still
+        // serve, and its backends need the next successor before its ceiling.
+        end_raised_out_locked(e);
+        want_successor_locked(e);
+    } else if (ok) {
+        // Fence or incarnation changed: someone took the slot or it was revoked.
+        end_lease(e, true);
+    } else {
+        e->backoff_ms = next_backoff_ms(e->backoff_ms);
+        e->next_renew_at = done + e->backoff_ms;
+    }
+    LWLockRelease(shared->lock);
+
+    if (leave) {
+        int64 ahead = static_cast<int64>(pg_atomic_read_u64(&e->ceiling)) - reach;
+        ereport(LOG, (errmsg("cosid: the window on slot %d of namespace \"%s\" is used up " INT64_FORMAT
+                             " ms ahead of what the lease store grants now, or its ids stand further ahead of the "
+                             "clock than cosid.max_borrow allows; it is released at its last id",
+                             d.slot, d.ns, ahead),
+                      errdetail("The clock stepped back after the window was granted. Its backends go on with a "
+                                "slot whose window starts now instead of waiting for the clock.")));
+        wake_keeper();
+    }
+    note_renewal(d, ok, to_raise, r, err, before, after);
     ConditionVariableBroadcast(&shared->cv);
 }
 

@@ -185,6 +185,142 @@ void warn_if_grant_shortened(int64 expires_at, int64 store_now) {
                               "SELECT cosid_store_settings(max_ttl => ...);")));
 }
 
+namespace {
+
+// A window just granted that will not be used (nothing was issued in it): handed back at its
+// floor at once; should that fail, the orphan sweep hands it back at its ceiling.
+// `log_failure`: the failed release is logged first.
+void hand_back(const char* ns, const StoreResult& r, bool log_failure) {
+    StoreResult rel;
+    StoreError rel_err;
+    if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) {
+        if (log_failure)
+            ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", r.slot, ns, rel_err.message)));
+        request_orphan_sweep();  // the sweep hands it back at its ceiling
+    }
+}
+
+// The checks a granted window passes before it is used: the slot fits the layout and the
+// store's slot range, a remote store's namespace is copied here, the ceiling is recorded in
+// cosid.history (which may raise r->floor).  A window that fails one is handed back, and err
+// says why.  (serve_request's checks, one after the other as they were there.)
+bool window_usable(const char* ns, StoreResult* r, StoreError* err) {
+    if (!make_layout(r->timestamp_bits, r->slot_bits, r->sequence_bits, r->epoch_ms, r->unit_ms).slot_fits(r->slot)) {
+        // A row past the layout's slots (a hand edit): the store of this version never grants
+        // it, an older one might.  Nothing was issued in it: handed back, and an error.
+        hand_back(ns, *r, false);
+        snprintf(err->message, sizeof(err->message),
+                 "the lease store granted slot %d of namespace \"%s\", outside its %d slot bits", r->slot, ns,
+                 r->slot_bits);
+        err->sqlerrcode = ERRCODE_DATA_CORRUPTED;
+        return false;
+    }
+    if (!slot_in_store_range(*r)) {
+        // A store of this version grants only its range (cosid.acquire): one that does not is
+        // not trusted with the slot.  Nothing was issued in it: handed back, and an error.
+        hand_back(ns, *r, false);
+        snprintf(err->message, sizeof(err->message),
+                 "the lease store granted slot %d of namespace \"%s\", outside its slot range %s", r->slot, ns,
+                 r->slot_range);
+        err->sqlerrcode = ERRCODE_DATA_CORRUPTED;
+        return false;
+    }
+    if (store_is_remote() && !store_sync_local_namespace(ns, *r, err)) {
+        // Nothing was issued in the new window: hand it back at once, and tell the caller.
+        hand_back(ns, *r, true);
+        return false;
+    }
+    if (!history_applied(ns, r->store_id,
+                         make_layout(r->timestamp_bits, r->slot_bits, r->sequence_bits, r->epoch_ms, r->unit_ms),
+                         r->slot, r->ceiling, &r->floor, err)) {
+        // The window could not be recorded in cosid.history: nothing was issued in it.
+        hand_back(ns, *r, false);
+        return false;
+    }
+    return true;
+}
+
+// The store call of serve_request: a window of `ns` acquired and checked (window_usable), or
+// false with err.  r->found false with true: the namespace is exhausted.
+bool acquire_window(const char* ns, StoreResult* r, StoreError* err) {
+    memset(r, 0, sizeof(*r));
+    // A local store first records this server as the one issuing from it, and refuses on a
+    // fork (src/pg/fork.cpp).
+    bool ok = store_is_remote() || fork_before_local_acquire(err);
+    if (ok)
+        ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, r, err);
+    if (ok && r->found && setting_test_keeper_exit[0] != '\0' && strcmp(setting_test_keeper_exit, ns) == 0 &&
+        !shared->test_keeper_exited) {
+        // Tests only: the acquire committed, and the keeper dies before it records the answer,
+        // as on an ERROR there.  The entry stays "acquiring" and the lease is an orphan.
+        shared->test_keeper_exited = true;
+        ereport(FATAL,
+                (errmsg("cosid keeper exits after an acquire in \"%s\" (cosid.test_keeper_exit_after_acquire)", ns)));
+    }
+    if (ok && !r->row) {  // cosid.acquire always answers with a row; anything else is an error
+        ok = false;
+        snprintf(err->message, sizeof(err->message), "the lease store gave no answer for namespace \"%s\"", ns);
+        err->sqlerrcode = ERRCODE_INTERNAL_ERROR;
+    }
+    if (ok && r->found) ok = window_usable(ns, r, err);
+    // A failed call may still have committed (an answer lost on the way back, a commit whose
+    // confirmation timed out): whatever it took is found and released by the sweep.  An
+    // error answer means a rollback: nothing to look for.
+    if (!ok && err->outcome_unknown) request_orphan_sweep();
+    return ok;
+}
+
+// Under the lock: the store's answer into request entry i (and, when the namespace is
+// exhausted, every waiting entry of it).
+void answer_request_locked(int i, const char* ns, bool ok, const StoreResult& r, const StoreError& err, int64 done) {
+    PoolEntry* e = &shared->pool[i];
+    if (!(ok && r.found) && request_abandoned_locked(e, done)) {
+        // Every waiter stopped waiting while the store answered: nobody wants a retry.
+        drop_request_locked(e);
+    } else if (!ok) {
+        request_failed_locked(e, err.message, err.hint, err.sqlerrcode, done);
+    } else if (!r.found) {
+        // Exhausted: every waiter of the namespace waits for the same next try, so that
+        // hundreds of them cost one acquire, not one each.
+        for (int j = 0; j < shared->npool; ++j) {
+            PoolEntry* w = &shared->pool[j];
+            if ((w->state != kWanted && j != i) || strcmp(w->ns, ns) != 0) continue;
+            w->earliest_expiry = r.earliest_expiry;
+            w->tries = 0;
+            w->error[0] = '\0';
+            w->error_code = 0;
+            w->retry_at = done + exhausted_retry_ms(r);
+        }
+        e->state = kWanted;
+    } else {
+        retire_stale_entries_locked(i, ns, r.slot);
+        install_window_locked(e, r, false, done);
+    }
+}
+
+// After the answer is in the entry: the counters, the health notes and the log.
+void note_acquire(const char* ns, bool ok, const StoreResult& r, const StoreError& err, int64 before, int64 after) {
+    if (ok) {
+        if (r.duplicate_key) count(shared->stats.duplicate_owner_keys);
+        if (r.found) {
+            count(shared->stats.acquires);
+            health_lease_granted();
+            warn_if_grant_shortened(r.expires_at, r.store_now);
+            health_store_clock(r.store_now, before, after, r.tolerance_ms);
+        }
+        if (r.duplicate_key)
+            ereport(LOG,
+                    (errmsg("cosid: another live incarnation holds leases with owner key \"%s\" in namespace \"%s\"",
+                            shared->owner_key, ns),
+                     errdetail("Its leases are left alone; this incarnation uses other slots."),
+                     errhint("Give each instance its own cosid.owner_key.")));
+    } else {
+        ereport(LOG, (errmsg("cosid: acquire in namespace \"%s\" failed: %s", ns, err.message)));
+    }
+}
+
+}  // namespace
+
 void serve_request(int i, int64 now) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
@@ -223,119 +359,14 @@ void serve_request(int i, int64 now) {
         return;
     }
     int64 before = clock_ms();
-    memset(&r, 0, sizeof(r));
-    // A local store first records this server as the one issuing from it, and refuses on a
-    // fork (src/pg/fork.cpp).
-    bool ok = store_is_remote() || fork_before_local_acquire(&err);
-    if (ok)
-        ok =
-            store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, &r, &err);
-    if (ok && r.found && setting_test_keeper_exit[0] != '\0' && strcmp(setting_test_keeper_exit, ns) == 0 &&
-        !shared->test_keeper_exited) {
-        // Tests only: the acquire committed, and the keeper dies before it records the answer,
-        // as on an ERROR there.  The entry stays "acquiring" and the lease is an orphan.
-        shared->test_keeper_exited = true;
-        ereport(FATAL,
-                (errmsg("cosid keeper exits after an acquire in \"%s\" (cosid.test_keeper_exit_after_acquire)", ns)));
-    }
-    if (ok && !r.row) {  // cosid.acquire always answers with a row; anything else is an error
-        ok = false;
-        snprintf(err.message, sizeof(err.message), "the lease store gave no answer for namespace \"%s\"", ns);
-        err.sqlerrcode = ERRCODE_INTERNAL_ERROR;
-    }
-    if (ok && r.found &&
-        !make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms).slot_fits(r.slot)) {
-        // A row past the layout's slots (a hand edit): the store of this version never grants
-        // it, an older one might.  Nothing was issued in it: handed back, and an error.
-        StoreResult rel;
-        StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) request_orphan_sweep();
-        snprintf(err.message, sizeof(err.message),
-                 "the lease store granted slot %d of namespace \"%s\", outside its %d slot bits", r.slot, ns,
-                 r.slot_bits);
-        err.sqlerrcode = ERRCODE_DATA_CORRUPTED;
-        ok = false;
-    }
-    if (ok && r.found && !slot_in_store_range(r)) {
-        // A store of this version grants only its range (cosid.acquire): one that does not is
-        // not trusted with the slot.  Nothing was issued in it: handed back, and an error.
-        StoreResult rel;
-        StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) request_orphan_sweep();
-        snprintf(err.message, sizeof(err.message),
-                 "the lease store granted slot %d of namespace \"%s\", outside its slot range %s", r.slot, ns,
-                 r.slot_range);
-        err.sqlerrcode = ERRCODE_DATA_CORRUPTED;
-        ok = false;
-    }
-    if (ok && r.found && store_is_remote() && !store_sync_local_namespace(ns, r, &err)) {
-        // Nothing was issued in the new window: hand it back at once, and tell the caller.
-        StoreResult rel;
-        StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) {
-            ereport(LOG, (errmsg("cosid: release of slot %d in \"%s\" failed: %s", r.slot, ns, rel_err.message)));
-            request_orphan_sweep();  // the sweep hands it back at its ceiling
-        }
-        ok = false;
-    }
-    if (ok && r.found &&
-        !history_applied(ns, r.store_id,
-                         make_layout(r.timestamp_bits, r.slot_bits, r.sequence_bits, r.epoch_ms, r.unit_ms), r.slot,
-                         r.ceiling, &r.floor, &err)) {
-        // The window could not be recorded in cosid.history: nothing was issued in it.
-        StoreResult rel;
-        StoreError rel_err;
-        if (!store_release(ns, r.slot, shared->incarnation, r.fence, r.floor, &rel, &rel_err)) request_orphan_sweep();
-        ok = false;
-    }
-    // A failed call may still have committed (an answer lost on the way back, a commit whose
-    // confirmation timed out): whatever it took is found and released by the sweep.  An
-    // error answer means a rollback: nothing to look for.
-    if (!ok && err.outcome_unknown) request_orphan_sweep();
+    bool ok = acquire_window(ns, &r, &err);
     int64 after = clock_ms();
     int64 done = mono_ms();
 
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (!(ok && r.found) && request_abandoned_locked(e, done)) {
-        // Every waiter stopped waiting while the store answered: nobody wants a retry.
-        drop_request_locked(e);
-    } else if (!ok) {
-        request_failed_locked(e, err.message, err.hint, err.sqlerrcode, done);
-    } else if (!r.found) {
-        // Exhausted: every waiter of the namespace waits for the same next try, so that
-        // hundreds of them cost one acquire, not one each.
-        for (int j = 0; j < shared->npool; ++j) {
-            PoolEntry* w = &shared->pool[j];
-            if ((w->state != kWanted && j != i) || strcmp(w->ns, ns) != 0) continue;
-            w->earliest_expiry = r.earliest_expiry;
-            w->tries = 0;
-            w->error[0] = '\0';
-            w->error_code = 0;
-            w->retry_at = done + exhausted_retry_ms(r);
-        }
-        e->state = kWanted;
-    } else {
-        retire_stale_entries_locked(i, ns, r.slot);
-        install_window_locked(e, r, false, done);
-    }
+    answer_request_locked(i, ns, ok, r, err, done);
     LWLockRelease(shared->lock);
-    if (ok) {
-        if (r.duplicate_key) count(shared->stats.duplicate_owner_keys);
-        if (r.found) {
-            count(shared->stats.acquires);
-            health_lease_granted();
-            warn_if_grant_shortened(r.expires_at, r.store_now);
-            health_store_clock(r.store_now, before, after, r.tolerance_ms);
-        }
-        if (r.duplicate_key)
-            ereport(LOG,
-                    (errmsg("cosid: another live incarnation holds leases with owner key \"%s\" in namespace \"%s\"",
-                            shared->owner_key, ns),
-                     errdetail("Its leases are left alone; this incarnation uses other slots."),
-                     errhint("Give each instance its own cosid.owner_key.")));
-    } else {
-        ereport(LOG, (errmsg("cosid: acquire in namespace \"%s\" failed: %s", ns, err.message)));
-    }
+    note_acquire(ns, ok, r, err, before, after);
     ConditionVariableBroadcast(&shared->cv);
 }
 
