@@ -178,107 +178,123 @@ void guard_local_leases() {
                       errhint("%s", err.hint)));
 }
 
-long keeper_pass(bool serve_requests) {
-    int64 pass_start = mono_ms();
-    long sleep_ms = 1000;
-    bool requests_due = false;
-    DueLease* due = static_cast<DueLease*>(palloc(sizeof(DueLease) * Max(shared->npool, 1)));
-    int ndue = 0;
-    int* soon = static_cast<int*>(palloc(sizeof(int) * Max(shared->npool, 1)));
-    int nsoon = 0;
-    // Renewals due within ttl/6 join a pass that goes to the store anyway: leases acquired at
-    // different times come into step, and then cost one store transaction per pass together.
-    // Renewing early is harmless: a renewal never shortens a window.
-    int64 early_ms = setting_ttl_ms / 6;
-    if (serve_requests) serve_raise_request();
-    guard_local_leases();
-    for (int i = 0; i < shared->npool; ++i) {
-        PoolEntry* e = &shared->pool[i];
-        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-        uint32 state = e->state;
-        int64 now = mono_ms();
-        bool claimed = false;  // since the last pass
-        if (state == kLeased) {
-            // Idle is measured on the word: a lease on which nothing was claimed for
-            // cosid.pool_idle_timeout (and not since the last pass) goes back to the store,
-            // whoever is attached to it.
-            uint64 w = pg_atomic_read_u64(&e->word);
-            if (w != e->observed_word) {
-                e->observed_word = w;
-                e->idle_since = now;
-                claimed = true;
-            }
-        }
-        bool release = e->release_requested;
-        bool releasing = e->releasing;
-        // Not idle: a window that holds no tick yet below a floor the store raised (within
-        // what a raise sets, as generator.cpp's wait: nothing can be claimed on it, its
-        // backends wait for it to open; handed back, the next grant has the same floor and the
-        // callers' wait for that would restart shorter), nor the successor of a lease the
-        // raise freed while that one serves.  Written to the entry, so that the idle time
-        // counts from when that ended, not from the grant (end_lease resets it then).  The
-        // pool is looked through for a freed lease only when the entry would go idle now:
-        // every pass for every lease made the keeper's passes quadratic in the pool's size.
-        if (state == kLeased && !e->is_static && !e->raised_out &&
-            ((cosid::holds_no_tick(entry_window(*e), e->unit_ms) && e->floor - clock_ms() <= raise_reach_ms()) ||
-             (!claimed && now - e->idle_since >= idle_limit_ms(e->observed_word) && freed_lease_serves_locked(e))))
-            e->idle_since = now;
-        int64 idle_since = e->idle_since;
-        int64 next_renew = e->next_renew_at;
-        int64 retry_at = e->retry_at;
-        int64 request_seen_at = e->request_seen_at;
-        LWLockRelease(shared->lock);
+// One pass's work list (keeper_pass): the renewals and releases due, the renewals due soon
+// that join them, the sleep until the next pass, and whether a request is due.
+struct PassPlan {
+    DueLease* due;
+    int ndue;
+    int* soon;
+    int nsoon;
+    long sleep_ms;
+    bool requests_due;
+    int64 early_ms;  // renewals due within this join a pass that goes to the store anyway
+};
 
-        if (state == kWanted && now - request_seen_at > kAbandonedRequestMs && now > e->keeper_wants_until) {
-            // Its backends stopped waiting (cancelled, terminated): do not keep acquiring.
-            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-            if (e->state == kWanted && e->request_seen_at == request_seen_at) drop_request_locked(e);
-            LWLockRelease(shared->lock);
-        } else if (state == kWanted) {
-            if (retry_at <= now)
-                requests_due = true;
-            else
-                sleep_ms = Min(sleep_ms, static_cast<long>(retry_at - now));
-        } else if (state == kDraining) {
-            // Free once no backend is in the middle of a claim on it (state.hpp); a backend
-            // stopped there (SIGSTOP) keeps it draining, and new leases use other entries.
-            if (!entry_has_hazard(i)) {
-                LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-                if (e->state == kDraining) e->state = kEmpty;
-                LWLockRelease(shared->lock);
-            } else {
-                sleep_ms = Min(sleep_ms, 100L);  // a backend stopped mid-claim: not urgent
-            }
-        } else if (state == kLeased && releasing) {
-            if (next_renew <= now) {
-                if (release_prepare(i, &due[ndue])) ndue++;
-                next_renew = now + 100;
-            }
-            sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-        } else if (state == kLeased && (release || (!claimed && now - idle_since >= idle_limit_ms(e->observed_word)))) {
-            if (release_prepare(i, &due[ndue])) ndue++;
-        } else if (state == kLeased) {
-            if (next_renew <= now) {
-                if (renew_prepare(i, &due[ndue])) ndue++;
-                next_renew = now + 100;
-            } else if (next_renew <= now + early_ms) {
-                soon[nsoon++] = i;
-            }
-            sleep_ms = Min(sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
-            sleep_ms = Min(sleep_ms, static_cast<long>(Max(idle_since + setting_pool_idle_ms - now, 10)));
+// What keeper_pass reads of entry i under the lock, in one look.
+struct EntryLook {
+    uint32 state;
+    int64 now;
+    bool claimed;  // since the last pass
+    bool release;
+    bool releasing;
+    int64 idle_since;
+    int64 next_renew;
+    int64 retry_at;
+    int64 request_seen_at;
+};
+
+// keeper_pass's look at entry i under the lock (split out of it to keep it short: the same
+// statements in the same order).
+EntryLook look_at_entry(PoolEntry* e) {
+    EntryLook l;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    l.state = e->state;
+    l.now = mono_ms();
+    l.claimed = false;
+    if (l.state == kLeased) {
+        // Idle is measured on the word: a lease on which nothing was claimed for
+        // cosid.pool_idle_timeout (and not since the last pass) goes back to the store,
+        // whoever is attached to it.
+        uint64 w = pg_atomic_read_u64(&e->word);
+        if (w != e->observed_word) {
+            e->observed_word = w;
+            e->idle_since = l.now;
+            l.claimed = true;
         }
     }
-    if (ndue > 0) {
-        // Static slots have no store to share a transaction with: renewed when due only.
-        for (int k = 0; k < nsoon; ++k)
-            if (!shared->pool[soon[k]].is_static && renew_prepare(soon[k], &due[ndue])) ndue++;
+    l.release = e->release_requested;
+    l.releasing = e->releasing;
+    // Not idle: a window that holds no tick yet below a floor the store raised (within
+    // what a raise sets, as generator.cpp's wait: nothing can be claimed on it, its
+    // backends wait for it to open; handed back, the next grant has the same floor and the
+    // callers' wait for that would restart shorter), nor the successor of a lease the
+    // raise freed while that one serves.  Written to the entry, so that the idle time
+    // counts from when that ended, not from the grant (end_lease resets it then).  The
+    // pool is looked through for a freed lease only when the entry would go idle now:
+    // every pass for every lease made the keeper's passes quadratic in the pool's size.
+    if (l.state == kLeased && !e->is_static && !e->raised_out &&
+        ((cosid::holds_no_tick(entry_window(*e), e->unit_ms) && e->floor - clock_ms() <= raise_reach_ms()) ||
+         (!l.claimed && l.now - e->idle_since >= idle_limit_ms(e->observed_word) && freed_lease_serves_locked(e))))
+        e->idle_since = l.now;
+    l.idle_since = e->idle_since;
+    l.next_renew = e->next_renew_at;
+    l.retry_at = e->retry_at;
+    l.request_seen_at = e->request_seen_at;
+    LWLockRelease(shared->lock);
+    return l;
+}
+
+// keeper_pass's decision for entry i after its look: drop an abandoned request, note a due
+// one, free a drained entry, or put a release or renewal on the plan (split out of it to keep
+// it short: the same statements in the same order).
+void plan_entry(int i, const EntryLook& l, PassPlan* p) {
+    PoolEntry* e = &shared->pool[i];
+    int64 now = l.now;
+    int64 next_renew = l.next_renew;
+    if (l.state == kWanted && now - l.request_seen_at > kAbandonedRequestMs && now > e->keeper_wants_until) {
+        // Its backends stopped waiting (cancelled, terminated): do not keep acquiring.
+        LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+        if (e->state == kWanted && e->request_seen_at == l.request_seen_at) drop_request_locked(e);
+        LWLockRelease(shared->lock);
+    } else if (l.state == kWanted) {
+        if (l.retry_at <= now)
+            p->requests_due = true;
+        else
+            p->sleep_ms = Min(p->sleep_ms, static_cast<long>(l.retry_at - now));
+    } else if (l.state == kDraining) {
+        // Free once no backend is in the middle of a claim on it (state.hpp); a backend
+        // stopped there (SIGSTOP) keeps it draining, and new leases use other entries.
+        if (!entry_has_hazard(i)) {
+            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+            if (e->state == kDraining) e->state = kEmpty;
+            LWLockRelease(shared->lock);
+        } else {
+            p->sleep_ms = Min(p->sleep_ms, 100L);  // a backend stopped mid-claim: not urgent
+        }
+    } else if (l.state == kLeased && l.releasing) {
+        if (next_renew <= now) {
+            if (release_prepare(i, &p->due[p->ndue])) p->ndue++;
+            next_renew = now + 100;
+        }
+        p->sleep_ms = Min(p->sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
+    } else if (l.state == kLeased &&
+               (l.release || (!l.claimed && now - l.idle_since >= idle_limit_ms(e->observed_word)))) {
+        if (release_prepare(i, &p->due[p->ndue])) p->ndue++;
+    } else if (l.state == kLeased) {
+        if (next_renew <= now) {
+            if (renew_prepare(i, &p->due[p->ndue])) p->ndue++;
+            next_renew = now + 100;
+        } else if (next_renew <= now + p->early_ms) {
+            p->soon[p->nsoon++] = i;
+        }
+        p->sleep_ms = Min(p->sleep_ms, static_cast<long>(Max(next_renew - now, 1)));
+        p->sleep_ms = Min(p->sleep_ms, static_cast<long>(Max(l.idle_since + setting_pool_idle_ms - now, 10)));
     }
-    run_due_leases(due, ndue);
-    // Then the store's failovers, orphans and requests, for at most one store bound in all.
-    check_store_failovers();
-    sweep_orphans(pass_start + store_bound_ms());
-    if (orphan_sweep_due()) sleep_ms = 0;  // not done yet
-    if (!serve_requests || !requests_due) return Max(sleep_ms, 0L);
+}
+
+// The end of keeper_pass: due requests, round-robin, within one store bound from pass_start.
+// Returns the next sleep: 0, a new pass computes it.
+long serve_due_requests(int64 pass_start) {
     bool served = false;
     for (int n = 0; n < shared->npool; ++n) {
         // Leases first again, then the rest, from where this pass stopped: a namespace whose
@@ -298,6 +314,39 @@ long keeper_pass(bool serve_requests) {
         }
     }
     return 0;  // a new pass computes the next wake-up
+}
+
+long keeper_pass(bool serve_requests) {
+    int64 pass_start = mono_ms();
+    PassPlan p;
+    p.sleep_ms = 1000;
+    p.requests_due = false;
+    p.due = static_cast<DueLease*>(palloc(sizeof(DueLease) * Max(shared->npool, 1)));
+    p.ndue = 0;
+    p.soon = static_cast<int*>(palloc(sizeof(int) * Max(shared->npool, 1)));
+    p.nsoon = 0;
+    // Renewals due within ttl/6 join a pass that goes to the store anyway: leases acquired at
+    // different times come into step, and then cost one store transaction per pass together.
+    // Renewing early is harmless: a renewal never shortens a window.
+    p.early_ms = setting_ttl_ms / 6;
+    if (serve_requests) serve_raise_request();
+    guard_local_leases();
+    for (int i = 0; i < shared->npool; ++i) {
+        EntryLook l = look_at_entry(&shared->pool[i]);
+        plan_entry(i, l, &p);
+    }
+    if (p.ndue > 0) {
+        // Static slots have no store to share a transaction with: renewed when due only.
+        for (int k = 0; k < p.nsoon; ++k)
+            if (!shared->pool[p.soon[k]].is_static && renew_prepare(p.soon[k], &p.due[p.ndue])) p.ndue++;
+    }
+    run_due_leases(p.due, p.ndue);
+    // Then the store's failovers, orphans and requests, for at most one store bound in all.
+    check_store_failovers();
+    sweep_orphans(pass_start + store_bound_ms());
+    if (orphan_sweep_due()) p.sleep_ms = 0;  // not done yet
+    if (!serve_requests || !p.requests_due) return Max(p.sleep_ms, 0L);
+    return serve_due_requests(pass_start);
 }
 
 // Start of a keeper: an entry left "acquiring" by a keeper that exited in the middle (its
@@ -409,16 +458,10 @@ void note_store_call(bool answered) {
     if (answered) health_store_answered();
 }
 
-}  // namespace
-
-extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
-    // Never registered in binary-upgrade mode (register_keeper); should a keeper start there
-    // anyway, it leaves before connecting, with exit code 0 so that it is not started again.
-    if (IsBinaryUpgrade) {
-        ereport(LOG, (errmsg("cosid keeper: binary-upgrade mode (pg_upgrade): exiting without connecting")));
-        proc_exit(0);
-    }
-    store_io::set_call_observer(note_store_call);
+// The keeper's start, once it is the keeper: signals, the connection to cosid.database, and
+// its name in shared memory (split out of cosid_keeper_main to keep it short: the same
+// statements in the same order).
+void start_keeper() {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
     pqsignal(SIGINT, COSID_SIG_IGN);  // taken only during store calls (store_io.cpp, begin_store_call)
@@ -452,6 +495,66 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
     ereport(LOG, (errmsg("cosid keeper started in database \"%s\" as owner \"%s\", incarnation %s, store %s",
                          setting_database, shared->owner_key, shared->incarnation,
                          store_is_remote() ? "remote (cosid.store_dsn)" : "local")));
+}
+
+// Until the store is ready: one look at it (the extension in cosid.database, or the remote
+// store's answer), published for waiting callers.  Returns the sleep until the next turn of
+// the keeper's loop (split out of cosid_keeper_main to keep it short).
+long check_store_ready(long sleep_ms) {
+    next_ready_check_at = mono_ms() + 100;
+    StoreError err;
+    bool ready = store_extension_ready(&err);
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->keeper_ready = ready;
+    // What a waiting cosid_next() reports at once instead of waiting out its timeout.
+    // 1: the extension is missing here; 2: the remote store refused (a transient error
+    // there, a timeout or a lost connection, is not known to last: 0, callers wait).
+    shared->keeper_problem = ready                                              ? 0
+                             : err.sqlerrcode == COSID_KEEPER_UNAVAILABLE       ? 3
+                             : strstr(err.message, "cosid.database") != nullptr ? 1
+                             : transient(err.sqlerrcode)                        ? 0
+                                                                                : 2;
+    strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
+    strlcpy(shared->keeper_problem_hint, ready ? "" : err.hint, sizeof(shared->keeper_problem_hint));
+    shared->keeper_checks++;
+    LWLockRelease(shared->lock);
+    log_store_reachability(ready, err);
+    ConditionVariableBroadcast(&shared->cv);
+    if (ready) {
+        fork_keeper_ready();  // before the first acquire (fork.cpp)
+        sleep_ms = 0;
+    }
+    return sleep_ms;
+}
+
+// The keeper's end at a shutdown: its leases handed back in order, and it is no longer the
+// keeper.
+[[noreturn]] void stop_keeper() {
+    if (shared->keeper_ready) {
+        MemoryContextSwitchTo(tick_context);
+        release_all_at_shutdown();
+    }
+    store_disconnect();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    shared->keeper_pid = 0;
+    shared->keeper_latch = nullptr;
+    LWLockRelease(shared->lock);
+    // Exit code 1: the postmaster restarts a keeper that was stopped outside a shutdown.
+    proc_exit(1);
+}
+
+
+}  // namespace
+
+extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
+    // Never registered in binary-upgrade mode (register_keeper); should a keeper start there
+    // anyway, it leaves before connecting, with exit code 0 so that it is not started again.
+    if (IsBinaryUpgrade) {
+        ereport(LOG, (errmsg("cosid keeper: binary-upgrade mode (pg_upgrade): exiting without connecting")));
+        proc_exit(0);
+    }
+    store_io::set_call_observer(note_store_call);
+    start_keeper();
 
     // (tests only: a keeper that looks at its store late, as on a loaded machine)
     next_ready_check_at = mono_ms() + setting_test_keeper_ready_delay_ms;
@@ -468,29 +571,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
             // most one check per 100 ms, or the two would spin while the store is away.
             sleep_ms = static_cast<long>(next_ready_check_at - mono_ms());
         } else if (!shared->keeper_ready) {
-            next_ready_check_at = mono_ms() + 100;
-            StoreError err;
-            bool ready = store_extension_ready(&err);
-            LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-            shared->keeper_ready = ready;
-            // What a waiting cosid_next() reports at once instead of waiting out its timeout.
-            // 1: the extension is missing here; 2: the remote store refused (a transient error
-            // there, a timeout or a lost connection, is not known to last: 0, callers wait).
-            shared->keeper_problem = ready                                              ? 0
-                                     : err.sqlerrcode == COSID_KEEPER_UNAVAILABLE       ? 3
-                                     : strstr(err.message, "cosid.database") != nullptr ? 1
-                                     : transient(err.sqlerrcode)                        ? 0
-                                                                                        : 2;
-            strlcpy(shared->keeper_problem_message, ready ? "" : err.message, sizeof(shared->keeper_problem_message));
-            strlcpy(shared->keeper_problem_hint, ready ? "" : err.hint, sizeof(shared->keeper_problem_hint));
-            shared->keeper_checks++;
-            LWLockRelease(shared->lock);
-            log_store_reachability(ready, err);
-            ConditionVariableBroadcast(&shared->cv);
-            if (ready) {
-                fork_keeper_ready();  // before the first acquire (fork.cpp)
-                sleep_ms = 0;
-            }
+            sleep_ms = check_store_ready(sleep_ms);
         } else {
             // A keeper started again finds keeper_ready set by the one before it: it looks
             // at the data directory itself before it serves (fork.cpp).
@@ -511,18 +592,7 @@ extern "C" PGDLLEXPORT void cosid_keeper_main(Datum arg) {
         QueryCancelPending = false;
         CHECK_FOR_INTERRUPTS();
     }
-
-    if (shared->keeper_ready) {
-        MemoryContextSwitchTo(tick_context);
-        release_all_at_shutdown();
-    }
-    store_disconnect();
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    shared->keeper_pid = 0;
-    shared->keeper_latch = nullptr;
-    LWLockRelease(shared->lock);
-    // Exit code 1: the postmaster restarts a keeper that was stopped outside a shutdown.
-    proc_exit(1);
+    stop_keeper();
 }
 
 void register_keeper() {
