@@ -54,158 +54,200 @@ void static_keeper_start() {
                          state_file_path(), windows, windows == 1 ? "" : "s")));
 }
 
-void serve_static_request(int i, const char* ns, int32 slot) {
-    PoolEntry* e = &shared->pool[i];
-    char error[512] = "";  // as PoolEntry::error
-    char hint[256] = "";
-    int code = COSID_STATIC_STATE;
-    StoreResult r;
+namespace {
+
+// Why a static request cannot be served: as PoolEntry::error, error_hint and error_code.
+struct Refusal {
+    char error[512];
+    char hint[256];
+    int code;
+};
+
+// serve_static_request's checks before any window: the state file is usable, this data
+// directory is no fork, the namespace exists here and the slot fits its layout (read into *r).
+// False with *why when one fails.
+bool static_request_possible(const char* ns, int32 slot, StoreResult* r, Refusal* why) {
     StoreError err;
-    memset(&r, 0, sizeof(r));
-    uint32 timeline = GetWALInsertionTimeLine();
     if (!ensure_model()) {
-        strlcpy(error, problem, sizeof(error));
-        strlcpy(hint, problem_hint, sizeof(hint));
+        strlcpy(why->error, problem, sizeof(why->error));
+        strlcpy(why->hint, problem_hint, sizeof(why->hint));
     } else if (!fork_static_check(&err)) {
         // This data directory is a copy whose original may still issue on the same static
         // slots (src/pg/fork.cpp): no new window until the fork is acknowledged.
-        strlcpy(error, err.message, sizeof(error));
-        strlcpy(hint, err.hint, sizeof(hint));
-        code = err.sqlerrcode;
-    } else if (!store_local_namespace(ns, &r, &err)) {
-        snprintf(error, sizeof(error), "cosid could not read namespace \"%s\" in database \"%s\": %s", ns,
+        strlcpy(why->error, err.message, sizeof(why->error));
+        strlcpy(why->hint, err.hint, sizeof(why->hint));
+        why->code = err.sqlerrcode;
+    } else if (!store_local_namespace(ns, r, &err)) {
+        snprintf(why->error, sizeof(why->error), "cosid could not read namespace \"%s\" in database \"%s\": %s", ns,
                  setting_database, err.message);
-        code = err.sqlerrcode;
-    } else if (!r.row) {
-        snprintf(error, sizeof(error), "cosid namespace \"%s\" does not exist in database \"%s\"", ns,
+        why->code = err.sqlerrcode;
+    } else if (!r->row) {
+        snprintf(why->error, sizeof(why->error), "cosid namespace \"%s\" does not exist in database \"%s\"", ns,
                  setting_database);
-        code = ERRCODE_UNDEFINED_OBJECT;
-        snprintf(hint, sizeof(hint),
+        why->code = ERRCODE_UNDEFINED_OBJECT;
+        snprintf(why->hint, sizeof(why->hint),
                  "A static slot takes its layout from there: create it with "
                  "cosid_namespace_create('%s') in database \"%s\".",
                  ns, setting_database);
-    } else if (slot >= (1 << r.slot_bits)) {
-        snprintf(error, sizeof(error),
+    } else if (slot >= (1 << r->slot_bits)) {
+        snprintf(why->error, sizeof(why->error),
                  "cosid.static_slots gives namespace \"%s\" slot %d, but its layout has %d slot "
                  "bits (slots 0 to %d)",
-                 ns, slot, r.slot_bits, (1 << r.slot_bits) - 1);
-        strlcpy(hint, "Fix cosid.static_slots and restart the server.", sizeof(hint));
-        code = ERRCODE_CONFIG_FILE_ERROR;
+                 ns, slot, r->slot_bits, (1 << r->slot_bits) - 1);
+        strlcpy(why->hint, "Fix cosid.static_slots and restart the server.", sizeof(why->hint));
+        why->code = ERRCODE_CONFIG_FILE_ERROR;
     } else {
-        // Another window of this (ns, slot) still open (a release asked for, not done yet) is
-        // released first: its exact last timestamp is then in the model before the new floor
-        // is read, and its release can never lower the file below the new window's ids.
-        for (int j = 0; j < shared->npool; ++j) {
-            PoolEntry* o = &shared->pool[j];
-            LWLockAcquire(shared->lock, LW_SHARED);
-            bool other = j != i && o->state == kLeased && o->is_static && o->slot == slot && strcmp(o->ns, ns) == 0;
-            LWLockRelease(shared->lock);
-            if (other) release_static(j);
-        }
-        // floor: what this slot may already have issued, and the not-befores
-        int64 window_value = 0;
-        bool model_has_window = false;
-        int64 ns_not_before = 0;
-        cpp_call([&] {
-            const cosid::StateWindow* w = model.find_window(ns, slot);
-            if (w != nullptr) window_value = w->ceiling_ms;
-            model_has_window = w != nullptr;
-            ns_not_before = model.not_before_of(ns);
-        });
-        // The database's copy: what other clusters this database came from (pg_upgrade, a
-        // restore elsewhere, a logical replica switched over to) issued on the slot, or what
-        // a lost file held.  Written before the file: a row ahead of the file only raises, a
-        // file ahead of a failed row write would push every retry's floor further ahead.
-        bool db_exists = false;
-        bool restoring = false;
-        std::optional<int64> others_ms, own_ms;
-        StoreError db_err;
-        if (!sync_static_rows(&db_exists, &db_err, 0, &restoring) ||
-            (db_exists && !store_static_recorded(ns, slot, &others_ms, &own_ms, &restoring, &db_err))) {
-            snprintf(error, sizeof(error), "cosid could not read or write cosid.static_ceiling in database \"%s\": %s",
-                     setting_database, db_err.message);
-            strlcpy(hint,
-                    "The database keeps a copy of each static window's ceiling (for pg_upgrade and restores); "
-                    "no window is given without it.",
-                    sizeof(hint));
-            code = db_err.sqlerrcode;
-        } else if (restoring) {
-            // The origin's rows come with the restore's data, after this CREATE EXTENSION: a
-            // window now would start at this clock, below what the origin issued.
-            snprintf(error, sizeof(error),
-                     "cosid static slots of database \"%s\" are being restored: no window before "
-                     "the origin's cosid.static_ceiling has come",
-                     setting_database);
-            strlcpy(hint,
-                    "Wait for the restore to end. If none runs (a schema-only or partial restore, a dump of cosid "
-                    "1.3 or older, CREATE EXTENSION run with row_security off): SELECT "
-                    "cosid_store_follow_timeline(restored => true) there.",
-                    sizeof(hint));
-            code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
-        }
-        if (others_ms && window_value < *others_ms) {
-            char at[40];
-            int64 v = *others_ms;
-            cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(v).c_str(), sizeof(at)); });
-            ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, recorded by another "
-                                 "cluster in cosid.static_ceiling (pg_upgrade, a restore) or by the slot's leases "
-                                 "before it was static (cosid.lease, cosid_adopt)",
-                                 slot, ns, at)));
-        }
-        window_value = cosid::static_recorded_ms(window_value, model_has_window, others_ms, own_ms, have_file());
-        // Without a file the model holds only what this keeper saw: the floor is then never
-        // below the clock at its start, which is above anything an earlier run issued.
-        int64 floor = cosid::static_window_floor(window_value, std::max<int64>(ns_not_before, not_before_ms()),
-                                                 have_file(), model_started_ms);
-        int64 ceiling = cosid::static_window_ceiling(floor, clock_ms(), setting_static_ahead_ms);
-        char write_error[300];
-        StoreError record_err;
-        if (error[0] != '\0') {
-            // (the copy could not be read: nothing written)
-        } else if (db_exists && !store_static_record(ns, slot, ceiling, &record_err)) {
-            snprintf(error, sizeof(error),
-                     "cosid could not record static slot %d's ceiling in cosid.static_ceiling "
-                     "in database \"%s\": %s",
-                     slot, setting_database, record_err.message);
-            strlcpy(hint,
-                    "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
-                    "no window is issued on before it is written.",
-                    sizeof(hint));
-            code = record_err.sqlerrcode;
-        } else {
-            change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
-            if (!save_model(write_error, sizeof(write_error))) {
-                snprintf(error, sizeof(error), "cosid could not write its state file: %s", write_error);
-                strlcpy(hint,
-                        "No id is issued past what the file durably holds. Free space or fix the permissions "
-                        "of the file's directory (cosid.state_file).",
-                        sizeof(hint));
-            }
-        }
-        if (error[0] == '\0') {
-            r.slot = slot;
-            r.fence = 0;
-            r.floor = floor;
-            r.ceiling = ceiling;
-            r.expires_at = ceiling;
+        return true;
+    }
+    return false;
+}
+
+// Another window of this (ns, slot) still open (a release asked for, not done yet) is
+// released first: its exact last timestamp is then in the model before the new floor
+// is read, and its release can never lower the file below the new window's ids.
+void release_other_static_windows(int i, const char* ns, int32 slot) {
+    for (int j = 0; j < shared->npool; ++j) {
+        PoolEntry* o = &shared->pool[j];
+        LWLockAcquire(shared->lock, LW_SHARED);
+        bool other = j != i && o->state == kLeased && o->is_static && o->slot == slot && strcmp(o->ns, ns) == 0;
+        LWLockRelease(shared->lock);
+        if (other) release_static(j);
+    }
+}
+
+// The database's copy: what other clusters this database came from (pg_upgrade, a
+// restore elsewhere, a logical replica switched over to) issued on the slot, or what
+// a lost file held.  Written before the file: a row ahead of the file only raises, a
+// file ahead of a failed row write would push every retry's floor further ahead.
+void read_database_copy(const char* ns, int32 slot, bool* db_exists, std::optional<int64>* others_ms,
+                        std::optional<int64>* own_ms, Refusal* why) {
+    bool restoring = false;
+    StoreError db_err;
+    if (!sync_static_rows(db_exists, &db_err, 0, &restoring) ||
+        (*db_exists && !store_static_recorded(ns, slot, others_ms, own_ms, &restoring, &db_err))) {
+        snprintf(why->error, sizeof(why->error),
+                 "cosid could not read or write cosid.static_ceiling in database \"%s\": %s", setting_database,
+                 db_err.message);
+        strlcpy(why->hint,
+                "The database keeps a copy of each static window's ceiling (for pg_upgrade and restores); "
+                "no window is given without it.",
+                sizeof(why->hint));
+        why->code = db_err.sqlerrcode;
+    } else if (restoring) {
+        // The origin's rows come with the restore's data, after this CREATE EXTENSION: a
+        // window now would start at this clock, below what the origin issued.
+        snprintf(why->error, sizeof(why->error),
+                 "cosid static slots of database \"%s\" are being restored: no window before "
+                 "the origin's cosid.static_ceiling has come",
+                 setting_database);
+        strlcpy(why->hint,
+                "Wait for the restore to end. If none runs (a schema-only or partial restore, a dump of cosid "
+                "1.3 or older, CREATE EXTENSION run with row_security off): SELECT "
+                "cosid_store_follow_timeline(restored => true) there.",
+                sizeof(why->hint));
+        why->code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+    }
+}
+
+// The new window's ceiling, recorded in the database's copy (when it exists) and then in the
+// state file, fsync'd, before any id below it is issued; unless *why already holds an error.
+void write_static_ceiling(const char* ns, int32 slot, int64 ceiling, uint32 timeline, bool db_exists, Refusal* why) {
+    char write_error[300];
+    StoreError record_err;
+    if (why->error[0] != '\0') {
+        // (the copy could not be read: nothing written)
+    } else if (db_exists && !store_static_record(ns, slot, ceiling, &record_err)) {
+        snprintf(why->error, sizeof(why->error),
+                 "cosid could not record static slot %d's ceiling in cosid.static_ceiling "
+                 "in database \"%s\": %s",
+                 slot, setting_database, record_err.message);
+        strlcpy(why->hint,
+                "The database keeps a copy of each static window's ceiling for pg_upgrade and restores; "
+                "no window is issued on before it is written.",
+                sizeof(why->hint));
+        why->code = record_err.sqlerrcode;
+    } else {
+        change_model([&] { model.set_window(ns, slot, ceiling, timeline); });
+        if (!save_model(write_error, sizeof(write_error))) {
+            snprintf(why->error, sizeof(why->error), "cosid could not write its state file: %s", write_error);
+            strlcpy(why->hint,
+                    "No id is issued past what the file durably holds. Free space or fix the permissions "
+                    "of the file's directory (cosid.state_file).",
+                    sizeof(why->hint));
         }
     }
+}
+
+// The window of static request i: above what the slot may have issued (the state file, the
+// database's copy, the not-befores), written durably; into *r, or *why says why not.
+void open_static_window(int i, const char* ns, int32 slot, uint32 timeline, StoreResult* r, Refusal* why) {
+    release_other_static_windows(i, ns, slot);
+    // floor: what this slot may already have issued, and the not-befores
+    int64 window_value = 0;
+    bool model_has_window = false;
+    int64 ns_not_before = 0;
+    cpp_call([&] {
+        const cosid::StateWindow* w = model.find_window(ns, slot);
+        if (w != nullptr) window_value = w->ceiling_ms;
+        model_has_window = w != nullptr;
+        ns_not_before = model.not_before_of(ns);
+    });
+    bool db_exists = false;
+    std::optional<int64> others_ms, own_ms;
+    read_database_copy(ns, slot, &db_exists, &others_ms, &own_ms, why);
+    if (others_ms && window_value < *others_ms) {
+        char at[40];
+        int64 v = *others_ms;
+        cpp_call([&] { strlcpy(at, cosid::format_timestamp_ms(v).c_str(), sizeof(at)); });
+        ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": starting above %s, recorded by another "
+                             "cluster in cosid.static_ceiling (pg_upgrade, a restore) or by the slot's leases "
+                             "before it was static (cosid.lease, cosid_adopt)",
+                             slot, ns, at)));
+    }
+    window_value = cosid::static_recorded_ms(window_value, model_has_window, others_ms, own_ms, have_file());
+    // Without a file the model holds only what this keeper saw: the floor is then never
+    // below the clock at its start, which is above anything an earlier run issued.
+    int64 floor = cosid::static_window_floor(window_value, std::max<int64>(ns_not_before, not_before_ms()), have_file(),
+                                             model_started_ms);
+    int64 ceiling = cosid::static_window_ceiling(floor, clock_ms(), setting_static_ahead_ms);
+    write_static_ceiling(ns, slot, ceiling, timeline, db_exists, why);
+    if (why->error[0] == '\0') {
+        r->slot = slot;
+        r->fence = 0;
+        r->floor = floor;
+        r->ceiling = ceiling;
+        r->expires_at = ceiling;
+    }
+}
+
+}  // namespace
+
+void serve_static_request(int i, const char* ns, int32 slot) {
+    PoolEntry* e = &shared->pool[i];
+    Refusal why;
+    why.error[0] = '\0';  // as PoolEntry::error
+    why.hint[0] = '\0';
+    why.code = COSID_STATIC_STATE;
+    StoreResult r;
+    memset(&r, 0, sizeof(r));
+    uint32 timeline = GetWALInsertionTimeLine();
+    if (static_request_possible(ns, slot, &r, &why)) open_static_window(i, ns, slot, timeline, &r, &why);
     int64 done = mono_ms();
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (error[0] != '\0') {
+    if (why.error[0] != '\0') {
         // A transient error (the database's copy locked, a statement timeout under load) is
         // tried again; any other fails every waiter at once, and asked again, the keeper
         // looks again (a fixed file, a created namespace).
         if (keeper::request_abandoned_locked(e, done))
             drop_request_locked(e);
         else
-            keeper::request_failed_locked(e, error, hint, code, done);
+            keeper::request_failed_locked(e, why.error, why.hint, why.code, done);
     } else {
         install_window_locked(e, r, true, done);
         count(shared->stats.acquires);
     }
     LWLockRelease(shared->lock);
-    if (error[0] != '\0') ereport(LOG, (errmsg("%s", error), errhint("%s", hint)));
+    if (why.error[0] != '\0') ereport(LOG, (errmsg("%s", why.error), errhint("%s", why.hint)));
     ConditionVariableBroadcast(&shared->cv);
 }
 
@@ -343,18 +385,15 @@ bool raise_static_not_before(const char* ns, int64 floor_ms, char* error, size_t
     return true;
 }
 
-void static_rows_tick() {
-    static int64 next_at = 0;
-    static bool failing = false;
-    if (!static_slots_configured() || mono_ms() < next_at) return;
-    next_at = mono_ms() + 1000;
-    // Only a model read from a file has something to record; a refused file is reported at
-    // every window already.
-    if (!model_loaded || RecoveryInProgress()) return;
-    // What the model holds, as JSON for one comparison with this cluster's rows: rows the
-    // table lost (made again by DROP and CREATE EXTENSION, emptied by TRUNCATE or DELETE) are
-    // written again.  Every store call here gives up on a lock after 100 ms: the keeper's
-    // pass (dynamic namespaces too) must not wait behind someone's lock on the table.
+namespace {
+
+// static_rows_tick's comparison: rows the table lost (made again by DROP and CREATE EXTENSION,
+// emptied by TRUNCATE or DELETE) are written again from the model.  Sets *exists and
+// *restoring as cosid.static_ceiling is; false with *err when a store call failed.
+bool rewrite_lost_rows(bool* exists, bool* restoring, StoreError* err) {
+    // What the model holds, as JSON for one comparison with this cluster's rows.  Every store
+    // call here gives up on a lock after 100 ms: the keeper's pass (dynamic namespaces too)
+    // must not wait behind someone's lock on the table.
     StringInfoData json;
     initStringInfo(&json);
     appendStringInfoChar(&json, '[');
@@ -368,27 +407,25 @@ void static_rows_tick() {
     }
     appendStringInfoChar(&json, ']');
     pfree(rows);
-    bool exists = false;
-    bool restoring = false;
     int64 table_file = 0;
     int64 missing = 0;
-    StoreError err;
-    bool ok = store_static_ceiling_exists(&exists, &table_file, &restoring, &err, 100);
-    if (ok && exists && !restoring && n > 0) ok = store_static_rows_missing(json.data, &missing, &err, 100);
+    bool ok = store_static_ceiling_exists(exists, &table_file, restoring, err, 100);
+    if (ok && *exists && !*restoring && n > 0) ok = store_static_rows_missing(json.data, &missing, err, 100);
     if (ok && missing > 0) {
         rows_synced = false;
-        ok = sync_static_rows(&exists, &err, 100);
+        ok = sync_static_rows(exists, err, 100);
         if (ok)
             ereport(LOG, (errmsg("cosid wrote " INT64_FORMAT " static ceiling%s into cosid.static_ceiling again "
                                  "(the table was made again or emptied)",
                                  missing, missing == 1 ? "" : "s")));
     }
     pfree(json.data);
-    // An open window below a ceiling another cluster recorded since it opened (a data-only
-    // restore, or logical replication, brought the rows after it): closed, so that the next
-    // window starts above them.  What it issued before cannot be taken back; it issues no more.
-    // While a restore is under way no static window stays open: what it issued could lie
-    // below the rows the restore brings, and the table cannot take its ceiling meanwhile.
+    return ok;
+}
+
+// While a restore is under way no static window stays open: what it issued could lie
+// below the rows the restore brings, and the table cannot take its ceiling meanwhile.
+void close_static_windows_for_restore(bool ok, bool restoring) {
     static bool closed_for_restore = false;
     for (int i = 0; ok && restoring && i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
@@ -405,7 +442,15 @@ void static_rows_tick() {
         release_static(i);
     }
     if (ok && !restoring) closed_for_restore = false;
-    for (int i = 0; ok && exists && !restoring && i < shared->npool; ++i) {
+}
+
+// An open window below a ceiling another cluster recorded since it opened (a data-only
+// restore, or logical replication, brought the rows after it): closed, so that the next
+// window starts above them.  What it issued before cannot be taken back; it issues no more.
+// Returns false with *err when a store call failed.
+bool close_static_windows_below_records(StoreError* err) {
+    bool ok = true;
+    for (int i = 0; ok && i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
         char ns[NAMEDATALEN];
         LWLockAcquire(shared->lock, LW_SHARED);
@@ -417,7 +462,7 @@ void static_rows_tick() {
         if (!open) continue;
         std::optional<int64> others_ms, own_ms;
         bool busy = false;
-        ok = store_static_recorded(ns, slot, &others_ms, &own_ms, &busy, &err, 100);
+        ok = store_static_recorded(ns, slot, &others_ms, &own_ms, &busy, err, 100);
         if (!ok || !others_ms || *others_ms <= floor) continue;
         ereport(LOG, (errmsg("cosid static slot %d of namespace \"%s\": a ceiling above the open window's floor "
                              "was recorded (by another cluster in cosid.static_ceiling, or by a lease of the slot in "
@@ -430,6 +475,25 @@ void static_rows_tick() {
                               "own static slots, never leased by another.")));
         release_static(i);
     }
+    return ok;
+}
+
+}  // namespace
+
+void static_rows_tick() {
+    static int64 next_at = 0;
+    static bool failing = false;
+    if (!static_slots_configured() || mono_ms() < next_at) return;
+    next_at = mono_ms() + 1000;
+    // Only a model read from a file has something to record; a refused file is reported at
+    // every window already.
+    if (!model_loaded || RecoveryInProgress()) return;
+    bool exists = false;
+    bool restoring = false;
+    StoreError err;
+    bool ok = rewrite_lost_rows(&exists, &restoring, &err);
+    close_static_windows_for_restore(ok, restoring);
+    if (ok && exists && !restoring) ok = close_static_windows_below_records(&err);
     if (!ok && !failing)
         ereport(LOG, (errmsg("cosid could not compare its static ceilings with cosid.static_ceiling: %s", err.message),
                       errdetail("Tried again every second; the next static window writes them in any case.")));
