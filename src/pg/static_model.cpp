@@ -62,67 +62,29 @@ bool ensure_model() {
     return ok;
 }
 
-// Reads the file into `model` and checks it; `empty`: it was missing or held no window.
-bool load_model(bool* empty) {
-    uint64 system_id = GetSystemIdentifier();
-    uint32 timeline = GetWALInsertionTimeLine();
-    *empty = false;
-    if (!have_file() && timeline > 1 && not_before_timeline() != timeline) {
-        // Without a file the clock bounds what this server issued before, not what the server
-        // it was promoted or recovered from issued since (on the same slots): the same rule
-        // as for a missing file below.
+namespace {
+
+// What load_model read of the state file.
+struct FileLook {
+    cosid::LoadStatus status;
+    char message[300];
+    uint64 file_system_id;
+    uint32 other_timeline;  // a window written on another timeline, 0: none
+    int windows;
+    char other_ns[NAMEDATALEN];
+    int32 other_slot;
+};
+
+// The refusal of problem/problem_hint for a server promoted or recovered to a point in time
+// (timeline > 1) whose static slots nothing vouches for; `what` says what the file said.
+void refuse_unvouched(uint32 timeline, const char* what) {
+    if (what == nullptr) {
         snprintf(problem, sizeof(problem),
                  "cosid static slots run without a state file (cosid.state_file = ''), and this server is on timeline "
                  "%u: it was promoted or recovered to a point in time, and the server it came from may have issued on "
                  "these static slots",
                  timeline);
-        snprintf(problem_hint, sizeof(problem_hint),
-                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
-                 "id> on timeline %u' and restart it.",
-                 timeline);
-        return false;
-    }
-    if (!have_file()) {
-        // Every id issued before now is at or below the clock now (without a file no id is
-        // borrowed ahead of it): whatever the last keeper or server knew is covered by it.
-        model_started_ms = clock_ms();
-        cpp_call([&] {
-            model = cosid::StateFile{};
-            model.system_identifier = system_id;
-        });
-        return true;
-    }
-    cosid::LoadStatus status;
-    char message[300];
-    uint64 file_system_id = 0;
-    uint32 other_timeline = 0;  // a window written on another timeline, 0: none
-    int windows = 0;
-    char other_ns[NAMEDATALEN] = "";
-    int32 other_slot = -1;
-    cpp_call([&] {
-        cosid::LoadResult r = cosid::load_state(state_file_path());
-        status = r.status;
-        strlcpy(message, r.message.c_str(), sizeof(message));
-        if (r.status == cosid::LoadStatus::Ok) {
-            file_system_id = r.file.system_identifier;
-            windows = static_cast<int>(r.file.windows.size());
-            for (const cosid::StateWindow& w : r.file.windows)
-                if (w.timeline != timeline) {
-                    other_timeline = w.timeline;
-                    strlcpy(other_ns, w.ns.c_str(), sizeof(other_ns));
-                    other_slot = w.slot;
-                    break;
-                }
-            if (file_system_id == system_id && other_timeline == 0) model = r.file;
-        } else if (r.status == cosid::LoadStatus::Missing) {
-            model = cosid::StateFile{};
-            model.system_identifier = system_id;
-        }
-    });
-    if ((status == cosid::LoadStatus::Missing || (status == cosid::LoadStatus::Ok && windows == 0)) && timeline > 1 &&
-        not_before_timeline() != timeline) {
-        // The file is not replicated: a standby built before the first static window has
-        // none, and a promoted one must not start at 0 on slots its primary may have used.
+    } else {
         // Only a cosid.not_before naming this timeline vouches for it: a value without one,
         // or naming another, may be a copy (pg_basebackup copies the configuration in the
         // data directory) or be left from an earlier promotion, below what was issued since.
@@ -133,21 +95,53 @@ bool load_model(bool* empty) {
         snprintf(problem, sizeof(problem),
                  "cosid state file \"%s\" %s, and this server is on timeline %u: it was promoted or recovered to a "
                  "point in time, and the server it came from may have issued on these static slots%s",
-                 state_file_path(), status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window",
-                 timeline, said);
-        snprintf(problem_hint, sizeof(problem_hint),
-                 "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
-                 "id> on timeline %u' and restart it.",
-                 timeline);
-        return false;
+                 state_file_path(), what, timeline, said);
     }
-    switch (status) {
+    snprintf(problem_hint, sizeof(problem_hint),
+             "Give this server its own static slots, set cosid.not_before = '<a time past the other server's last "
+             "id> on timeline %u' and restart it.",
+             timeline);
+}
+
+// Reads the state file: into `model` when it is this system's and of this timeline (or
+// missing: an empty model), and what it holds into *f.
+void read_state_file(uint64 system_id, uint32 timeline, FileLook* f) {
+    f->file_system_id = 0;
+    f->other_timeline = 0;
+    f->windows = 0;
+    f->other_ns[0] = '\0';
+    f->other_slot = -1;
+    cpp_call([&] {
+        cosid::LoadResult r = cosid::load_state(state_file_path());
+        f->status = r.status;
+        strlcpy(f->message, r.message.c_str(), sizeof(f->message));
+        if (r.status == cosid::LoadStatus::Ok) {
+            f->file_system_id = r.file.system_identifier;
+            f->windows = static_cast<int>(r.file.windows.size());
+            for (const cosid::StateWindow& w : r.file.windows)
+                if (w.timeline != timeline) {
+                    f->other_timeline = w.timeline;
+                    strlcpy(f->other_ns, w.ns.c_str(), sizeof(f->other_ns));
+                    f->other_slot = w.slot;
+                    break;
+                }
+            if (f->file_system_id == system_id && f->other_timeline == 0) model = r.file;
+        } else if (r.status == cosid::LoadStatus::Missing) {
+            model = cosid::StateFile{};
+            model.system_identifier = system_id;
+        }
+    });
+}
+
+// Whether the file read into *f may be used; else problem and problem_hint say why.
+bool state_file_usable(const FileLook& f, uint64 system_id, uint32 timeline) {
+    switch (f.status) {
     case cosid::LoadStatus::Ok:
-        if (file_system_id != system_id) {
+        if (f.file_system_id != system_id) {
             snprintf(problem, sizeof(problem),
                      "cosid state file \"%s\" belongs to another PostgreSQL system (system identifier " UINT64_FORMAT
                      "; this server's is " UINT64_FORMAT ")",
-                     state_file_path(), file_system_id, system_id);
+                     state_file_path(), f.file_system_id, system_id);
             strlcpy(problem_hint,
                     "It was copied from another server, whose static slots it describes. Give this server its "
                     "own static slots, remove the file and set cosid.not_before past the last id this server "
@@ -155,14 +149,14 @@ bool load_model(bool* empty) {
                     sizeof(problem_hint));
             return false;
         }
-        if (other_timeline != 0) {
+        if (f.other_timeline != 0) {
             // A promoted standby or a recovery to a point in time: the file is a copy,
             // older than what the server it came from issued since (on any of its slots).
             snprintf(problem, sizeof(problem),
                      "cosid state file \"%s\" holds slot %d of namespace \"%s\" from timeline %u; this server "
                      "is on timeline %u: it was promoted or recovered to a point in time, and its copy of the file "
                      "may be older than what the server it came from issued since",
-                     state_file_path(), other_slot, other_ns, other_timeline, timeline);
+                     state_file_path(), f.other_slot, f.other_ns, f.other_timeline, timeline);
             // (a hint reaches cosid_next() through 256-byte buffers: kept short)
             snprintf(problem_hint, sizeof(problem_hint),
                      "Give this server its own static slots, remove the file, set cosid.not_before = '<a time past "
@@ -170,14 +164,14 @@ bool load_model(bool* empty) {
                      timeline);
             return false;
         }
-        break;
-    case cosid::LoadStatus::Missing: break;
+        return true;
+    case cosid::LoadStatus::Missing: return true;
     case cosid::LoadStatus::FutureVersion:
-        snprintf(problem, sizeof(problem), "cosid state file \"%s\" cannot be read: %s", state_file_path(), message);
+        snprintf(problem, sizeof(problem), "cosid state file \"%s\" cannot be read: %s", state_file_path(), f.message);
         strlcpy(problem_hint, "Install the cosid version that wrote it, or a newer one.", sizeof(problem_hint));
         return false;
     default:
-        snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), message);
+        snprintf(problem, sizeof(problem), "cosid state file \"%s\" is unusable: %s", state_file_path(), f.message);
         strlcpy(problem_hint,
                 "cosid never replaces it silently: its ceilings guard against the clock moving back. Remove it "
                 "and set cosid.not_before past the last id this server issued in its static namespaces (an "
@@ -185,11 +179,13 @@ bool load_model(bool* empty) {
                 sizeof(problem_hint));
         return false;
     }
-    *empty = status == cosid::LoadStatus::Missing || windows == 0;
-    // A keeper started again while static windows are live (this one's predecessor exited):
-    // the model, and the file, hold at least their published ceilings, even if the file was
-    // changed meanwhile.
-    bool merged = false;
+}
+
+// A keeper started again while static windows are live (this one's predecessor exited):
+// the model, and the file, hold at least their published ceilings, even if the file was
+// changed meanwhile.  *merged: a ceiling was taken from the pool.  False when the file could
+// not be written (problem says so).
+bool merge_live_windows(uint32 timeline, bool* merged) {
     cpp_call([&] { saved = model; });
     for (int i = 0; i < shared->npool; ++i) {
         PoolEntry* e = &shared->pool[i];
@@ -205,17 +201,57 @@ bool load_model(bool* empty) {
             const cosid::StateWindow* w = model.find_window(ns, slot);
             if (w == nullptr || w->ceiling_ms < ceiling) {
                 model.set_window(ns, slot, ceiling, timeline);
-                merged = true;
+                *merged = true;
             }
         });
     }
     char write_error[300];
-    if (merged && !save_model(write_error, sizeof(write_error))) {
+    if (*merged && !save_model(write_error, sizeof(write_error))) {
         snprintf(problem, sizeof(problem), "cosid could not write the ceilings of live static windows to \"%s\": %s",
                  state_file_path(), write_error);
         strlcpy(problem_hint, "Free space or fix the permissions of the state file's directory.", sizeof(problem_hint));
         return false;
     }
+    return true;
+}
+
+}  // namespace
+
+// Reads the file into `model` and checks it; `empty`: it was missing or held no window.
+bool load_model(bool* empty) {
+    uint64 system_id = GetSystemIdentifier();
+    uint32 timeline = GetWALInsertionTimeLine();
+    *empty = false;
+    if (!have_file() && timeline > 1 && not_before_timeline() != timeline) {
+        // Without a file the clock bounds what this server issued before, not what the server
+        // it was promoted or recovered from issued since (on the same slots): the same rule
+        // as for a missing file below.
+        refuse_unvouched(timeline, nullptr);
+        return false;
+    }
+    if (!have_file()) {
+        // Every id issued before now is at or below the clock now (without a file no id is
+        // borrowed ahead of it): whatever the last keeper or server knew is covered by it.
+        model_started_ms = clock_ms();
+        cpp_call([&] {
+            model = cosid::StateFile{};
+            model.system_identifier = system_id;
+        });
+        return true;
+    }
+    FileLook f;
+    read_state_file(system_id, timeline, &f);
+    if ((f.status == cosid::LoadStatus::Missing || (f.status == cosid::LoadStatus::Ok && f.windows == 0)) &&
+        timeline > 1 && not_before_timeline() != timeline) {
+        // The file is not replicated: a standby built before the first static window has
+        // none, and a promoted one must not start at 0 on slots its primary may have used.
+        refuse_unvouched(timeline, f.status == cosid::LoadStatus::Missing ? "does not exist" : "holds no window");
+        return false;
+    }
+    if (!state_file_usable(f, system_id, timeline)) return false;
+    *empty = f.status == cosid::LoadStatus::Missing || f.windows == 0;
+    bool merged = false;
+    if (!merge_live_windows(timeline, &merged)) return false;
     if (merged) *empty = false;
     problem[0] = '\0';
     return true;
