@@ -220,25 +220,25 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
 }
 
 // Why no lease came: the keeper's answer, a full pool, a keeper not serving, or the timeout.
-[[noreturn]] void report_no_lease(const char* ns, bool here, uint64 checks_before, int64 start, int timeout,
-                                  const LeaseWait& w) {
-    keeper_cannot_serve(here, checks_before);
-    int32 static_slot = static_slot_for(ns);
+// report_no_lease when the keeper answered the request with an error: the error, worded for
+// what it is about (split out of report_no_lease to keep it short: the same checks in the same
+// order).
+[[noreturn]] void report_keeper_answer(const char* ns, int32 static_slot, const LeaseWait& w) {
     // (the keeper retries transient errors and never relays one: keeper::request_failed_locked)
-    if (w.error[0] != '\0' && static_slot >= 0)
+    if (static_slot >= 0)
         ereport(ERROR, (errcode(w.error_code), errmsg("%s", w.error),
                         errdetail("Namespace \"%s\" uses static slot %d (cosid.static_slots): its windows come from "
                                   "the state file, not from a lease store.",
                                   ns, static_slot),
                         w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
-    if (w.error[0] != '\0' && w.error_code == COSID_KEEPER_UNAVAILABLE && w.error_hint[0] != '\0')
+    if (w.error_code == COSID_KEEPER_UNAVAILABLE && w.error_hint[0] != '\0')
         report_citus_worker(w.error, w.error_hint);  // the only keeper refusal with a hint
-    if (w.error[0] != '\0' && w.error_code == ERRCODE_UNDEFINED_OBJECT)
+    if (w.error_code == ERRCODE_UNDEFINED_OBJECT)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("cosid namespace \"%s\" does not exist in the lease store", ns),
                         errdetail("The lease store answered: %s", w.error),
                         errhint("Create it on the store with cosid_namespace_create('%s').", ns)));
-    if (w.error[0] != '\0' && w.error_code == COSID_SLOT_RANGE)  // regional stores: src/core/slot_range
+    if (w.error_code == COSID_SLOT_RANGE)  // regional stores: src/core/slot_range
         ereport(ERROR,
                 (errcode(COSID_SLOT_RANGE),
                  errmsg("cosid namespace \"%s\": the lease store's slot range is not the one this instance saw", ns),
@@ -247,13 +247,13 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                          "that store on purpose, forget the range it saw, here as a superuser: SELECT "
                          "cosid._namespace_range_forget('%s').",
                          ns)));
-    if (w.error[0] != '\0' && w.error_code == COSID_STATIC_STATE)  // cosid.history (src/pg/store_history.cpp)
+    if (w.error_code == COSID_STATIC_STATE)  // cosid.history (src/pg/store_history.cpp)
         ereport(ERROR, (errcode(COSID_STATIC_STATE),
                         errmsg("cosid could not acquire a slot in namespace \"%s\": %s", ns, w.error),
                         errdetail("The file records what other stores granted this instance; without it a window "
                                   "could repeat ids issued under another store."),
                         w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
-    if (w.error[0] != '\0' && w.error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
+    if (w.error_code == COSID_FORK)  // a forked store (src/pg/fork.cpp)
         ereport(ERROR,
                 (errcode(COSID_FORK),
                  errmsg("cosid could not acquire a slot in namespace \"%s\": the lease store is a copy of a server "
@@ -261,19 +261,18 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                         ns),
                  errdetail("The lease store answered: %s", w.error),
                  w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
-    if (w.error[0] != '\0' && w.error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
+    if (w.error_code == ERRCODE_INVALID_OBJECT_DEFINITION)
         report_layout_mismatch(ns, "on this instance", w.error, "no slot was taken",
                                "the keeper then copies the store's");
-    if (w.error[0] != '\0')
-        ereport(ERROR,
-                (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
-                 errdetail("The lease store answered: %s", w.error),
-                 w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
-    if (w.pool_full)
-        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("cosid's lease pool is full"),
-                        errdetail("This instance issues in %d namespaces at most at once (cosid.max_namespaces).",
-                                  setting_max_namespaces),
-                        errhint("Raise cosid.max_namespaces and restart the server.")));
+    ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid could not acquire a slot in namespace \"%s\"", ns),
+                    errdetail("The lease store answered: %s", w.error),
+                    w.error_hint[0] != '\0' ? errhint("%s", w.error_hint) : 0));
+    pg_unreachable();
+}
+
+// report_no_lease when no answer came: the keeper runs but cannot reach its store, or no
+// keeper serves.  Returns when neither is so.
+void report_keeper_not_serving(const char* ns, int timeout) {
     char keeper_found[256];
     LWLockAcquire(shared->lock, LW_SHARED);
     bool store_unready = shared->keeper_pid != 0 && !shared->keeper_ready && shared->keeper_problem_message[0] != '\0';
@@ -296,6 +295,11 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                  errhint("Check the server log for the cosid keeper, and that CREATE EXTENSION cosid ran in "
                          "database \"%s\".",
                          setting_database)));
+}
+
+// report_no_lease when the wait ran out: the transient errors the keeper met, an exhausted
+// namespace, or no answer at all.
+[[noreturn]] void report_wait_over(const char* ns, int32 static_slot, int64 start, int timeout, const LeaseWait& w) {
     if (w.tries > 0 && static_slot >= 0)
         ereport(ERROR, (errcode(COSID_KEEPER_UNAVAILABLE),
                         errmsg("cosid could not open a window on static slot %d of namespace \"%s\" within %d ms",
@@ -322,6 +326,20 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
             (errcode(COSID_KEEPER_UNAVAILABLE), errmsg("cosid timed out waiting for a slot in namespace \"%s\"", ns),
              errdetail("The lease keeper did not answer within %d ms.", timeout),
              errhint("Check the server log; the store may be locked or unreachable.")));
+}
+
+[[noreturn]] void report_no_lease(const char* ns, bool here, uint64 checks_before, int64 start, int timeout,
+                                  const LeaseWait& w) {
+    keeper_cannot_serve(here, checks_before);
+    int32 static_slot = static_slot_for(ns);
+    if (w.error[0] != '\0') report_keeper_answer(ns, static_slot, w);
+    if (w.pool_full)
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_RESOURCES), errmsg("cosid's lease pool is full"),
+                        errdetail("This instance issues in %d namespaces at most at once (cosid.max_namespaces).",
+                                  setting_max_namespaces),
+                        errhint("Raise cosid.max_namespaces and restart the server.")));
+    report_keeper_not_serving(ns, timeout);
+    report_wait_over(ns, static_slot, start, timeout, w);
 }
 
 }  // namespace
