@@ -156,46 +156,47 @@ static bool check_owner_key(char** newval, void** extra, GucSource source) {
     return true;
 }
 
-void define_settings() {
-    // Server-start settings can only be defined while preloading; loaded later (not
-    // preloaded), the library only serves its pure functions anyway.
-    if (process_shared_preload_libraries_in_progress) {
-        DefineCustomStringVariable("cosid.database",
-                                   "Database holding the cosid store; the lease keeper connects to it.", nullptr,
-                                   &setting_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-        DefineCustomStringVariable("cosid.store_dsn",
-                                   "Connection string of a lease store on another server, shared by several "
-                                   "instances (empty: the store is in cosid.database).",
-                                   nullptr, &setting_store_dsn, "", PGC_POSTMASTER,
-                                   // not in pg_settings (its reset_val would show the value as set)
-                                   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, nullptr, nullptr, show_store_dsn);
-        DefineCustomBoolVariable("cosid.store_only",
-                                 "This server only serves a lease store to other instances: its keeper issues no "
-                                 "id, and a copy of its store is not a fork.",
-                                 nullptr, &setting_store_only, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-        DefineCustomIntVariable("cosid.max_namespaces",
-                                "How many namespaces the instance can issue in at once (shared memory).", nullptr,
-                                &setting_max_namespaces, 256, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-        DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
-                                   nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr,
-                                   nullptr);
-        DefineCustomStringVariable("cosid.static_slots",
-                                   "Static slots: namespaces that take their slot from this setting instead of "
-                                   "leasing one from the store (e.g. '7', or 'orders:7, default:3').",
-                                   nullptr, &setting_static_slots, "", PGC_POSTMASTER, 0, check_static_slots,
-                                   assign_static_slots, nullptr);
-        DefineCustomStringVariable("cosid.state_file",
-                                   "File that keeps the static slots' ceilings across restarts (relative to the "
-                                   "data directory; empty: none).",
-                                   nullptr, &setting_state_file, "cosid.state", PGC_POSTMASTER, GUC_SUPERUSER_ONLY,
-                                   nullptr, nullptr, nullptr);
-        DefineCustomStringVariable("cosid.not_before",
-                                   "Static slots issue no timestamp at or before this time (e.g. a migrated "
-                                   "generator's last id); \"... on timeline N\" also lets a server on timeline N "
-                                   "start its static slots without a state file.",
-                                   nullptr, &setting_not_before, "", PGC_POSTMASTER, 0, check_not_before,
-                                   assign_not_before, nullptr);
-    }
+namespace {
+
+// The settings read at server start only (PGC_POSTMASTER).
+void define_server_start_settings() {
+    DefineCustomStringVariable("cosid.database", "Database holding the cosid store; the lease keeper connects to it.",
+                               nullptr, &setting_database, "postgres", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomStringVariable("cosid.store_dsn",
+                               "Connection string of a lease store on another server, shared by several "
+                               "instances (empty: the store is in cosid.database).",
+                               nullptr, &setting_store_dsn, "", PGC_POSTMASTER,
+                               // not in pg_settings (its reset_val would show the value as set)
+                               GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL, nullptr, nullptr, show_store_dsn);
+    DefineCustomBoolVariable("cosid.store_only",
+                             "This server only serves a lease store to other instances: its keeper issues no "
+                             "id, and a copy of its store is not a fork.",
+                             nullptr, &setting_store_only, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("cosid.max_namespaces",
+                            "How many namespaces the instance can issue in at once (shared memory).", nullptr,
+                            &setting_max_namespaces, 256, 1, 65536, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomStringVariable("cosid.owner_key", "Owner key of this instance's leases (empty: hostname:port).",
+                               nullptr, &setting_owner_key, "", PGC_POSTMASTER, 0, check_owner_key, nullptr, nullptr);
+    DefineCustomStringVariable("cosid.static_slots",
+                               "Static slots: namespaces that take their slot from this setting instead of "
+                               "leasing one from the store (e.g. '7', or 'orders:7, default:3').",
+                               nullptr, &setting_static_slots, "", PGC_POSTMASTER, 0, check_static_slots,
+                               assign_static_slots, nullptr);
+    DefineCustomStringVariable("cosid.state_file",
+                               "File that keeps the static slots' ceilings across restarts (relative to the "
+                               "data directory; empty: none).",
+                               nullptr, &setting_state_file, "cosid.state", PGC_POSTMASTER, GUC_SUPERUSER_ONLY, nullptr,
+                               nullptr, nullptr);
+    DefineCustomStringVariable("cosid.not_before",
+                               "Static slots issue no timestamp at or before this time (e.g. a migrated "
+                               "generator's last id); \"... on timeline N\" also lets a server on timeline N "
+                               "start its static slots without a state file.",
+                               nullptr, &setting_not_before, "", PGC_POSTMASTER, 0, check_not_before, assign_not_before,
+                               nullptr);
+}
+
+// The settings a reload (or a session, for the PGC_USERSET ones) changes.
+void define_runtime_settings() {
     // At most the static part of the reach cap (src/core/reach.hpp): a copy of this server
     // acknowledged as a fork cannot see a value set here after the copy was made.
     DefineCustomIntVariable("cosid.static_ahead",
@@ -222,6 +223,10 @@ void define_settings() {
                             "out (-1: up to the end of the leased window).",
                             nullptr, &setting_max_borrow_ms, -1, -1, 24 * 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr,
                             nullptr, nullptr);
+}
+
+// The settings of the test suites only.
+void define_test_settings() {
     DefineCustomIntVariable("cosid.clock_offset", "Test only: shifts the generator's clock by this many ms.", nullptr,
                             &setting_clock_offset_ms, 0, -86400000, 86400000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("cosid.store_clock_offset", "Test only: shifts the store's clock by this many ms.", nullptr,
@@ -245,6 +250,16 @@ void define_settings() {
                                 "Test only: a raise after history the store cannot see covers this (0: the reach cap).",
                                 nullptr, &setting_test_reach_cap_ms, 0, 0, static_cast<int>(cosid::kReachCapMs),
                                 PGC_POSTMASTER, GUC_UNIT_MS | GUC_SUPERUSER_ONLY, nullptr, nullptr, nullptr);
+}
+
+}  // namespace
+
+void define_settings() {
+    // Server-start settings can only be defined while preloading; loaded later (not
+    // preloaded), the library only serves its pure functions anyway.
+    if (process_shared_preload_libraries_in_progress) define_server_start_settings();
+    define_runtime_settings();
+    define_test_settings();
     MarkGUCPrefixReserved("cosid");
 }
 
