@@ -323,6 +323,82 @@ constexpr const char* kBoundsSql =
     "SELECT pg_catalog.set_config('statement_timeout', $1, true), pg_catalog.set_config('lock_timeout', $2, true), "
     "pg_catalog.set_config('client_min_messages', 'warning', true)";
 
+// exec_remote's sending: the bounds and the statement in one pipeline, flushed within the
+// deadline.  False when that failed (err says why; *ran_out when the deadline passed).
+static bool send_pipeline(const char* sql, int nargs, const char* const* args, int64 call_bound, int64 deadline,
+                          const char* msg, StoreError* err, bool* ran_out) {
+    char bound[32], lock_bound[32];
+    snprintf(bound, sizeof(bound), "%d", (int)call_bound);
+    snprintf(lock_bound, sizeof(lock_bound), "%d", (int)store_bound_ms());
+    const char* bound_args[2] = {bound, lock_bound};
+    if (!PQenterPipelineMode(remote) ||
+        !PQsendQueryParams(remote, kBoundsSql, 2, nullptr, bound_args, nullptr, nullptr, 0) ||
+        !PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0) || !PQpipelineSync(remote)) {
+        remote_failed(err, PQerrorMessage(remote));
+        return false;
+    }
+    for (int f; (f = PQflush(remote)) != 0;) {
+        if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
+            *ran_out = mono_ms() >= deadline;
+            remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
+            return false;
+        }
+    }
+    return true;
+}
+
+// exec_remote's reading: every result up to the Sync's.  False when the wait failed (err says
+// why; *ran_out when the deadline passed; nothing to answer); else the answer in *answer,
+// whether it is an error in *answer_failed, and whether the Sync came in *synced.
+static bool read_pipeline(int64 deadline, const char* msg, StoreError* err, bool* ran_out, PGresult** answer,
+                          bool* answer_failed, bool* synced) {
+    // The rows arrive at Execute, the commit's outcome only at Sync: an error after the
+    // rows (a serialization failure, a deferred trigger, a failover) means the transaction
+    // was rolled back, and the rows must not be used.  So every result up to the Sync's is
+    // read, and the first error among them, if any, is the answer.
+    int idle_nulls = 0;  // NULLs in a row with nothing busy: libpq has nothing more to give
+    while (!*synced && PQstatus(remote) == CONNECTION_OK && idle_nulls < 4) {
+        while (PQisBusy(remote)) {
+            if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
+                PQclear(*answer);
+                *answer = nullptr;
+                *ran_out = mono_ms() >= deadline;
+                remote_failed(err, msg, true);
+                return false;
+            }
+            if (!PQconsumeInput(remote)) {
+                PQclear(*answer);
+                *answer = nullptr;
+                remote_failed(err, PQerrorMessage(remote), true);
+                return false;
+            }
+        }
+        PGresult* res = PQgetResult(remote);
+        if (res == nullptr) {  // the end of one statement's results; the next follow
+            idle_nulls++;
+            continue;
+        }
+        idle_nulls = 0;
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_PIPELINE_SYNC) {
+            *synced = true;
+            PQclear(res);
+            continue;
+        }
+        // A statement skipped after an earlier error (PIPELINE_ABORTED) carries no words of
+        // its own: the earlier error stays the answer.
+        bool failed = st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK;
+        if (!*answer_failed && (failed || *answer == nullptr || st == PGRES_TUPLES_OK)) {
+            PQclear(*answer);
+            *answer = res;
+            *answer_failed = failed;
+        } else {
+            PQclear(res);
+        }
+    }
+    return true;
+}
+
 // Sends the bounds and one statement in one pipeline, one Sync: one round trip and one
 // (implicit) transaction, which PostgreSQL arms the statement timer for again at each
 // message, so the statement runs under the bound set just before it.  Unnamed statements
@@ -342,68 +418,11 @@ static PGresult* exec_remote(const char* sql, int nargs, const char* const* args
     int64 deadline = mono_ms() + wait_ms;
     char msg[256];
     snprintf(msg, sizeof(msg), "the lease store did not answer within %d ms", (int)wait_ms);
-    char bound[32], lock_bound[32];
-    snprintf(bound, sizeof(bound), "%d", (int)call_bound);
-    snprintf(lock_bound, sizeof(lock_bound), "%d", (int)store_bound_ms());
-    const char* bound_args[2] = {bound, lock_bound};
-    if (!PQenterPipelineMode(remote) ||
-        !PQsendQueryParams(remote, kBoundsSql, 2, nullptr, bound_args, nullptr, nullptr, 0) ||
-        !PQsendQueryParams(remote, sql, nargs, nullptr, args, nullptr, nullptr, 0) || !PQpipelineSync(remote)) {
-        remote_failed(err, PQerrorMessage(remote));
-        return nullptr;
-    }
-    for (int f; (f = PQflush(remote)) != 0;) {
-        if (f < 0 || !wait_remote(WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE, deadline) || !PQconsumeInput(remote)) {
-            *ran_out = mono_ms() >= deadline;
-            remote_failed(err, f < 0 ? PQerrorMessage(remote) : msg, true);
-            return nullptr;
-        }
-    }
-    // The rows arrive at Execute, the commit's outcome only at Sync: an error after the
-    // rows (a serialization failure, a deferred trigger, a failover) means the transaction
-    // was rolled back, and the rows must not be used.  So every result up to the Sync's is
-    // read, and the first error among them, if any, is the answer.
+    if (!send_pipeline(sql, nargs, args, call_bound, deadline, msg, err, ran_out)) return nullptr;
     PGresult* answer = nullptr;
     bool answer_failed = false;
     bool synced = false;
-    int idle_nulls = 0;  // NULLs in a row with nothing busy: libpq has nothing more to give
-    while (!synced && PQstatus(remote) == CONNECTION_OK && idle_nulls < 4) {
-        while (PQisBusy(remote)) {
-            if (!wait_remote(WL_SOCKET_READABLE, deadline)) {
-                PQclear(answer);
-                *ran_out = mono_ms() >= deadline;
-                remote_failed(err, msg, true);
-                return nullptr;
-            }
-            if (!PQconsumeInput(remote)) {
-                PQclear(answer);
-                remote_failed(err, PQerrorMessage(remote), true);
-                return nullptr;
-            }
-        }
-        PGresult* res = PQgetResult(remote);
-        if (res == nullptr) {  // the end of one statement's results; the next follow
-            idle_nulls++;
-            continue;
-        }
-        idle_nulls = 0;
-        ExecStatusType st = PQresultStatus(res);
-        if (st == PGRES_PIPELINE_SYNC) {
-            synced = true;
-            PQclear(res);
-            continue;
-        }
-        // A statement skipped after an earlier error (PIPELINE_ABORTED) carries no words of
-        // its own: the earlier error stays the answer.
-        bool failed = st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK;
-        if (!answer_failed && (failed || answer == nullptr || st == PGRES_TUPLES_OK)) {
-            PQclear(answer);
-            answer = res;
-            answer_failed = failed;
-        } else {
-            PQclear(res);
-        }
-    }
+    if (!read_pipeline(deadline, msg, err, ran_out, &answer, &answer_failed, &synced)) return nullptr;
     // The connection broke before the Sync was answered (the loop ends only so): the
     // server's error, if it sent one (a FATAL: rolled back), is the answer, and run_libpq
     // drops the connection; without one the outcome is unknown.
