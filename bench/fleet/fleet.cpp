@@ -2,7 +2,7 @@
 // own store connection, owner key and incarnation, as a keeper has.  Each acquires a slot,
 // renews every ttl/3, and now and then releases it or crashes (closes its connection and
 // leaves the lease to expire), then comes back as a new incarnation.  Every call is the SQL
-// the keeper sends (src/pg/store.cpp), joined with cosid._durable(), under the keeper's
+// the keeper sends (src/pg/store/store.cpp), joined with cosid._durable(), under the keeper's
 // bounds (statement_timeout and lock_timeout = max(ttl/6, 100 ms)).
 //
 // One process, one epoll loop over libpq's asynchronous API: 20,000 connections need no

@@ -139,7 +139,7 @@ inline int64_t reaches_until(const LeaseRow& r) {
 // Rule: DROP EXTENSION is allowed only while no row reaches past the
 // store's now.  The lease table is the only record of the windows handed out, and a store made
 // again starts its slots at its now (namespace_first_floor), so that now must lie at or above
-// everything the dropped store handed out.  (src/pg/drop_guard.cpp implements it.)
+// everything the dropped store handed out.  (src/pg/backend/drop_guard.cpp implements it.)
 bool store_may_be_dropped(const std::vector<LeaseRow>& rows, int64_t now);
 
 // A namespace's definition as the store keeps it.

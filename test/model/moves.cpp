@@ -116,7 +116,7 @@ StoreHistory history_of(const World& w, const Config& c, int s) {
     return classify_store(records, here_sysid(w, s), here_timeline(w, s), here_upgraded(w, s));
 }
 // pg_upgrade's read of a server notes, in each store it holds, the cluster and timeline it is
-// on, and declares a copy of a server that issued from that store a fork (src/pg/fork.cpp).
+// on, and declares a copy of a server that issued from that store a fork (src/pg/keeper/fork.cpp).
 // declare: the rule upgrade-note (the note of an upgrade given up is cleared with 0, 0, false).
 void note_upgrade_read(StoreCore& core, uint64_t sysid, uint32_t timeline, bool declare = false) {
     for (StoreRecord& r : core.records) {
@@ -175,7 +175,7 @@ bool begin_call(World& w, const Config& c, int s, int caller, std::string* story
     // pg_restore's session is known by its application_name: a data-only restore that has not
     // brought the origin's record yet grants nothing either (store_restore_race.sh).
     if (st.restoring && st.records_pending && on(c, R_RESTORE_MARK)) return false;
-    // src/pg/fork.cpp: a data directory that saw a fork (cosid.history) is refused by every
+    // src/pg/keeper/fork.cpp: a data directory that saw a fork (cosid.history) is refused by every
     // database of its server until the fork is acknowledged in that one.
     if (on(c, R_FORK_DATADIR) && caller >= 0 && st.host == caller && w.iss[caller].dd_fork && !st.core.fork_acked)
         return false;
@@ -372,7 +372,7 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
             return std::nullopt;
         }
     }
-    // src/pg/fork.cpp fork_static_check: a copy declared (a cosid.fork file) opens no static
+    // src/pg/keeper/fork.cpp fork_static_check: a copy declared (a cosid.fork file) opens no static
     // window until the fork is acknowledged.
     if (on(c, R_FORK_DETECT) && x.store >= 0 && w.st[x.store].exists) {
         bool declared = x.fork_marker;

@@ -222,7 +222,7 @@ TEST(StoreChange, RandomMovesBetweenStoresNeverRepeatAnIdWithTheRule) {
 
 TEST(ForkRule, HistoryKeepsEveryForkItSaw) {
     // A fork stays in the data directory's history whatever store it used since: a copy that
-    // switches databases must be refused by the new one too (src/pg/fork.cpp).
+    // switches databases must be refused by the new one too (src/pg/keeper/fork.cpp).
     std::vector<GrantedNamespace> h;
     std::vector<ForkSeen> forks = {{"tl-7716258636065961467-1-2", "a promoted copy: timeline 1 to 2"},
                                    {"file-0a1b2c3d", "A cosid.fork file in the data directory: made by hand."}};

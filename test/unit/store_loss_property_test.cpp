@@ -80,7 +80,7 @@ public:
     // only issued on up to its ceiling.  (b) and (c) run with false: a made-again namespace's
     // fences start at 0 again, so an old lease's retried renewal can match a new grant to the
     // same incarnation, slot and fence.  This model has one entry per grant; the keeper keeps
-    // one per slot (src/pg/keeper.cpp, retire_stale_entries_locked: a slot granted again
+    // one per slot (src/pg/keeper/keeper.cpp, retire_stale_entries_locked: a slot granted again
     // retires the older entry), which this history does not model.
     bool old_leases_renew = true;
 
