@@ -14,7 +14,7 @@ DATA_built = $(SQL_BUILT)
 PGFILEDESC = "cosid - leased-window Snowflake ids"
 
 CORE_SRCS = $(wildcard src/core/*.cpp)
-PG_SRCS = $(wildcard src/pg/*.cpp)
+PG_SRCS = $(wildcard src/pg/*.cpp src/pg/*/*.cpp)
 OBJS = $(CORE_SRCS:.cpp=.o) $(PG_SRCS:.cpp=.o)
 
 # pg_regress inputs are test/sql/*.sql, their answers test/expected/*.out (beside the
@@ -59,7 +59,7 @@ override CPPFLAGS := -Isrc/core -isystem $(includedir_server) -isystem $(shell $
 SHLIB_LINK += -lstdc++ -lpq
 # PGXS tracks no header dependencies: rebuild every object when a header changes, so
 # that no object keeps an old layout of a shared-memory struct.
-$(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp)
+$(OBJS): $(wildcard src/core/*.hpp src/pg/*.hpp src/pg/*/*.hpp)
 
 # Unit tests: the core only, no PostgreSQL.
 UNIT_SRCS = $(wildcard test/unit/*.cpp)

@@ -2,6 +2,9 @@
 # The checks that need no server, each with a finding count of zero:
 #   - shellcheck on every shell script of the tree (scripts/lint_shell.sh);
 #   - cppcheck on the C++ that has no PostgreSQL in it (src/core, test/model);
+#   - clang-format --dry-run --Werror on the C++ of src/, test/unit and test/model (.clang-format);
+#   - no include cycle between the modules of src/ (scripts/include_cycles.py);
+#   - no function in src/ longer than 80 lines, signature to closing brace (scripts/long_functions.py);
 #   - the unit tests, and the model checker to smaller bounds than the test command's, built
 #     with AddressSanitizer and UndefinedBehaviorSanitizer (the first report stops the run).
 # (src/pg is compiled with -Wall -Wextra -Werror against every major instead: cppcheck with
@@ -31,6 +34,28 @@ cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --s
     --inline-suppr -I src/core src/core test/model > "$work/cppcheck.log" 2>&1
 [ $? = 0 ] && [ ! -s "$work/cppcheck.log" ] && say OK "cppcheck src/core test/model: no finding" ||
     say FAIL "cppcheck src/core test/model" "$work/cppcheck.log"
+
+# The C++ as .clang-format has it: a finding is a line clang-format would change.
+mapfile -t cxx_files < <(find src \( -name '*.cpp' -o -name '*.hpp' \) -print; ls test/unit/*.cpp test/model/*.cpp)
+clang-format --dry-run --Werror "${cxx_files[@]}" > "$work/clang-format.log" 2>&1
+n=$(grep -c 'warning:' "$work/clang-format.log")
+[ "$n" = 0 ] && [ "${#cxx_files[@]}" -gt 0 ] && say OK "clang-format on ${#cxx_files[@]} files: no finding" ||
+    say FAIL "clang-format: $n findings in ${#cxx_files[@]} files" "$work/clang-format.log"
+
+# Layers that point one way: no module of src/ (x.hpp and x.cpp) reaches itself by includes.
+python3 scripts/include_cycles.py -I src/core src > "$work/cycles.log" 2>&1
+rc=$?
+n=$(grep -c ' -> ' "$work/cycles.log")
+[ "$rc" = 0 ] && [ "$n" = 0 ] && say OK "include cycles in src/: none" ||
+    say FAIL "include cycles in src/: $n" "$work/cycles.log"
+
+# Short functions: none in src/ over 80 lines (the longest are printed).
+python3 scripts/long_functions.py --max 80 src > "$work/long_functions.log" 2>&1
+rc=$?
+n=$(grep -c ' lines$' "$work/long_functions.log")
+longest=$(python3 scripts/long_functions.py --all src 2>/dev/null | head -1 | sed 's/^.*: \([^:]*\): \([0-9]*\) lines$/\1, \2 lines/')
+[ "$rc" = 0 ] && [ "$n" = 0 ] && say OK "functions in src/ over 80 lines: none (the longest: $longest)" ||
+    say FAIL "functions in src/ over 80 lines: $n" "$work/long_functions.log"
 
 # (detect_leaks: GoogleTest's death tests and the checker's worker threads end by exit)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -3,7 +3,7 @@
 // k namespaces.  Each acquires its leases, renews them every ttl/3, and now and then
 // releases them or crashes (closes its connection and leaves its leases to expire), then
 // comes back as a new incarnation.  Every call is the SQL the keeper sends
-// (src/pg/store.cpp), joined with cosid._durable(), under the keeper's bounds
+// (src/pg/store/store.cpp), joined with cosid._durable(), under the keeper's bounds
 // (statement_timeout and lock_timeout = max(ttl/6, 100 ms)).  As the keeper's pass
 // (keeper_pass, run_due_leases), the renewals due in a pass, with those due within ttl/6,
 // go in one store transaction: cosid.lease_pass for several leases, cosid.renew for one.
@@ -261,7 +261,7 @@ void send(Instance& in, Call call, const std::string& sql, std::vector<std::stri
     watch(in, f == 1);
 }
 
-// The store's acquire for lease i (namespace i), the keeper's SQL (src/pg/store.cpp).
+// The store's acquire for lease i (namespace i), the keeper's SQL (src/pg/store/store.cpp).
 void acquire(Instance& in, int i) {
     in.state = State::Acquiring;
     in.inflight.assign(1, i);

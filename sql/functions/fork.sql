@@ -41,7 +41,7 @@ $$;
 REVOKE ALL ON FUNCTION cosid._fork_mark(text) FROM PUBLIC;
 
 -- cosid_fork_acknowledge() waits (up to 30 s) until the keeper has declared every copy the
--- data directory shows (src/pg/fork.cpp): an acknowledgment must follow what it covers.
+-- data directory shows (src/pg/keeper/fork.cpp): an acknowledgment must follow what it covers.
 CREATE OR REPLACE FUNCTION cosid._fork_declared_here() RETURNS void
 AS 'MODULE_PATHNAME', 'cosid_fork_declared_here' LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION cosid._fork_declared_here() FROM PUBLIC;

@@ -7,7 +7,7 @@
 -- or critical, with what it found and what to do (docs/monitoring.md has a section per check,
 -- which the alert rules of contrib/prometheus link to).
 
--- What shared memory knows (src/pg/health.cpp).  Ages in ms (NULL: never happened); without
+-- What shared memory knows (src/pg/keeper/health.cpp).  Ages in ms (NULL: never happened); without
 -- the library preloaded only preloaded (false), store_remote and ttl_ms.
 CREATE OR REPLACE FUNCTION cosid._health_state(
     OUT preloaded boolean, OUT store_remote boolean, OUT ttl_ms bigint, OUT keeper_pid int, OUT keeper_ready boolean,

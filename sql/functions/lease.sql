@@ -180,7 +180,7 @@ BEGIN
         END LOOP;
     END LOOP;
     -- Exhausted: no slot, and the earliest expiry to wait for: at most 100 ms from now when
-    -- a candidate was missed (the keeper tries again then: src/pg/keeper_request.cpp).
+    -- a candidate was missed (the keeper tries again then: src/pg/keeper/keeper_request.cpp).
     RETURN QUERY SELECT NULL::int, NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
                         NULL::bigint, v_now, v_dup,
                         (SELECT CASE WHEN v_missed THEN least(min(l.expires_at), v_now + 100) ELSE min(l.expires_at) END
@@ -354,7 +354,7 @@ REVOKE ALL ON FUNCTION cosid.own_leases(uuid, text, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid.own_leases(uuid, text, int) TO cosid_keeper;
 
 -- The lease rules (cosid--1.0.sql), checked on every change of a lease row, whoever makes it:
--- the same rules, in the same order, with the same error, from C (src/pg/lease_guard.cpp,
+-- the same rules, in the same order, with the same error, from C (src/pg/store/lease_guard.cpp,
 -- the rules in src/core/lease_rule.hpp).  Every acquire, renewal and release fires it, and
 -- a PL/pgSQL trigger would build its expressions again in each of their transactions.  The
 -- trigger lease_guard keeps calling it (ENABLE ALWAYS).
@@ -364,7 +364,7 @@ AS 'MODULE_PATHNAME', 'cosid_lease_guard' LANGUAGE C;
 -- A DELETE or TRUNCATE of lease rows forgets their windows, as DROP EXTENSION does (the
 -- lease table is their only record; a namespace made again starts its slots at the store's
 -- now): refused while a row's window, or a free slot's next floor, reaches past the store's
--- clock, as the DROP guard refuses (src/pg/drop_guard.cpp asks the same of every row).  A
+-- clock, as the DROP guard refuses (src/pg/backend/drop_guard.cpp asks the same of every row).  A
 -- TRUNCATE of cosid.namespace CASCADE truncates the lease table too and is held here.  Also
 -- under session_replication_role = replica (the usual way to "turn triggers off" for a
 -- cleanup); what logical replication brings is skipped or refused by keep_local, whose

@@ -16,12 +16,12 @@ $$;
 CREATE OR REPLACE FUNCTION cosid._store_clock_offset() RETURNS bigint
 AS 'MODULE_PATHNAME', 'cosid_store_clock_offset' LANGUAGE C VOLATILE PARALLEL SAFE;
 
--- Every store write durable (cosid--1.0.sql): the same rule from C (src/pg/durable.cpp), which
+-- Every store write durable (cosid--1.0.sql): the same rule from C (src/pg/store/durable.cpp), which
 -- raises a weaker synchronous_commit to "on" for the transaction, as before.
 CREATE OR REPLACE FUNCTION cosid._durable() RETURNS void
 AS 'MODULE_PATHNAME', 'cosid_durable' LANGUAGE C VOLATILE;
 
--- Where this server writes, from shared memory (src/pg/wal_position.cpp): the store asks
+-- Where this server writes, from shared memory (src/pg/store/wal_position.cpp): the store asks
 -- both first in every acquire and renewal (cosid._follow_timeline).  cosid._timeline() names
 -- the timeline pg_walfile_name(pg_current_wal_lsn()) named, and fails as that did during
 -- recovery; cosid._system_identifier() is pg_control_system()'s, without reading pg_control

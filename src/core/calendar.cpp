@@ -34,12 +34,17 @@ std::string format_span_ms(int64_t ms) {
     if (ms < 0) return "-" + format_span_ms(ms == INT64_MIN ? INT64_MAX : -ms);
     char buf[64];
     constexpr int64_t kMin = 60000, kHour = 60 * kMin, kDay = 24 * kHour;
-    if (ms < 10000) std::snprintf(buf, sizeof(buf), "%lld ms", static_cast<long long>(ms));
-    else if (ms < 2 * kMin) std::snprintf(buf, sizeof(buf), "%lld.%lld s", static_cast<long long>(ms / 1000),
-                                          static_cast<long long>(ms % 1000 / 100));
-    else if (ms < 2 * kHour) std::snprintf(buf, sizeof(buf), "%lld min", static_cast<long long>(ms / kMin));
-    else if (ms < 2 * kDay) std::snprintf(buf, sizeof(buf), "%lld h", static_cast<long long>(ms / kHour));
-    else if (ms < 730 * kDay) std::snprintf(buf, sizeof(buf), "%lld days", static_cast<long long>(ms / kDay));
+    if (ms < 10000)
+        std::snprintf(buf, sizeof(buf), "%lld ms", static_cast<long long>(ms));
+    else if (ms < 2 * kMin)
+        std::snprintf(buf, sizeof(buf), "%lld.%lld s", static_cast<long long>(ms / 1000),
+                      static_cast<long long>(ms % 1000 / 100));
+    else if (ms < 2 * kHour)
+        std::snprintf(buf, sizeof(buf), "%lld min", static_cast<long long>(ms / kMin));
+    else if (ms < 2 * kDay)
+        std::snprintf(buf, sizeof(buf), "%lld h", static_cast<long long>(ms / kHour));
+    else if (ms < 730 * kDay)
+        std::snprintf(buf, sizeof(buf), "%lld days", static_cast<long long>(ms / kDay));
     else {
         int64_t tenths = ms / 3155760000;  // tenths of a year of 365.25 days
         std::snprintf(buf, sizeof(buf), "%lld.%lld years", static_cast<long long>(tenths / 10),

@@ -7,9 +7,7 @@
 
 namespace cosid {
 
-inline int64_t floor_div(int64_t a, int64_t b) {
-    return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
-}
+inline int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
 
 // Days since 1970-01-01 of a date (month 1-12, day 1-31; not checked against the month).
 int64_t days_from_civil(int64_t y, int64_t m, int64_t d);

@@ -19,7 +19,7 @@ int64_t lead_past_reach_ms(const Layout& layout, uint64_t word, int64_t ceiling_
                            int64_t now_ms) noexcept {
     const std::optional<int64_t> next = next_claim_ms(layout, word, now_ms);
     if (!next || layout.tick_of(now_ms) > issue_word::tick(layout, word)) return 0;  // the clock leads
-    if (*next <= ceiling_ms) return 0;  // room left
+    if (*next <= ceiling_ms) return 0;                                               // room left
     return std::max<int64_t>(*next - reach_ms, 0);
 }
 
@@ -41,8 +41,8 @@ bool leave_lease(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_
     return wait > patience;
 }
 
-int64_t static_next_ceiling(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t now_ms,
-                            int64_t ahead_ms, int64_t patience) noexcept {
+int64_t static_next_ceiling(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t now_ms, int64_t ahead_ms,
+                            int64_t patience) noexcept {
     const int64_t by_clock = std::max(ceiling_ms, now_ms + ahead_ms);
     if (lead_past_reach_ms(layout, word, ceiling_ms, now_ms + ahead_ms, now_ms) <= patience) return by_clock;
     return std::max(by_clock, *next_claim_ms(layout, word, now_ms) + ahead_ms);

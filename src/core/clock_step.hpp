@@ -56,7 +56,7 @@ bool leave_lease(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_
 // Static: the next ceiling of a window (ceiling_ms) with the clock at now_ms: the clock's
 // (now + ahead, never below the ceiling), or, when the window is used up ahead of that by
 // more than `patience_ms`, the next claim + ahead.
-int64_t static_next_ceiling(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t now_ms,
-                            int64_t ahead_ms, int64_t patience_ms) noexcept;
+int64_t static_next_ceiling(const Layout& layout, uint64_t word, int64_t ceiling_ms, int64_t now_ms, int64_t ahead_ms,
+                            int64_t patience_ms) noexcept;
 
 }  // namespace cosid::clock_step

@@ -90,7 +90,8 @@ bool record_grant(GrantedNamespace* g, const std::string& store_id, const Layout
     if (!same_layout(g->layout, layout)) {
         // Another layout: every slot of it starts above the largest id the old record allowed,
         // whichever store grants it.
-        g->all_slots_ms = g->slots.empty() && g->all_slots_ms == 0 ? 0 : floor_after_store_change(g, store_id, layout, 0);
+        g->all_slots_ms =
+            g->slots.empty() && g->all_slots_ms == 0 ? 0 : floor_after_store_change(g, store_id, layout, 0);
         g->slots.clear();
         g->layout = layout;
         changed = true;
@@ -139,9 +140,9 @@ std::string serialize_history(const std::vector<GrantedNamespace>& h, uint32_t l
     if (local_timeline != 0) o << "timeline " << local_timeline << '\n';
     for (const ForkSeen& f : forks) o << "fork " << f.id << ' ' << fork_reason_line(f.reason) << '\n';
     for (const GrantedNamespace& g : h) {
-        o << "namespace " << g.ns << ' ' << g.layout.timestamp_bits << ' ' << g.layout.slot_bits
-          << ' ' << g.layout.sequence_bits << ' ' << g.layout.epoch_ms << ' ' << g.layout.unit_ms() << ' '
-          << g.all_slots_ms << '\n';
+        o << "namespace " << g.ns << ' ' << g.layout.timestamp_bits << ' ' << g.layout.slot_bits << ' '
+          << g.layout.sequence_bits << ' ' << g.layout.epoch_ms << ' ' << g.layout.unit_ms() << ' ' << g.all_slots_ms
+          << '\n';
         for (const GrantedSlot& s : g.slots)
             o << "slot " << g.ns << ' ' << s.store_id << ' ' << s.slot << ' ' << s.ceiling_ms << '\n';
     }

@@ -63,7 +63,7 @@ bool store_grants(StoreHistory h);  // false for BeingRestored and Forked
 int64_t fork_acknowledged_floor(std::optional<int64_t> stopped_ms, int64_t store_now_ms, int64_t max_ttl_ms,
                                 int64_t max_tolerance_ms);
 
-// --- 2. a change of store (the keeper: src/pg/store_history.cpp) ---
+// --- 2. a change of store (the keeper: src/pg/store/store_history.cpp) ---
 // What an instance was granted in one namespace: per store (cosid.store_state.store_id) and
 // slot, the largest ceiling its windows there allowed, read with `layout`.
 struct GrantedSlot {
@@ -110,7 +110,7 @@ bool record_release(GrantedNamespace* g, const std::string& store_id, int32_t sl
 //   fork tl-7716258636065961467-1-2 A promoted or recovered copy ...    (any number)
 // A fork this data directory is a copy in (a cosid.fork file, a new timeline): kept for good, so
 // that every store the server uses refuses until the fork is acknowledged there, whichever
-// database or file it looks at later (src/pg/fork.cpp).  The id names the fork in a store's
+// database or file it looks at later (src/pg/keeper/fork.cpp).  The id names the fork in a store's
 // cosid.fork_declared; the reason is one line of text.
 struct ForkSeen {
     std::string id;

@@ -36,8 +36,10 @@ Claim claim(uint64_t w, const Layout& layout, int32_t slot, const ClaimWindow& w
     }
     if (tick * u > window.ceiling_ms) return {NextStatus::PastCeiling};
     if (!layout.tick_fits(tick)) return {NextStatus::OutOfRange};
-    const int64_t count = want <= 1 ? 1 : (want < layout.max_sequence() - seq + 1 ? want : layout.max_sequence() - seq + 1);
-    return {NextStatus::Issued, issue_word::encode(layout, tick, seq + count - 1), layout.pack(tick, slot, seq), 0, count};
+    const int64_t count =
+        want <= 1 ? 1 : (want < layout.max_sequence() - seq + 1 ? want : layout.max_sequence() - seq + 1);
+    return {NextStatus::Issued, issue_word::encode(layout, tick, seq + count - 1), layout.pack(tick, slot, seq), 0,
+            count};
 }
 
 }  // namespace cosid

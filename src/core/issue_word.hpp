@@ -8,7 +8,7 @@
 //             (timestamp + sequence bits = 63 - slot bits <= 62)
 //
 // The word holds no slot and no window: the caller reads those beside it and must make sure
-// that the word it compares against belongs to the same lease (src/pg/generator.cpp).
+// that the word it compares against belongs to the same lease (src/pg/backend/generator.cpp).
 #pragma once
 #include <cstdint>
 #include <optional>

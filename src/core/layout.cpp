@@ -5,8 +5,8 @@ namespace cosid {
 std::optional<std::string> Layout::validate_bits() const {
     auto range = [](const char* what, int v, int lo, int hi) -> std::optional<std::string> {
         if (v < lo || v > hi)
-            return std::string(what) + " bits must be between " + std::to_string(lo) + " and " +
-                   std::to_string(hi) + ", got " + std::to_string(v);
+            return std::string(what) + " bits must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                   ", got " + std::to_string(v);
         return std::nullopt;
     };
     if (auto e = range("timestamp", timestamp_bits, kMinTimestampBits, kMaxTimestampBits)) return e;
@@ -22,7 +22,8 @@ std::optional<std::string> Layout::validate_readable() const {
     if (auto e = validate_bits()) return e;
     if (epoch_ms < 0) return "epoch must not be before 1970-01-01, got " + std::to_string(epoch_ms) + " ms";
     if (epoch_ms % unit_ms() != 0) return "an epoch for a second layout must be a whole second";
-    if (epoch_ms > kLastTimestampMs) return "epoch must be before 294277-01-01, got " + std::to_string(epoch_ms) + " ms";
+    if (epoch_ms > kLastTimestampMs)
+        return "epoch must be before 294277-01-01, got " + std::to_string(epoch_ms) + " ms";
     return std::nullopt;
 }
 

@@ -30,7 +30,7 @@ constexpr int kJavaScriptSafeBits = 53;
 constexpr int64_t kLastTimestampMs = 9224318015999999LL;
 
 struct Unpacked {
-    int64_t tick;      // Unix time in the layout's unit (ms or s)
+    int64_t tick;  // Unix time in the layout's unit (ms or s)
     int32_t slot;
     int32_t sequence;
 };
@@ -77,15 +77,13 @@ struct Layout {
 
     // Callers must pass a representable tick, a slot <= max_slot() and sequence <= max_sequence().
     int64_t pack(int64_t tick, int64_t slot, int64_t sequence) const {
-        return ((tick - epoch_tick()) << (slot_bits + sequence_bits)) |
-               (slot << sequence_bits) | sequence;
+        return ((tick - epoch_tick()) << (slot_bits + sequence_bits)) | (slot << sequence_bits) | sequence;
     }
     Unpacked unpack(int64_t id) const {
         const uint64_t u = static_cast<uint64_t>(id);
-        return Unpacked{
-            static_cast<int64_t>(u >> (slot_bits + sequence_bits)) + epoch_tick(),
-            static_cast<int32_t>((u >> sequence_bits) & static_cast<uint64_t>(max_slot())),
-            static_cast<int32_t>(u & static_cast<uint64_t>(max_sequence()))};
+        return Unpacked{static_cast<int64_t>(u >> (slot_bits + sequence_bits)) + epoch_tick(),
+                        static_cast<int32_t>((u >> sequence_bits) & static_cast<uint64_t>(max_slot())),
+                        static_cast<int32_t>(u & static_cast<uint64_t>(max_sequence()))};
     }
 };
 

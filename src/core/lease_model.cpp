@@ -19,8 +19,7 @@ bool is_own_expired(const LeaseRow& r, const std::string& incarnation, int64_t n
 bool contains(const std::vector<int32_t>& v, int32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
 
-std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req,
-                                     int64_t now) {
+std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req, int64_t now) {
     std::vector<int32_t> order;
     auto push = [&](int32_t s) {
         if (!contains(order, s)) order.push_back(s);
@@ -86,8 +85,7 @@ std::optional<std::string> namespace_change_refused(const NamespaceDefinition& b
                            "read them as other times and slots, and issue them again");
     if (before.tolerance_ms != after.tolerance_ms)
         return std::string("a namespace's tolerance never changes: live leases' ceilings were computed with it");
-    if (after.not_before_ms < before.not_before_ms)
-        return std::string("a namespace's not_before only grows");
+    if (after.not_before_ms < before.not_before_ms) return std::string("a namespace's not_before only grows");
     return std::nullopt;
 }
 
@@ -104,8 +102,9 @@ LeaseTable::LeaseTable(int slot_bits, int64_t tolerance_ms, const StoreLimits& l
     : LeaseTable(slot_bits, tolerance_ms, first_floor_ms) {
     // A larger tolerance would put ceilings above what a raise's 2 x max_tolerance covers.
     if (tolerance_ms > limits.max_tolerance_ms)
-        throw StoreLimitExceeded("tolerance " + std::to_string(tolerance_ms) + " ms is above the store's max_tolerance (" +
-                                 std::to_string(limits.max_tolerance_ms) + " ms)");
+        throw StoreLimitExceeded("tolerance " + std::to_string(tolerance_ms) +
+                                 " ms is above the store's max_tolerance (" + std::to_string(limits.max_tolerance_ms) +
+                                 " ms)");
     limits_ = limits;
 }
 

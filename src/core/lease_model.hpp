@@ -139,7 +139,7 @@ inline int64_t reaches_until(const LeaseRow& r) {
 // Rule: DROP EXTENSION is allowed only while no row reaches past the
 // store's now.  The lease table is the only record of the windows handed out, and a store made
 // again starts its slots at its now (namespace_first_floor), so that now must lie at or above
-// everything the dropped store handed out.  (src/pg/drop_guard.cpp implements it.)
+// everything the dropped store handed out.  (src/pg/backend/drop_guard.cpp implements it.)
 bool store_may_be_dropped(const std::vector<LeaseRow>& rows, int64_t now);
 
 // A namespace's definition as the store keeps it.
@@ -165,9 +165,9 @@ struct AcquireRequest {
 };
 
 struct AcquireResult {
-    std::optional<LeaseRow> lease;        // nothing: Exhausted
+    std::optional<LeaseRow> lease;           // nothing: Exhausted
     std::optional<int64_t> earliest_expiry;  // when Exhausted: the first expiry to wait for
-    bool duplicate_key = false;           // a live lease has this key and another incarnation
+    bool duplicate_key = false;              // a live lease has this key and another incarnation
 };
 
 // The order in which acquire tries slots: (1) the preferred slot if available, (2) available
@@ -183,8 +183,7 @@ struct AcquireResult {
 // it (its failed release was forgotten, or it simply asked for a second slot).  So an acquire
 // whose answer was lost leaves an orphan lease of that incarnation.  The orphan expires by ttl,
 // or its owner releases it at its ceiling, which bounds anything it could have issued there.
-std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req,
-                                     int64_t now);
+std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const AcquireRequest& req, int64_t now);
 
 // One namespace's slots: 2^slot_bits rows, slots 0 to 2^slot_bits - 1, so a grant never
 // packs a slot outside the layout (Layout::slot_fits; the SQL skips rows a hand edit left
@@ -204,10 +203,9 @@ public:
     // Renew succeeds while incarnation and fence match, even after expiry if nobody took over.
     // Throws StoreLimitExceeded when the table has limits and ttl_ms > max_ttl (whether or not
     // the lease is still there: the store refuses the call).
-    std::optional<LeaseRow> renew(int32_t slot, const std::string& incarnation, int64_t fence,
-                                  int64_t ttl_ms, int64_t now);
-    std::optional<LeaseRow> release(int32_t slot, const std::string& incarnation, int64_t fence,
-                                    int64_t last_issued);
+    std::optional<LeaseRow> renew(int32_t slot, const std::string& incarnation, int64_t fence, int64_t ttl_ms,
+                                  int64_t now);
+    std::optional<LeaseRow> release(int32_t slot, const std::string& incarnation, int64_t fence, int64_t last_issued);
     // An administrator's forced release: no last timestamp is known, so the ceiling is used.
     std::optional<LeaseRow> revoke(int32_t slot);
 

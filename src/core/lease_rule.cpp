@@ -9,7 +9,8 @@ bool eq(const std::optional<int64_t>& a, const std::optional<int64_t>& b) { retu
 bool ne(const std::optional<int64_t>& a, const std::optional<int64_t>& b) { return a && b && *a != *b; }
 }  // namespace
 
-const char* lease_change_problem(const LeaseVersion& o, const LeaseVersion& n, bool moved, bool owner_changed) noexcept {
+const char* lease_change_problem(const LeaseVersion& o, const LeaseVersion& n, bool moved,
+                                 bool owner_changed) noexcept {
     if (moved) return "a lease row never moves to another slot";
     if (lt(n.fence, o.fence)) return "the fence went down";
     if (lt(n.floor, o.floor)) return "the floor went down";

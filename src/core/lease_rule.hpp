@@ -1,6 +1,6 @@
 // The lease rules every change of a lease row keeps, whoever makes it (the store's functions,
 // an administrator's UPDATE, a bug): the trigger cosid._lease_guard asks this for each UPDATE
-// of cosid.lease (src/pg/lease_guard.cpp).  Pure C++: no PostgreSQL headers.
+// of cosid.lease (src/pg/store/lease_guard.cpp).  Pure C++: no PostgreSQL headers.
 //
 // A slot's floor never moves back, a held lease's next_floor covers its ceiling, a new window
 // starts at or above next_floor, a renewal never lowers a ceiling, and next_floor goes down

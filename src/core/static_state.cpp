@@ -27,8 +27,10 @@ std::string trim(const std::string& s) {
 std::vector<std::string> split(const std::string& s, char sep) {
     std::vector<std::string> out(1);
     for (char c : s)
-        if (c == sep) out.emplace_back();
-        else out.back() += c;
+        if (c == sep)
+            out.emplace_back();
+        else
+            out.back() += c;
     return out;
 }
 
@@ -241,8 +243,11 @@ void StateFile::raise_not_before(const std::string& ns, int64_t ms) {
 std::string serialize_state(const StateFile& f) {
     std::string s =
         "# cosid static slot state: written by the cosid keeper; do not edit (a wrong value can issue an id twice)\n"
-        "cosid_state_version " + std::to_string(kStateFileVersion) + "\n"
-        "system_identifier " + std::to_string(f.system_identifier) + "\n";
+        "cosid_state_version " +
+        std::to_string(kStateFileVersion) +
+        "\n"
+        "system_identifier " +
+        std::to_string(f.system_identifier) + "\n";
     for (const auto& w : f.windows)
         s += "window " + w.ns + " " + std::to_string(w.slot) + " " + std::to_string(w.ceiling_ms) + " " +
              std::to_string(w.timeline) + "\n";

@@ -77,7 +77,7 @@ struct StateFile {
     std::vector<StateNotBefore> not_before;  // at most one per ns
     const StateWindow* find_window(const std::string& ns, int32_t slot) const;
     void set_window(const std::string& ns, int32_t slot, int64_t ceiling_ms, uint32_t timeline);
-    int64_t not_before_of(const std::string& ns) const;         // 0 when none
+    int64_t not_before_of(const std::string& ns) const;        // 0 when none
     void raise_not_before(const std::string& ns, int64_t ms);  // keeps the max
 };
 constexpr int kStateFileVersion = 1;

@@ -12,7 +12,7 @@ namespace cosid {
 
 // sqlstate is the 5-character SQLSTATE text.  Anything else (nullptr, another length) is not
 // an answer of the store and counts as permanent: a caller that lost the connection without
-// an SQLSTATE passes "08006" (connection_failure), as sqlstate_of in src/pg/store.cpp does.
+// an SQLSTATE passes "08006" (connection_failure), as sqlstate_of in src/pg/store/store.cpp does.
 bool store_error_is_transient(const char* sqlstate);
 
 // A failed connection to a remote store (libpq's PQerrorMessage, which carries no SQLSTATE):

@@ -31,8 +31,8 @@ std::optional<std::string> WindowInvariant::grant(int32_t slot, int64_t fence, i
     // Checked before recording, so that a re-grant is judged against its own earlier issues.
     std::optional<std::string> bad;
     if (h.max_issued && floor < *h.max_issued)
-        bad = where(slot, fence) + ": window granted with floor " + std::to_string(floor) +
-              " below the timestamp " + std::to_string(*h.max_issued) + " already issued on the slot";
+        bad = where(slot, fence) + ": window granted with floor " + std::to_string(floor) + " below the timestamp " +
+              std::to_string(*h.max_issued) + " already issued on the slot";
     int i = find(h, fence);
     if (i < 0) {
         h.windows.push_back({fence, floor, ceiling});

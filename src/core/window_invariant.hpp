@@ -46,8 +46,8 @@ private:
     // The window's index in grant order, or -1.
     static int find(const SlotHistory& h, int64_t fence);
     // The violation if value exceeds the floor of a window granted after index i.
-    static std::optional<std::string> above_later_floor(const SlotHistory& h, size_t i, int64_t value,
-                                                        const char* what, int32_t slot);
+    static std::optional<std::string> above_later_floor(const SlotHistory& h, size_t i, int64_t value, const char* what,
+                                                        int32_t slot);
     std::map<int32_t, SlotHistory> slots_;
 };
 

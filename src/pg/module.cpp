@@ -1,13 +1,13 @@
 // Entry point: settings, shared memory and the lease keeper are only set up when cosid is
 // in shared_preload_libraries; loaded any other way, only the pure functions work.
-#include "citus.hpp"
-#include "drop_guard.hpp"
-#include "fork.hpp"
-#include "generator.hpp"
-#include "keeper.hpp"
+#include "store/citus.hpp"
+#include "backend/drop_guard.hpp"
+#include "keeper/fork.hpp"
+#include "backend/generator.hpp"
+#include "keeper/keeper.hpp"
 #include "pg.hpp"
 #include "settings.hpp"
-#include "state.hpp"
+#include "shmem/state.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Edges of the DROP guard (src/pg/drop_guard.cpp).
+# Edges of the DROP guard (src/pg/backend/drop_guard.cpp).
 # 1. The DROP DATABASE check's worker runs as a superuser in the database named by whoever
 #    issues the statement: a database-level search_path put there by its owner must not
 #    choose the operators of its look.  Before: a role with only CREATEDB made `=` on name

@@ -108,12 +108,13 @@ int main(int argc, char** argv) {
             std::fprintf(exp, "renew %s %s\n", o.key.c_str(),
                          r ? ("ceiling=" + r100(r->ceiling) + " exp=" + r100(r->expires_at)).c_str() : "lost");
             if (!r) o.held.erase(o.held.begin() + static_cast<long>(which));
-            std::fprintf(sql,
-                         "INSERT INTO out(line) SELECT 'renew %s ' || coalesce((SELECT 'ceiling=' || "
-                         "cosid_r100(ceiling) || ' exp=' || cosid_r100(expires_at) FROM cosid.renew(cosid_model_at(%lld), %d, "
-                         "'%s', %lld, %lld)), 'lost');\n",
-                         o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
-                         static_cast<long long>(TTL));
+            std::fprintf(
+                sql,
+                "INSERT INTO out(line) SELECT 'renew %s ' || coalesce((SELECT 'ceiling=' || "
+                "cosid_r100(ceiling) || ' exp=' || cosid_r100(expires_at) FROM cosid.renew(cosid_model_at(%lld), %d, "
+                "'%s', %lld, %lld)), 'lost');\n",
+                o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
+                static_cast<long long>(TTL));
         } else if (op == 3 && !o.held.empty()) {
             const Lease l = o.held[which];
             const LeaseRow& row = model.row(l.slot);
@@ -123,11 +124,12 @@ int main(int argc, char** argv) {
             std::fprintf(exp, "release %s %s\n", o.key.c_str(),
                          r ? ("next_floor=" + r100(r->next_floor)).c_str() : "lost");
             o.held.erase(o.held.begin() + static_cast<long>(which));
-            std::fprintf(sql,
-                         "INSERT INTO out(line) SELECT 'release %s ' || coalesce((SELECT 'next_floor=' || "
-                         "cosid_r100(next_floor) FROM cosid.release(cosid_model_at(%lld), %d, '%s', %lld, %lld)), 'lost');\n",
-                         o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
-                         static_cast<long long>(last));
+            std::fprintf(
+                sql,
+                "INSERT INTO out(line) SELECT 'release %s ' || coalesce((SELECT 'next_floor=' || "
+                "cosid_r100(next_floor) FROM cosid.release(cosid_model_at(%lld), %d, '%s', %lld, %lld)), 'lost');\n",
+                o.key.c_str(), static_cast<long long>(now), l.slot, o.inc.c_str(), static_cast<long long>(l.fence),
+                static_cast<long long>(last));
         } else if (op == 5 && pick(8) == 0) {
             // the store lost its history (a restore declared): every lease freed, every floor
             // raised to now + max_ttl + 2 x max_tolerance
@@ -151,7 +153,9 @@ int main(int argc, char** argv) {
             std::string line = "state";
             for (int s = 0; s < (1 << SLOT_BITS); ++s) {
                 auto st = model.state(s, now);
-                line += std::string(" ") + (st == SlotState::Free ? "free" : st == SlotState::Held ? "held" : "expired");
+                line += std::string(" ") + (st == SlotState::Free   ? "free"
+                                            : st == SlotState::Held ? "held"
+                                                                    : "expired");
             }
             std::fprintf(exp, "%s\n", line.c_str());
             std::fprintf(sql,

@@ -24,17 +24,57 @@ using namespace cosid;
 namespace {
 
 enum Kind : uint8_t {
-    K_TICK, K_JUMP,
+    K_TICK,
+    K_JUMP,
     // an issuer's keeper and backends
-    K_ACQUIRE, K_RENEW, K_RENEW_ANSWER_LOST, K_RENEW_ROLLED_BACK, K_RELEASE, K_RELEASE_FAILS, K_ISSUE, K_ISSUE_FREED,
-    K_CRASH, K_STOP, K_START, K_CLOCK_FWD, K_CLOCK_BACK, K_MOVE_STORE, K_SWITCH, K_STATIC_OPEN,
-    K_STATIC_EXTEND, K_ACQUIRE_LONG, K_ROGUE_RELEASE, K_FORK_PROMOTE, K_PG_UPGRADE, K_PG_UPGRADE_LINK,
+    K_ACQUIRE,
+    K_RENEW,
+    K_RENEW_ANSWER_LOST,
+    K_RENEW_ROLLED_BACK,
+    K_RELEASE,
+    K_RELEASE_FAILS,
+    K_ISSUE,
+    K_ISSUE_FREED,
+    K_CRASH,
+    K_STOP,
+    K_START,
+    K_CLOCK_FWD,
+    K_CLOCK_BACK,
+    K_MOVE_STORE,
+    K_SWITCH,
+    K_STATIC_OPEN,
+    K_STATIC_EXTEND,
+    K_ACQUIRE_LONG,
+    K_ROGUE_RELEASE,
+    K_FORK_PROMOTE,
+    K_PG_UPGRADE,
+    K_PG_UPGRADE_LINK,
     // a store and its administrator
-    K_SCLOCK_FWD, K_SCLOCK_BACK, K_STANDBY_BEHIND, K_FAILOVER, K_STORE_CRASH, K_DUMP, K_RESTORE_WHOLE,
-    K_RESTORE_PIECES, K_RESTORE_RECORDS, K_RESTORE_ROWS, K_DROP_CREATE, K_NS_CREATE,
-    K_NS_REMAKE, K_LAYOUT_EDIT, K_FORK_ACK, K_STORE_UPGRADE,
+    K_SCLOCK_FWD,
+    K_SCLOCK_BACK,
+    K_STANDBY_BEHIND,
+    K_FAILOVER,
+    K_STORE_CRASH,
+    K_DUMP,
+    K_RESTORE_WHOLE,
+    K_RESTORE_PIECES,
+    K_RESTORE_RECORDS,
+    K_RESTORE_ROWS,
+    K_DROP_CREATE,
+    K_NS_CREATE,
+    K_NS_REMAKE,
+    K_LAYOUT_EDIT,
+    K_FORK_ACK,
+    K_STORE_UPGRADE,
     // bounds of their own: limits, a burst, a copy with a cosid.fork file, a second database, tenants
-    K_MAX_TTL, K_MAX_TOLERANCE, K_STATIC_AHEAD, K_BURST, K_FORK_MARKED, K_SWITCH_DB, K_PUBLIC_LOCK, K_HOARD,
+    K_MAX_TTL,
+    K_MAX_TOLERANCE,
+    K_STATIC_AHEAD,
+    K_BURST,
+    K_FORK_MARKED,
+    K_SWITCH_DB,
+    K_PUBLIC_LOCK,
+    K_HOARD,
     K_HOARD_RENEW,
 };
 
@@ -76,7 +116,7 @@ StoreHistory history_of(const World& w, const Config& c, int s) {
     return classify_store(records, here_sysid(w, s), here_timeline(w, s), here_upgraded(w, s));
 }
 // pg_upgrade's read of a server notes, in each store it holds, the cluster and timeline it is
-// on, and declares a copy of a server that issued from that store a fork (src/pg/fork.cpp).
+// on, and declares a copy of a server that issued from that store a fork (src/pg/keeper/fork.cpp).
 // declare: the rule upgrade-note (the note of an upgrade given up is cleared with 0, 0, false).
 void note_upgrade_read(StoreCore& core, uint64_t sysid, uint32_t timeline, bool declare = false) {
     for (StoreRecord& r : core.records) {
@@ -135,7 +175,7 @@ bool begin_call(World& w, const Config& c, int s, int caller, std::string* story
     // pg_restore's session is known by its application_name: a data-only restore that has not
     // brought the origin's record yet grants nothing either (store_restore_race.sh).
     if (st.restoring && st.records_pending && on(c, R_RESTORE_MARK)) return false;
-    // src/pg/fork.cpp: a data directory that saw a fork (cosid.history) is refused by every
+    // src/pg/keeper/fork.cpp: a data directory that saw a fork (cosid.history) is refused by every
     // database of its server until the fork is acknowledged in that one.
     if (on(c, R_FORK_DATADIR) && caller >= 0 && st.host == caller && w.iss[caller].dd_fork && !st.core.fork_acked)
         return false;
@@ -229,8 +269,9 @@ bool release_lease(World& w, const Config& c, int i, std::string* story) {
     if (r) {
         committed(w, c, l.store, before);
         record_release(&x.history, store_id_text(st.core), l.slot, last);
-        if (story) *story += " released slot " + std::to_string(l.slot) + " with last " + std::to_string(last) +
-                             " (next_floor " + std::to_string(r->next_floor) + ")";
+        if (story)
+            *story += " released slot " + std::to_string(l.slot) + " with last " + std::to_string(last) +
+                      " (next_floor " + std::to_string(r->next_floor) + ")";
     } else if (story) {
         *story += " slot " + std::to_string(l.slot) + " was no longer its lease";
     }
@@ -299,7 +340,9 @@ void crash(World& w, const Config& c, int i, std::string* story) {
     // keeper's memory) is gone; the files stay, except a write that was never made durable.
     if (!on(c, R_STATIC_DURABLE) && x.file_write_undurable) {
         x.file_ceiling = x.file_prev_ceiling;
-        if (story) *story += " (the state file's last ceiling was not durable: back to " + std::to_string(x.file_ceiling) + ")";
+        if (story)
+            *story +=
+                " (the state file's last ceiling was not durable: back to " + std::to_string(x.file_ceiling) + ")";
     }
     x.file_write_undurable = false;
     for (int s = 0; s < kStores; ++s)
@@ -329,7 +372,7 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
             return std::nullopt;
         }
     }
-    // src/pg/fork.cpp fork_static_check: a copy declared (a cosid.fork file) opens no static
+    // src/pg/keeper/fork.cpp fork_static_check: a copy declared (a cosid.fork file) opens no static
     // window until the fork is acknowledged.
     if (on(c, R_FORK_DETECT) && x.store >= 0 && w.st[x.store].exists) {
         bool declared = x.fork_marker;
@@ -353,7 +396,8 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
             others = std::max(others.value_or(0), reaches_until(core.table->row(0)));
     }
     // Without the rule the file is read but its ceiling is not used.
-    const int64_t recorded = static_recorded_ms(on(c, R_STATIC_FLOOR) ? model_ms : 0, model_has, others, own, have_file);
+    const int64_t recorded =
+        static_recorded_ms(on(c, R_STATIC_FLOOR) ? model_ms : 0, model_has, others, own, have_file);
     const int64_t started = on(c, R_STATIC_NOFILE_START) ? x.started_ms : 0;
     const int64_t floor = static_window_floor(recorded, 0, have_file, started);
     return std::make_pair(floor, issuer_now(w, i) + static_ahead_used(x.static_ahead));
@@ -421,7 +465,7 @@ bool issue(World& w, const Config& c, int i, bool on_freed, std::string* story, 
                   std::to_string(u.tick) + ", seq " + std::to_string(u.sequence) + ") at its clock " +
                   std::to_string(now) + " in " +
                   (window.ceiling_ms > 1000000 ? "(" + std::to_string(window.floor_ms) + ", no ceiling)"
-                                                : win(window.floor_ms, window.ceiling_ms));
+                                               : win(window.floor_ms, window.ceiling_ms));
     // The old record rule: a store learnt its server issues from it only at the first id.
     if (!on(c, R_RECORD_AT_START) && !x.issued_once)
         for (int s = 0; s < kStores; ++s)
@@ -460,7 +504,8 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story, 
     // can take (cosid.acquire's row locks on tables only cosid_keeper may read).
     if (!on(c, R_TENANT_LOCK) && st.public_lock) {
         if (story) *story += " refused: canceling statement due to lock timeout (ZC006)";
-        refused_window(w, c, i, "lock timeout: a login with no grants holds the acquire path's advisory key", violation);
+        refused_window(w, c, i, "lock timeout: a login with no grants holds the acquire path's advisory key",
+                       violation);
         return true;
     }
     if (!begin_call(w, c, s, i, story)) {
@@ -507,8 +552,9 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story, 
         floor = std::max(floor, static_rows_max(st.core, std::nullopt).value_or(floor));
     record_grant(&x.history, sid, lay, row->slot, row->ceiling);
     if (x.lease.held && x.lease.raised_out) x.freed = x.lease;  // its successor: the freed one goes on
-    x.lease = Lease{true, false, static_cast<int8_t>(s), st.core.layout, row->slot, row->fence, floor, row->ceiling,
-                    issue_word::kFresh, static_cast<int16_t>(now), false};
+    x.lease = Lease{true,       false, static_cast<int8_t>(s), st.core.layout,     row->slot,
+                    row->fence, floor, row->ceiling,           issue_word::kFresh, static_cast<int16_t>(now),
+                    false};
     if (story)
         *story += " got slot " + std::to_string(row->slot) + " window " + win(floor, row->ceiling) + " fence " +
                   std::to_string(row->fence) + " at store time " + std::to_string(now);
@@ -526,7 +572,8 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
         const int64_t would = now + kTtl + kTolerance;
         if (would <= l.ceiling) return false;
         l.ceiling = would;
-        if (story) *story += " renewal rolled back at commit, but the window was extended to " + win(l.floor, l.ceiling);
+        if (story)
+            *story += " renewal rolled back at commit, but the window was extended to " + win(l.floor, l.ceiling);
         return true;
     }
     if (!begin_call(w, c, l.store, i, story) || !st.core.table) {
@@ -534,8 +581,8 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
         return true;
     }
     const StoreCore before = st.core;
-    if (fam(c, F_TENANT) && on(c, R_LEASE_CAP) && on(c, R_LEASE_CAP_RENEW) && st.core.table->row(l.slot).expires_at <= now &&
-        live_leases_of(st.core, key_of(i), now) >= kLeaseCap) {
+    if (fam(c, F_TENANT) && on(c, R_LEASE_CAP) && on(c, R_LEASE_CAP_RENEW) &&
+        st.core.table->row(l.slot).expires_at <= now && live_leases_of(st.core, key_of(i), now) >= kLeaseCap) {
         if (story) *story += " renewal refused: its role holds the cap of live leases";
         return true;
     }
@@ -556,8 +603,9 @@ bool renew(World& w, const Config& c, int i, int kind, std::string* story) {
         // duplicate either, since every next window starts at or above the ceiling the store
         // committed; a loss without a raise ends the window so that a revoke stops a server.)
         l.raised_out = true;
-        if (story) *story += " renewal found the lease freed by the store's raise: the window goes on to its ceiling " +
-                             win(l.floor, l.ceiling);
+        if (story)
+            *story += " renewal found the lease freed by the store's raise: the window goes on to its ceiling " +
+                      win(l.floor, l.ceiling);
     } else if (!on(c, R_FENCE)) {
         l.ceiling = std::max(l.ceiling, now + kTtl + kTolerance);
         if (story) *story += " renewal found the lease lost, but the window goes on to " + win(l.floor, l.ceiling);
@@ -690,7 +738,9 @@ World plain_world(const Config& c) {
 
 void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
     out->clear();
-    auto add = [&](uint8_t k, int a, int b = -1) { out->push_back(Move{k, static_cast<int8_t>(a), static_cast<int8_t>(b)}); };
+    auto add = [&](uint8_t k, int a, int b = -1) {
+        out->push_back(Move{k, static_cast<int8_t>(a), static_cast<int8_t>(b)});
+    };
     if (w.now < kMaxTime) add(K_TICK, -1);
     // A longer wait: as far as a raise puts floors ahead (max_ttl + 2 x max_tolerance), in one move.
     if (w.now + limits().raise_margin_ms() <= kMaxTime) add(K_JUMP, -1);
@@ -739,8 +789,10 @@ void moves_of(const World& w, const Config& c, std::vector<Move>* out) {
         }
         if (fam(c, F_STATIC)) {
             if (x.is_static) {
-                if (!x.sw.open) add(K_STATIC_OPEN, i);
-                else add(K_STATIC_EXTEND, i);
+                if (!x.sw.open)
+                    add(K_STATIC_OPEN, i);
+                else
+                    add(K_STATIC_EXTEND, i);
             }
             // A static slot is the operator's promise that nobody else uses it: only a server
             // whose store no other server uses switches (forks are not the operator's choice).
@@ -837,13 +889,15 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         changed = acquire(w, c, a, w.iss[a].ttl, st, violation);
         break;
     case K_ACQUIRE_LONG:
-        say(I(a) + "'s keeper login asks " + S(w.iss[a].store) + " for a lease of ttl " + std::to_string(kRogueTtl) + ":");
+        say(I(a) + "'s keeper login asks " + S(w.iss[a].store) + " for a lease of ttl " + std::to_string(kRogueTtl) +
+            ":");
         changed = acquire(w, c, a, kRogueTtl, st);
         break;
     case K_RENEW:
     case K_RENEW_ANSWER_LOST:
     case K_RENEW_ROLLED_BACK:
-        say(I(a) + "'s keeper renews slot " + std::to_string(w.iss[a].lease.slot) + " on " + S(w.iss[a].lease.store) + ":");
+        say(I(a) + "'s keeper renews slot " + std::to_string(w.iss[a].lease.slot) + " on " + S(w.iss[a].lease.store) +
+            ":");
         changed = renew(w, c, a, m.kind, st);
         break;
     case K_RELEASE:
@@ -894,7 +948,8 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         break;
     }
     case K_SWITCH:
-        say(I(a) + std::string(" restarts with its namespace ") + (w.iss[a].is_static ? "leased" : "on static slot 0") + ":");
+        say(I(a) + std::string(" restarts with its namespace ") + (w.iss[a].is_static ? "leased" : "on static slot 0") +
+            ":");
         clean_stop(w, c, a, st);
         w.iss[a].is_static = !w.iss[a].is_static;
         start(w, c, a, st);
@@ -913,9 +968,9 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         // By the clock, or from its ids when they used it up further ahead than the clock
         // reaches (a clock that stepped back: src/core/clock_step).
         const Layout lay = layout_of(0);
-        const int64_t ceiling = clock_step::static_next_ceiling(lay, x.sw.word, x.sw.ceiling, issuer_now(w, a),
-                                                                static_ahead_used(x.static_ahead),
-                                                                clock_step::patience_ms(lay, 0));
+        const int64_t ceiling =
+            clock_step::static_next_ceiling(lay, x.sw.word, x.sw.ceiling, issuer_now(w, a),
+                                            static_ahead_used(x.static_ahead), clock_step::patience_ms(lay, 0));
         if (ceiling <= x.sw.ceiling) return false;
         write_static_ceiling(w, c, a, ceiling);
         x.sw.ceiling = ceiling;
@@ -958,7 +1013,8 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
             say(" then");
         }
         for (Store& s : w.st)  // pg_upgrade's read, before the old directory's last stop
-            if (s.exists && s.host == 0) note_upgrade_read(s.core, w.iss[0].sysid, w.iss[0].timeline, on(c, R_UPGRADE_NOTE));
+            if (s.exists && s.host == 0)
+                note_upgrade_read(s.core, w.iss[0].sysid, w.iss[0].timeline, on(c, R_UPGRADE_NOTE));
         copy_data_directory(w, c, 0, 2);
         w.iss[2].fork_marker = on(c, R_FORK_MARKER);
         Issuer& x = w.iss[0];
@@ -1015,7 +1071,8 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         break;
     case K_FAILOVER: {
         Store& s = w.st[a];
-        say(S(a) + " fails over to its standby" + std::string(s.standby ? " (missing every commit since it fell behind)" : " (synchronous: nothing lost)"));
+        say(S(a) + " fails over to its standby" +
+            std::string(s.standby ? " (missing every commit since it fell behind)" : " (synchronous: nothing lost)"));
         if (s.standby) s.core = *s.standby;
         s.standby.reset();
         s.unflushed_before.reset();
@@ -1174,9 +1231,8 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         const int64_t stopped = w.iss[origin].stopped_at + s.clock;
         // fork_acknowledged_floor: from the stop, by the reach cap (the original's limits after
         // the copy are unseen here).  The rule before: by the limits this copy sees.
-        const int64_t floor = on(c, R_REACH_CAP)
-                                  ? fork_ack_floor(stopped, now, s.core.max_ttl, s.core.max_tolerance)
-                                  : std::min(stopped, now) + visible_reach(s.core);
+        const int64_t floor = on(c, R_REACH_CAP) ? fork_ack_floor(stopped, now, s.core.max_ttl, s.core.max_tolerance)
+                                                 : std::min(stopped, now) + visible_reach(s.core);
         const int64_t base = std::min(stopped, now);
         raise_floors(s.core, base, floor - base);
         s.core.records = {StoreRecord{here_sysid(w, a), here_timeline(w, a), true, false}};
@@ -1236,8 +1292,10 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         break;
     }
     case K_FORK_MARKED:
-        say("A copy of " + I(0) + "'s data directory (a snapshot, a base backup) starts beside it with a cosid.fork "
-            "file: " + I(2) + " on the same timeline" + (w.iss[0].store == 0 ? ", with its copy S2 of S0" : "") +
+        say("A copy of " + I(0) +
+            "'s data directory (a snapshot, a base backup) starts beside it with a cosid.fork "
+            "file: " +
+            I(2) + " on the same timeline" + (w.iss[0].store == 0 ? ", with its copy S2 of S0" : "") +
             (w.iss[0].store == 0 && fam(c, F_DATABASES) ? " and S3 of the server's second database" : "") + ";");
         copy_data_directory(w, c, 0, 2);
         w.iss[2].fork_marker = true;
@@ -1304,8 +1362,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         committed(w, c, a, before);
         break;
     }
-    default:
-        return false;
+    default: return false;
     }
     if (story) *story = "t=" + std::to_string(w.now) + "  " + line;
     return changed;
@@ -1360,13 +1417,15 @@ void serialize(const World& w, std::string* bytes) {
         if (!x.exists) continue;
         put(o, x.up), put(o, x.never_again), put(o, x.clock), put(o, x.inc), put(o, x.store), put(o, x.origin);
         put(o, x.is_static), put(o, x.issued_once), put(o, x.stopped_at), put(o, x.sysid), put(o, x.timeline);
-        put(o, x.fork_marker), put(o, x.upgraded), put(o, x.dd_fork), put(o, x.dd_local), put(o, x.ttl), put(o, x.static_ahead);
+        put(o, x.fork_marker), put(o, x.upgraded), put(o, x.dd_fork), put(o, x.dd_local), put(o, x.ttl),
+            put(o, x.static_ahead);
         for (const Lease* lp : {&x.lease, &x.freed}) {
             const Lease& l = *lp;
             put(o, l.held);
             if (!l.held) continue;
             put(o, l.pending_release), put(o, l.store), put(o, l.layout), put(o, l.slot);
-            put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word), put(o, l.seen_at), put(o, l.raised_out);
+            put(o, l.fence), put(o, l.floor), put(o, l.ceiling), put(o, l.word), put(o, l.seen_at),
+                put(o, l.raised_out);
         }
         put(o, x.history.all_slots_ms), put(o, x.history.layout.epoch_ms);
         put<uint8_t>(o, static_cast<uint8_t>(x.history.slots.size()));
@@ -1379,7 +1438,8 @@ void serialize(const World& w, std::string* bytes) {
         put(o, s.exists);
         if (!s.exists) continue;
         put(o, s.host), put(o, s.clock), put(o, s.sysid), put(o, s.timeline);
-        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending), put(o, s.upgraded), put(o, s.public_lock);
+        put(o, s.restoring), put(o, s.records_pending), put(o, s.rows_pending), put(o, s.upgraded),
+            put(o, s.public_lock);
         put_core(o, s.core);
         for (const auto* opt : {&s.unflushed_before, &s.standby, &s.dump}) {
             put(o, opt->has_value());
@@ -1388,9 +1448,8 @@ void serialize(const World& w, std::string* bytes) {
     }
     // The ids as a set: the order they were issued in does not matter to the future.
     std::vector<Issued> ids = w.ids;
-    std::sort(ids.begin(), ids.end(), [](const Issued& x, const Issued& y) {
-        return x.id != y.id ? x.id < y.id : x.issuer < y.issuer;
-    });
+    std::sort(ids.begin(), ids.end(),
+              [](const Issued& x, const Issued& y) { return x.id != y.id ? x.id < y.id : x.issuer < y.issuer; });
     for (const Issued& d : ids) put(o, d.id), put(o, d.issuer);
     bytes->resize(out.n);
 }
@@ -1402,10 +1461,12 @@ std::string describe(const World& w) {
         if (!x.exists) continue;
         o += I(i) + (x.up ? "" : "(down)") + ": ";
         if (x.lease.held)
-            o += S(x.lease.store) + " slot " + std::to_string(x.lease.slot) + " " + win(x.lease.floor, x.lease.ceiling) +
-                 (x.lease.pending_release ? " release pending" : "") + (x.lease.raised_out ? " freed by a raise" : "");
-        if (x.freed.held) o += ", and the freed " + S(x.freed.store) + " slot " + std::to_string(x.freed.slot) + " " +
-                               win(x.freed.floor, x.freed.ceiling);
+            o += S(x.lease.store) + " slot " + std::to_string(x.lease.slot) + " " +
+                 win(x.lease.floor, x.lease.ceiling) + (x.lease.pending_release ? " release pending" : "") +
+                 (x.lease.raised_out ? " freed by a raise" : "");
+        if (x.freed.held)
+            o += ", and the freed " + S(x.freed.store) + " slot " + std::to_string(x.freed.slot) + " " +
+                 win(x.freed.floor, x.freed.ceiling);
         else if (x.sw.open)
             o += "static slot 0 " + win(x.sw.floor, x.sw.ceiling);
         else

@@ -29,7 +29,8 @@ int64_t unseen_history_reach(int64_t visible_reach) {
 }
 int64_t fork_ack_floor(int64_t stopped, int64_t store_now, int64_t max_ttl, int64_t max_tolerance) {
     return cosid::fork_acknowledged_floor(stopped * kScale, store_now * kScale, max_ttl * kScale,
-                                          max_tolerance * kScale) / kScale;
+                                          max_tolerance * kScale) /
+           kScale;
 }
 
 namespace {
@@ -44,9 +45,11 @@ const RuleText kRules[R_COUNT] = {
     {"commit", "a renewal rolled back at commit is a failure: the window keeps its committed ceiling"},
     {"live-regrant", "the store never hands a live lease back, not even to its own incarnation"},
     {"flush", "the keeper flushes a lease change before it uses it (synchronous_commit = off, then a crash)"},
-    {"raise-failover", "a store on a new timeline (failover to a standby behind) frees every lease and raises every floor (raise_floors_on_new_timeline)"},
+    {"raise-failover",
+     "a store on a new timeline (failover to a standby behind) frees every lease and raises every floor (raise_floors_on_new_timeline)"},
     {"raise-restore", "a store restored from a dump frees every lease and raises every floor"},
-    {"raise-cluster", "a store on a new cluster (pg_upgrade) frees every lease and raises every floor (raise_floors_on_new_timeline)"},
+    {"raise-cluster",
+     "a store on a new cluster (pg_upgrade) frees every lease and raises every floor (raise_floors_on_new_timeline)"},
     {"restore-mark", "a store being restored grants nothing before the origin's record arrives"},
     {"arrive-raised", "lease rows a restore loads after the raise are raised as the raise would have raised them"},
     {"max-ttl", "no lease longer than the store's max_ttl, whoever asks"},
@@ -55,7 +58,8 @@ const RuleText kRules[R_COUNT] = {
     {"first-floor", "a namespace made after a raise starts at raised_at + max_ttl + 2 x max_tolerance"},
     {"layout-guard", "a namespace's layout never changes under live ids"},
     {"role-guard", "a lease is released (and its incarnation read) only by the store role that acquired it"},
-    {"fork-detect", "a copy of an issuing server (promoted standby, recovered backup) grants nothing until acknowledged"},
+    {"fork-detect",
+     "a copy of an issuing server (promoted standby, recovered backup) grants nothing until acknowledged"},
     {"record-at-start", "the keeper records its server on its store as soon as it finds the store ready"},
     {"record-kept", "a clean stop does not clear that record"},
     {"fork-marker", "pg_upgrade leaves a cosid.fork file in the old data directory"},
@@ -63,19 +67,26 @@ const RuleText kRules[R_COUNT] = {
     {"static-durable", "a static ceiling is durable in the state file before it is used"},
     {"static-floor", "a static window starts above the ceiling in the state file"},
     {"static-nofile-borrow", "without a state file, a static slot never borrows ahead of the clock"},
-    {"static-nofile-start", "without a state file, the first static window starts above the clock at the keeper's start"},
-    {"static-timeline", "a static slot whose state file is of another timeline (or missing past timeline 1) is refused"},
+    {"static-nofile-start",
+     "without a state file, the first static window starts above the clock at the keeper's start"},
+    {"static-timeline",
+     "a static slot whose state file is of another timeline (or missing past timeline 1) is refused"},
     {"static-rows", "a static window starts above the ceilings other clusters recorded (cosid.static_ceiling)"},
     {"switch-to-static", "a slot made static starts above the store's windows on it"},
     {"switch-to-leased", "a leased window starts above the static ceilings recorded for its slot"},
-    {"upgrade-note", "pg_upgrade's new cluster keeps the floors only when pg_upgrade read its old cluster on the timeline the store last wrote on"},
-    {"reach-cap", "a fork acknowledged or a dump restored raises by the reach cap (unseen_history_reach_ms), not by the limits the copy sees"},
-    {"fork-datadir", "a fork belongs to the data directory (cosid.history): every database of the server refuses until it is acknowledged there"},
+    {"upgrade-note",
+     "pg_upgrade's new cluster keeps the floors only when pg_upgrade read its old cluster on the timeline the store last wrote on"},
+    {"reach-cap",
+     "a fork acknowledged or a dump restored raises by the reach cap (unseen_history_reach_ms), not by the limits the copy sees"},
+    {"fork-datadir",
+     "a fork belongs to the data directory (cosid.history): every database of the server refuses until it is acknowledged there"},
     {"tenant-lock", "no lock on the acquire path can be taken by a login with no grants"},
     {"lease-cap", "a store role holds at most a cap of live leases per namespace"},
     {"lease-cap-renew", "a renewal that revives an expired lease is held to the cap as an acquire is"},
-    {"first-floor-cap", "a namespace made after a raise by the reach cap starts above that raise, not by the store's limits"},
-    {"drop-raise-guard", "DROP EXTENSION is refused while the store has a lost history not yet followed, or its raise reaches past now (the lost tail may have had namespaces the rows no longer show)"},
+    {"first-floor-cap",
+     "a namespace made after a raise by the reach cap starts above that raise, not by the store's limits"},
+    {"drop-raise-guard",
+     "DROP EXTENSION is refused while the store has a lost history not yet followed, or its raise reaches past now (the lost tail may have had namespaces the rows no longer show)"},
 };
 }  // namespace
 

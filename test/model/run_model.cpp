@@ -57,9 +57,9 @@ struct Node {
     Move move;
 };
 
-const unsigned kFamilies[] = {F_CORE, F_LOSS, F_CRASH, F_CLOCK, F_STORE_CLOCK, F_FAILOVER, F_RESTORE,
-                              F_DROP, F_NAMESPACE, F_ROGUE, F_FORK, F_MOVE, F_STATIC, F_RESTART,
-                              F_LIMITS, F_DATABASES, F_TENANT};
+const unsigned kFamilies[] = {F_CORE,    F_LOSS,    F_CRASH,     F_CLOCK,     F_STORE_CLOCK, F_FAILOVER,
+                              F_RESTORE, F_DROP,    F_NAMESPACE, F_ROGUE,     F_FORK,        F_MOVE,
+                              F_STATIC,  F_RESTART, F_LIMITS,    F_DATABASES, F_TENANT};
 
 int usage(const char* why) {
     std::fprintf(stderr, "run_model: %s (run_model --list for rules and families)\n", why);
@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
             return usage(("unknown argument " + a).c_str());
         }
     }
-    if (c.issuers < 1 || c.issuers > 2 || depth < 1) return usage("--issuers is 1 or 2 (a fork adds a third), --depth at least 1");
+    if (c.issuers < 1 || c.issuers > 2 || depth < 1)
+        return usage("--issuers is 1 or 2 (a fork adds a third), --depth at least 1");
 
     std::string without;
     for (int r = 0; r < R_COUNT; ++r)

@@ -66,7 +66,8 @@ TEST(ClockStep, ALeaseUsedUpADayAheadIsLeft) {
     EXPECT_EQ(lead_past_reach_ms(l, room, ceiling, reach, T0), 0);
     EXPECT_FALSE(leave_lease(l, room, ceiling, reach, T0, issue_word::kBorrowToCeiling, patience_ms(l, ttl / 6)));
     const uint64_t last_sequence_left = issue_word::encode(l, ceiling, l.max_sequence() - 1);
-    EXPECT_FALSE(leave_lease(l, last_sequence_left, ceiling, reach, T0, issue_word::kBorrowToCeiling, patience_ms(l, ttl / 6)));
+    EXPECT_FALSE(
+        leave_lease(l, last_sequence_left, ceiling, reach, T0, issue_word::kBorrowToCeiling, patience_ms(l, ttl / 6)));
 }
 
 TEST(ClockStep, ABorrowingWindowWaitsForItsRenewal) {
@@ -77,8 +78,8 @@ TEST(ClockStep, ABorrowingWindowWaitsForItsRenewal) {
     const uint64_t w = used_up(l, ceiling);
     for (int64_t later : {1, 5, 700}) {
         EXPECT_EQ(lead_past_reach_ms(l, w, ceiling, renewed_at + later + ttl + tol, T0 + later), 0) << later;
-        EXPECT_FALSE(leave_lease(l, w, ceiling, renewed_at + later + ttl + tol, T0 + later, issue_word::kBorrowToCeiling,
-                                 patience_ms(l, 0)));
+        EXPECT_FALSE(leave_lease(l, w, ceiling, renewed_at + later + ttl + tol, T0 + later,
+                                 issue_word::kBorrowToCeiling, patience_ms(l, 0)));
     }
     // a renewal in the same millisecond reaches one tick short: that is no reason to move
     EXPECT_EQ(lead_past_reach_ms(l, w, ceiling, ceiling, T0), 1);
@@ -139,8 +140,7 @@ TEST(ClockStep, StaticCeilingFollowsTheClockOrTheIds) {
     EXPECT_EQ(static_next_ceiling(l, issue_word::kFresh, T0, T0, ahead, patience), T0 + ahead);
     EXPECT_EQ(static_next_ceiling(l, issue_word::encode(l, T0, 0), T0 + ahead, T0 + 3000, ahead, patience),
               T0 + 3000 + ahead);
-    EXPECT_EQ(static_next_ceiling(l, issue_word::encode(l, T0, 0), T0 + ahead, T0 - 1000, ahead, patience),
-              T0 + ahead);
+    EXPECT_EQ(static_next_ceiling(l, issue_word::encode(l, T0, 0), T0 + ahead, T0 - 1000, ahead, patience), T0 + ahead);
     // borrowing used it up: the clock's next ceiling reaches past it, as before
     EXPECT_EQ(static_next_ceiling(l, used_up(l, T0 + ahead), T0 + ahead, T0 + 1, ahead, patience), T0 + 1 + ahead);
     // after a day's jump, corrected: the window a day ahead, used up.  It goes on from its ids.

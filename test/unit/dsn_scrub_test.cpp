@@ -43,7 +43,8 @@ const std::vector<Case>& cases() {
         {"postgresql://keeper_a:TopSecret42@[::1/postgres", {"TopSecret42"}, {}},
         {"postgresql://keeper_a:TopSecret42@db.example:5432/postgres", {"TopSecret42"}, {}},
         {"postgres://keeper_a:TopSecret42@h1:5432,h2:5433,[::1]:5434/postgres?target_session_attrs=read-write",
-         {"TopSecret42"}, {}},
+         {"TopSecret42"},
+         {}},
         {"postgresql://keeper_a:Top%53ecret42@host/db", {"Top%53ecret42", "TopSecret42"}, {"Top%53ecret42"}},
         {"postgresql://keeper_a:TopSecret42%zz@host/db", {"TopSecret42%zz", "TopSecret42"}, {"TopSecret42%zz"}},
         {"postgresql://keeper_a:Top%00Secret42@host/db", {"Top%00Secret42"}, {"Top%00Secret42"}},
@@ -55,7 +56,8 @@ const std::vector<Case>& cases() {
         {"postgresql://keeper_a:TopSecret42@host:notaport/db", {"TopSecret42"}, {"notaport"}},
         {"postgresql://host/db?user=keeper_a&password=TopSecret42&bogus=1", {"TopSecret42"}, {"bogus=1"}},
         {"postgresql://host/db?password=TopSecret42%", {"TopSecret42%", "TopSecret42"}, {"TopSecret42%"}},
-        {"postgresql://host/db?password=Top%20Secret42", {"Top%20Secret42", "Top Secret42", "Secret42"},
+        {"postgresql://host/db?password=Top%20Secret42",
+         {"Top%20Secret42", "Top Secret42", "Secret42"},
          {"Top%20Secret42"}},
         {"postgresql://host/db?sslpassword=TopSecret42", {"TopSecret42"}, {}},
         {"postgresql://host/db?PASSWORD=TopSecret42", {"TopSecret42"}, {}},
@@ -63,7 +65,8 @@ const std::vector<Case>& cases() {
         {"host=db port=5432 user=keeper_a password=TopSecret42 dbname=postgres", {"TopSecret42"}, {}},
         {"host=db password='TopSecret42' dbname=postgres", {"TopSecret42"}, {}},
         {"host=db password = 'Top Secret42' dbname=postgres", {"Top Secret42", "Secret42"}, {"Secret42"}},
-        {"host=db password='Top\\'Secret42' dbname=postgres", {"Top\\'Secret42", "Top'Secret42", "Secret42"},
+        {"host=db password='Top\\'Secret42' dbname=postgres",
+         {"Top\\'Secret42", "Top'Secret42", "Secret42"},
          {"Secret42"}},
         {"host=db password='TopSecret42 dbname=postgres", {"TopSecret42 dbname=postgres", "TopSecret42"}, {}},
         {"host=db password=Top Secret42", {"Top Secret42", "Secret42"}, {"Secret42"}},
@@ -105,17 +108,17 @@ TEST(DsnScrub, MessagesStayReadable) {
     EXPECT_EQ(scrub_dsn_secrets("could not parse \"" + dsn + "\"", dsn),
               "could not parse \"host=db.example port=5432 user=keeper_a password=******** dbname=postgres\"");
     const std::string uri = "postgresql://keeper_a:TopSecret42@[::1/postgres";
-    EXPECT_EQ(scrub_dsn_secrets("end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"" +
-                                    uri + "\"",
-                                uri),
-              "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
-              "\"postgresql://keeper_a:********@[::1/postgres\"");
+    EXPECT_EQ(
+        scrub_dsn_secrets(
+            "end of string reached when looking for matching \"]\" in IPv6 host address in URI: \"" + uri + "\"", uri),
+        "end of string reached when looking for matching \"]\" in IPv6 host address in URI: "
+        "\"postgresql://keeper_a:********@[::1/postgres\"");
 }
 
 TEST(DsnScrub, NothingToHideWithoutAPassword) {
     for (const char* dsn : {"", "host=db port=5432 dbname=postgres user=keeper_a", "postgresql://keeper_a@db/postgres",
-                            "postgresql://db:5432/postgres?sslmode=require", "service=cosid", "password=",
-                            "host=db password='' dbname=x", "passfile=/home/p/.pgpass host=db"})
+                            "postgresql://db:5432/postgres?sslmode=require", "service=cosid",
+                            "password=", "host=db password='' dbname=x", "passfile=/home/p/.pgpass host=db"})
         EXPECT_TRUE(dsn_secrets(dsn).empty()) << dsn;
     EXPECT_EQ(scrub_dsn_secrets("connection refused", "host=db"), "connection refused");
 }

@@ -222,7 +222,7 @@ TEST(StoreChange, RandomMovesBetweenStoresNeverRepeatAnIdWithTheRule) {
 
 TEST(ForkRule, HistoryKeepsEveryForkItSaw) {
     // A fork stays in the data directory's history whatever store it used since: a copy that
-    // switches databases must be refused by the new one too (src/pg/fork.cpp).
+    // switches databases must be refused by the new one too (src/pg/keeper/fork.cpp).
     std::vector<GrantedNamespace> h;
     std::vector<ForkSeen> forks = {{"tl-7716258636065961467-1-2", "a promoted copy: timeline 1 to 2"},
                                    {"file-0a1b2c3d", "A cosid.fork file in the data directory: made by hand."}};
@@ -255,9 +255,9 @@ TEST(ReachCap, NoWindowReachesPastTheCap) {
     // a static window opens static_ahead past the clock, never further, even above a floor
     // ahead of the clock: it is empty until the clock comes within static_ahead of the floor
     EXPECT_EQ(static_window_ceiling(1000, 5000, 10000), 15000);
-    EXPECT_EQ(static_window_ceiling(20000, 5000, 10000), 30000);     // its own ceiling ahead: borrowed above
-    EXPECT_EQ(static_window_ceiling(50000, 5000, 60000), 65000);     // ... never past the cap
-    EXPECT_EQ(static_window_ceiling(100000, 5000, 10000), 100000);   // empty: (floor, floor]
+    EXPECT_EQ(static_window_ceiling(20000, 5000, 10000), 30000);    // its own ceiling ahead: borrowed above
+    EXPECT_EQ(static_window_ceiling(50000, 5000, 60000), 65000);    // ... never past the cap
+    EXPECT_EQ(static_window_ceiling(100000, 5000, 10000), 100000);  // empty: (floor, floor]
     EXPECT_EQ(static_window_ceiling(1000, 5000, 3600000), 5000 + kStaticAheadCapMs);
     for (int64_t floor = 0; floor < 300000; floor += 7919)
         for (int64_t ahead = 200; ahead <= kStaticAheadCapMs; ahead += 9973) {

@@ -28,7 +28,10 @@ TEST(IdRange, EdgesOfTheLayout) {
 
 TEST(IdRange, SecondLayoutsRoundDownToTheSecond) {
     Layout l;
-    l.timestamp_bits = 33; l.slot_bits = 10; l.sequence_bits = 20; l.unit = Unit::Second;
+    l.timestamp_bits = 33;
+    l.slot_bits = 10;
+    l.sequence_bits = 20;
+    l.unit = Unit::Second;
     const int64_t s = kDefaultEpochMs / 1000 + 5000;
     EXPECT_EQ(*min_id_at(l, s * 1000 + 999), *min_id_at(l, s * 1000));
     EXPECT_EQ(l.unpack(*max_id_at(l, s * 1000 + 500)).tick, s);
@@ -75,13 +78,21 @@ TEST(IdFormat, TheIssuesExample) {
 TEST(IdFormat, RoundTripsEveryLayoutShapeAndKeepsOrderWithinATick) {
     std::mt19937_64 rng(11);
     Layout layouts[5];
-    layouts[1].timestamp_bits = 41; layouts[1].slot_bits = 4; layouts[1].sequence_bits = 8;  // 53 bits
-    layouts[2].timestamp_bits = 33; layouts[2].slot_bits = 10; layouts[2].sequence_bits = 20;
+    layouts[1].timestamp_bits = 41;
+    layouts[1].slot_bits = 4;
+    layouts[1].sequence_bits = 8;  // 53 bits
+    layouts[2].timestamp_bits = 33;
+    layouts[2].slot_bits = 10;
+    layouts[2].sequence_bits = 20;
     layouts[2].unit = Unit::Second;
-    layouts[3].timestamp_bits = 31; layouts[3].slot_bits = 10; layouts[3].sequence_bits = 12;  // 53 bits, s
+    layouts[3].timestamp_bits = 31;
+    layouts[3].slot_bits = 10;
+    layouts[3].sequence_bits = 12;  // 53 bits, s
     layouts[3].unit = Unit::Second;
     // the longest seconds layout: years up to 280,755 (six digits)
-    layouts[4].timestamp_bits = 43; layouts[4].slot_bits = 10; layouts[4].sequence_bits = 10;
+    layouts[4].timestamp_bits = 43;
+    layouts[4].slot_bits = 10;
+    layouts[4].sequence_bits = 10;
     layouts[4].unit = Unit::Second;
     for (const Layout& l : layouts) {
         ASSERT_FALSE(l.validate().has_value());
@@ -113,7 +124,10 @@ TEST(IdFormat, RoundTripsEveryLayoutShapeAndKeepsOrderWithinATick) {
 
 TEST(IdFormat, BadTextIsRefusedWithAReason) {
     Layout l, s;
-    s.timestamp_bits = 33; s.slot_bits = 10; s.sequence_bits = 20; s.unit = Unit::Second;
+    s.timestamp_bits = 33;
+    s.slot_bits = 10;
+    s.sequence_bits = 20;
+    s.unit = Unit::Second;
     std::string why;
     for (const char* bad : {"", "x", "20261203T072017.816Z-3", "20261203T072017.816Z-3-", "20261203T072017.816Z--0262",
                             "20261203T072017Z-3-0262", "20261203 072017.816Z-3-0262", "20261203T072017.816-3-0262",

@@ -27,7 +27,9 @@ TEST(IssueWord, EncodesTickAndSequenceAndFlags) {
     EXPECT_FALSE(issue_word::last_issued_ms(l, issue_word::kFresh).has_value());
     // the widest timestamp + sequence a layout allows (62 bits) still leaves both flags free
     Layout wide;
-    wide.timestamp_bits = 40; wide.slot_bits = 1; wide.sequence_bits = 22;
+    wide.timestamp_bits = 40;
+    wide.slot_bits = 1;
+    wide.sequence_bits = 22;
     ASSERT_FALSE(wide.validate().has_value());
     uint64_t m = issue_word::encode(wide, wide.max_tick(), wide.max_sequence());
     EXPECT_EQ(issue_word::tick(wide, m), wide.max_tick());
@@ -44,7 +46,8 @@ TEST(IssueWord, ClosedWordClaimsNothing) {
 
 TEST(IssueWord, BorrowsNextTickOnlyWithinTheLimit) {
     Layout l;
-    l.sequence_bits = 2; l.timestamp_bits = 51;
+    l.sequence_bits = 2;
+    l.timestamp_bits = 51;
     uint64_t full = issue_word::encode(l, T0 + 10, l.max_sequence());
     // at the clock, no borrowing: wait for the next tick
     Claim c = claim(full, l, 0, kWide, T0 + 10, 0);
@@ -104,8 +107,9 @@ TEST(IssueWord, AFloorAheadIsBorrowedFromAtOnceWithinTheLimit) {
     ASSERT_EQ(w.status, NextStatus::BeforeFloor);
     EXPECT_EQ(w.wait_until_ms, T0 + 40001);
     // an empty window (floor = ceiling: not yet within the store's reach) issues nothing
-    EXPECT_EQ(claim(issue_word::kFresh, l, 3, ClaimWindow{T0 + 40000, T0 + 40000}, T0, issue_word::kBorrowToCeiling).status,
-              NextStatus::PastCeiling);
+    EXPECT_EQ(
+        claim(issue_word::kFresh, l, 3, ClaimWindow{T0 + 40000, T0 + 40000}, T0, issue_word::kBorrowToCeiling).status,
+        NextStatus::PastCeiling);
 }
 
 // Many threads claim from one word with compare-and-swap, as backends do: every id is
@@ -118,7 +122,7 @@ struct ClaimRun {
     uint64_t word;
 };
 ClaimRun claim_concurrently(const Layout& l, int threads, int per_thread, ClaimWindow window, int64_t borrow_ms,
-                       std::atomic<int64_t>& clock) {
+                            std::atomic<int64_t>& clock) {
     std::atomic<uint64_t> word{issue_word::kFresh};
     ClaimRun run;
     run.ids.resize(threads);
@@ -166,7 +170,8 @@ void check_run(const Layout& l, const ClaimRun& run, ClaimWindow window) {
 
 TEST(IssueWordThreads, EightThreadsWaitingForTheClock) {
     Layout l;
-    l.timestamp_bits = 47; l.sequence_bits = 6;  // 64 ids per tick: the clock must move
+    l.timestamp_bits = 47;
+    l.sequence_bits = 6;  // 64 ids per tick: the clock must move
     std::atomic<int64_t> clock{T0 + 1};
     ClaimWindow window{T0, T0 + 1000000};
     ClaimRun run = claim_concurrently(l, 8, 20000, window, 0, clock);
@@ -175,7 +180,8 @@ TEST(IssueWordThreads, EightThreadsWaitingForTheClock) {
 
 TEST(IssueWordThreads, EightThreadsBorrowingFillEveryTick) {
     Layout l;
-    l.timestamp_bits = 47; l.sequence_bits = 6;
+    l.timestamp_bits = 47;
+    l.sequence_bits = 6;
     std::atomic<int64_t> clock{T0 + 1};  // the clock stands still: every new tick is borrowed
     ClaimWindow window{T0, T0 + 1000000};
     ClaimRun run = claim_concurrently(l, 8, 4000, window, issue_word::kBorrowToCeiling, clock);
@@ -190,7 +196,8 @@ TEST(IssueWordThreads, EightThreadsBorrowingFillEveryTick) {
 
 TEST(IssueWordThreads, BorrowingStopsAtTheCeiling) {
     Layout l;
-    l.timestamp_bits = 47; l.sequence_bits = 6;
+    l.timestamp_bits = 47;
+    l.sequence_bits = 6;
     std::atomic<int64_t> clock{T0 + 1};
     ClaimWindow window{T0, T0 + 10};  // 10 ticks of 64: 640 ids at most
     std::atomic<uint64_t> word{issue_word::kFresh};
@@ -201,7 +208,10 @@ TEST(IssueWordThreads, BorrowingStopsAtTheCeiling) {
             for (;;) {
                 uint64_t w = word.load();
                 Claim c = claim(w, l, 5, window, clock.load(), issue_word::kBorrowToCeiling);
-                if (c.status == NextStatus::PastCeiling) { ++past; return; }
+                if (c.status == NextStatus::PastCeiling) {
+                    ++past;
+                    return;
+                }
                 if (c.status == NextStatus::Issued && word.compare_exchange_weak(w, c.word)) ++issued;
             }
         });
@@ -212,7 +222,8 @@ TEST(IssueWordThreads, BorrowingStopsAtTheCeiling) {
 
 TEST(IssueWord, BlocksStayInOneTick) {
     Layout l;
-    l.sequence_bits = 4; l.timestamp_bits = 49;  // 16 per tick
+    l.sequence_bits = 4;
+    l.timestamp_bits = 49;  // 16 per tick
     Claim c = claim(issue_word::kFresh, l, 2, kWide, T0 + 5, 0, 10);
     ASSERT_EQ(c.status, NextStatus::Issued);
     EXPECT_EQ(c.count, 10);
@@ -235,7 +246,8 @@ TEST(IssueWord, BlocksStayInOneTick) {
 // at least the largest id handed out.
 TEST(IssueWordThreads, BlocksFromEightThreads) {
     Layout l;
-    l.timestamp_bits = 47; l.sequence_bits = 6;
+    l.timestamp_bits = 47;
+    l.sequence_bits = 6;
     std::atomic<int64_t> clock{T0 + 1};
     ClaimWindow window{T0, T0 + 1000000};
     std::atomic<uint64_t> word{issue_word::kFresh};
@@ -247,7 +259,10 @@ TEST(IssueWordThreads, BlocksFromEightThreads) {
             while (ids[t].size() < 5000) {
                 uint64_t w = word.load();
                 Claim c = claim(w, l, 5, window, clock.load(), issue_word::kBorrowToCeiling, want);
-                if (c.status != NextStatus::Issued) { ADD_FAILURE() << "status " << static_cast<int>(c.status); return; }
+                if (c.status != NextStatus::Issued) {
+                    ADD_FAILURE() << "status " << static_cast<int>(c.status);
+                    return;
+                }
                 if (!word.compare_exchange_weak(w, c.word)) continue;
                 for (int64_t k = 0; k < c.count; ++k) ids[t].push_back(c.id + k);
                 want = want < 32 ? want * 2 : 1;
@@ -275,7 +290,10 @@ TEST(IssueWordThreads, BlocksFromEightThreads) {
 
 TEST(IssueWord, BlocksInSecondLayoutsAndUnderABorrowLimit) {
     Layout l;
-    l.unit = Unit::Second; l.timestamp_bits = 31; l.slot_bits = 10; l.sequence_bits = 22;
+    l.unit = Unit::Second;
+    l.timestamp_bits = 31;
+    l.slot_bits = 10;
+    l.sequence_bits = 22;
     const int64_t s0 = T0 - T0 % 1000;
     Claim c = claim(issue_word::kFresh, l, 1, ClaimWindow{s0, s0 + 5000}, s0 + 1500, 0, 64);
     ASSERT_EQ(c.status, NextStatus::Issued);
@@ -284,7 +302,8 @@ TEST(IssueWord, BlocksInSecondLayoutsAndUnderABorrowLimit) {
     EXPECT_EQ(issue_word::last_issued_ms(l, c.word), s0 + 1000);
     // a full second's sequence with no borrowing: the next block waits for the clock
     Layout m;
-    m.sequence_bits = 3; m.timestamp_bits = 50;
+    m.sequence_bits = 3;
+    m.timestamp_bits = 50;
     uint64_t full = issue_word::encode(m, T0 + 4, m.max_sequence());
     EXPECT_EQ(claim(full, m, 0, kWide, T0 + 4, 0, 64).status, NextStatus::SequenceExhausted);
     c = claim(full, m, 0, kWide, T0 + 4, 1, 64);  // one ms of borrowing allowed

@@ -28,7 +28,9 @@ TEST(Layout, RejectsMoreThan63Bits) {
 // 53 bits: every id is exact as a JavaScript number (a double has a 53-bit significand).
 TEST(Layout, FewerBitsKeepEveryIdBelowTwoToTheTotal) {
     Layout l;
-    l.timestamp_bits = 41; l.slot_bits = 4; l.sequence_bits = 8;
+    l.timestamp_bits = 41;
+    l.slot_bits = 4;
+    l.sequence_bits = 8;
     ASSERT_FALSE(l.validate().has_value());
     EXPECT_EQ(l.total_bits(), 53);
     const int64_t top = l.pack(l.max_tick(), l.max_slot(), l.max_sequence());
@@ -43,7 +45,10 @@ TEST(Layout, FewerBitsKeepEveryIdBelowTwoToTheTotal) {
     EXPECT_EQ(u.slot, 15);
     EXPECT_EQ(u.sequence, 255);
     // The smallest total: 31 + 1 + 1.
-    l.timestamp_bits = 31; l.slot_bits = 1; l.sequence_bits = 1; l.unit = Unit::Second;
+    l.timestamp_bits = 31;
+    l.slot_bits = 1;
+    l.sequence_bits = 1;
+    l.unit = Unit::Second;
     EXPECT_FALSE(l.validate().has_value());
     EXPECT_EQ(l.total_bits(), cosid::kMinTotalBits);
     Layout full;
@@ -64,23 +69,35 @@ TEST(Layout, TickOfRoundsDownAlsoBeforeTheEpoch) {
 
 TEST(Layout, RejectsEachFieldOutOfBounds) {
     Layout l;
-    l.slot_bits = 0; l.timestamp_bits = 51;
+    l.slot_bits = 0;
+    l.timestamp_bits = 51;
     ASSERT_TRUE(l.validate().has_value());
     EXPECT_NE(l.validate()->find("slot bits"), std::string::npos);
-    l = Layout{}; l.slot_bits = 17; l.timestamp_bits = 34;
+    l = Layout{};
+    l.slot_bits = 17;
+    l.timestamp_bits = 34;
     ASSERT_TRUE(l.validate().has_value());
-    l = Layout{}; l.sequence_bits = 0; l.timestamp_bits = 53;
+    l = Layout{};
+    l.sequence_bits = 0;
+    l.timestamp_bits = 53;
     EXPECT_NE(l.validate()->find("sequence bits"), std::string::npos);
-    l = Layout{}; l.sequence_bits = 23; l.timestamp_bits = 30;
+    l = Layout{};
+    l.sequence_bits = 23;
+    l.timestamp_bits = 30;
     EXPECT_TRUE(l.validate().has_value());
-    l = Layout{}; l.timestamp_bits = 30; l.sequence_bits = 23;
+    l = Layout{};
+    l.timestamp_bits = 30;
+    l.sequence_bits = 23;
     EXPECT_NE(l.validate()->find("timestamp bits"), std::string::npos);
 }
 
 TEST(Layout, RejectsNegativeEpochAndFractionalSecondEpoch) {
-    Layout l; l.epoch_ms = -1;
+    Layout l;
+    l.epoch_ms = -1;
     EXPECT_TRUE(l.validate().has_value());
-    l = Layout{}; l.unit = Unit::Second; l.epoch_ms = 1704067200001LL;
+    l = Layout{};
+    l.unit = Unit::Second;
+    l.epoch_ms = 1704067200001LL;
     EXPECT_TRUE(l.validate().has_value());
     l.epoch_ms = 1704067200000LL;
     EXPECT_FALSE(l.validate().has_value());
@@ -95,7 +112,8 @@ TEST(Layout, PackUnpackRoundTripsRandomValues) {
         l.timestamp_bits = 63 - bits - 12;
         ASSERT_FALSE(l.validate().has_value());
         for (int i = 0; i < 1000; ++i) {
-            int64_t tick = l.epoch_tick() + static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_tick() - l.epoch_tick() + 1));
+            int64_t tick =
+                l.epoch_tick() + static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_tick() - l.epoch_tick() + 1));
             int64_t slot = static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_slot() + 1));
             int64_t seq = static_cast<int64_t>(rng() % static_cast<uint64_t>(l.max_sequence() + 1));
             int64_t id = l.pack(tick, slot, seq);
@@ -134,22 +152,31 @@ TEST(Layout, ParsesUnits) {
 TEST(Layout, EndsBeforePostgresLastTimestamp) {
     EXPECT_EQ(cosid::kLastTimestampMs + 1, cosid::days_from_civil(294277, 1, 1) * 86400000);
     Layout l;
-    l.timestamp_bits = 53; l.slot_bits = 1; l.sequence_bits = 9;
+    l.timestamp_bits = 53;
+    l.slot_bits = 1;
+    l.sequence_bits = 9;
     EXPECT_FALSE(l.validate().has_value());
-    l.timestamp_bits = 54; l.sequence_bits = 8;
+    l.timestamp_bits = 54;
+    l.sequence_bits = 8;
     ASSERT_TRUE(l.validate().has_value());
     EXPECT_NE(l.validate()->find("last timestamp"), std::string::npos) << *l.validate();
     EXPECT_FALSE(l.validate_bits().has_value());  // a row made before the rule still reads
     l.unit = Unit::Second;
-    l.timestamp_bits = 43; l.slot_bits = 10; l.sequence_bits = 10;
+    l.timestamp_bits = 43;
+    l.slot_bits = 10;
+    l.sequence_bits = 10;
     EXPECT_FALSE(l.validate().has_value());
-    l.timestamp_bits = 44; l.sequence_bits = 9;
+    l.timestamp_bits = 44;
+    l.sequence_bits = 9;
     EXPECT_TRUE(l.validate().has_value());
-    l.timestamp_bits = 60; l.slot_bits = 1; l.sequence_bits = 2;
+    l.timestamp_bits = 60;
+    l.slot_bits = 1;
+    l.sequence_bits = 2;
     EXPECT_TRUE(l.validate().has_value());
     // such a layout's far ticks have no ms; near ones do
     EXPECT_FALSE(l.tick_ms(l.max_tick()).has_value());
     EXPECT_EQ(*l.tick_ms(l.epoch_tick() + 1), l.epoch_ms + 1000);
-    l = Layout{}; l.epoch_ms = cosid::kLastTimestampMs + 1;
+    l = Layout{};
+    l.epoch_ms = cosid::kLastTimestampMs + 1;
     EXPECT_TRUE(l.validate().has_value());
 }

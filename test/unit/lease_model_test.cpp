@@ -8,7 +8,9 @@ namespace {
 const int64_t TTL = 30000, TOL = 1000, NOW = 1750000000000LL;
 AcquireRequest req(const std::string& key, const std::string& inc) {
     AcquireRequest r;
-    r.key = key; r.incarnation = inc; r.ttl_ms = TTL;
+    r.key = key;
+    r.incarnation = inc;
+    r.ttl_ms = TTL;
     return r;
 }
 }  // namespace
@@ -72,7 +74,7 @@ TEST(LeaseRules, AfterARaiseAWindowOpensWithinTtlPlusToleranceOfTheFloor) {
     auto b = t.acquire(req("b", "i2"), NOW + 1000);
     ASSERT_TRUE(b.lease);
     EXPECT_EQ(b.lease->floor, F);
-    EXPECT_EQ(b.lease->ceiling, F);  // empty: F is past now + ttl + tolerance
+    EXPECT_EQ(b.lease->ceiling, F);       // empty: F is past now + ttl + tolerance
     const int64_t opens = F - TTL - TOL;  // the store's now from which a window holds a tick
     auto r = t.renew(b.lease->slot, "i2", b.lease->fence, TTL, opens);
     ASSERT_TRUE(r);
@@ -106,7 +108,7 @@ TEST(LeaseRules, AWindowWithoutAWholeTickIsRenewedSoon) {
 TEST(LeaseRules, FreedByARaiseOnlyWhenTheRaiseCameAfterTheLastAnswer) {
     EXPECT_TRUE(freed_by_raise(NOW, NOW + 1, 0));
     EXPECT_FALSE(freed_by_raise(NOW, NOW, 0));
-    EXPECT_TRUE(freed_by_raise(NOW, NOW - 900, 1000));   // the new primary's clock 0.9 s behind
+    EXPECT_TRUE(freed_by_raise(NOW, NOW - 900, 1000));  // the new primary's clock 0.9 s behind
     EXPECT_FALSE(freed_by_raise(NOW, NOW - 1000, 1000));
     EXPECT_FALSE(freed_by_raise(NOW, std::nullopt, 5000));  // no raise: revoked or taken over
 }
@@ -180,7 +182,7 @@ TEST(LeaseRules, RevokeUsesCeiling) {
 
 TEST(SlotChoice, RepeatedAcquireBySameIncarnationGetsAnotherSlot) {
     LeaseTable t(2, TOL);
-    t.acquire(req("x", "ix"), NOW);  // slot 0
+    t.acquire(req("x", "ix"), NOW);           // slot 0
     auto a = t.acquire(req("a", "i1"), NOW);  // slot 1
     // A retry of an acquire (its answer lost, or a second slot wanted) never gets the live
     // lease back with its old floor: it may already have issued there.
@@ -274,7 +276,7 @@ TEST(SlotChoice, PreferenceListOrder) {
 
 TEST(SlotChoice, SlotWithFloorAheadComesLast) {
     LeaseTable t(2, TOL);
-    auto a = t.acquire(req("a", "i1"), NOW);        // slot 0
+    auto a = t.acquire(req("a", "i1"), NOW);            // slot 0
     auto x = t.acquire(req("x", "ix"), NOW - 2 * TTL);  // slot 1, expired (and past its ceiling) at NOW
     ASSERT_EQ(a.lease->slot, 0);
     ASSERT_EQ(x.lease->slot, 1);
@@ -362,8 +364,12 @@ TEST(FloorBounds, AKeeperRaisesNoFurtherThanTheProtocolsOwnMargin) {
 
 TEST(FloorBounds, ALoweredFloorStaysAboveEveryRowAndStaticCeiling) {
     LeaseRow a, b;
-    a.floor = 100; a.ceiling = 900; a.next_floor = 900;
-    b.floor = 950; b.ceiling = 950; b.next_floor = 400;  // a row whose window never opened
+    a.floor = 100;
+    a.ceiling = 900;
+    a.next_floor = 900;
+    b.floor = 950;
+    b.ceiling = 950;
+    b.next_floor = 400;  // a row whose window never opened
     EXPECT_EQ(lowest_floor_allowed({a, b}, {}), 950);
     EXPECT_EQ(lowest_floor_allowed({a, b}, {1200}), 1200);
     EXPECT_EQ(lowest_floor_allowed({}, {}), 0);

@@ -32,10 +32,10 @@ const LeaseVersion LIVE = held(5, 100, 200, 200);
 }  // namespace
 
 TEST(LeaseRule, StoreChangesPass) {
-    EXPECT_EQ(problem(LIVE, held(5, 100, 250, 250)), "");                         // a renewal
-    EXPECT_EQ(problem(LIVE, freed(6, 100, 200, 150), false, true), "");           // a release at 150
+    EXPECT_EQ(problem(LIVE, held(5, 100, 250, 250)), "");                                  // a renewal
+    EXPECT_EQ(problem(LIVE, freed(6, 100, 200, 150), false, true), "");                    // a release at 150
     EXPECT_EQ(problem(freed(6, 100, 200, 150), held(7, 150, 300, 300), false, true), "");  // an acquire
-    EXPECT_EQ(problem(LIVE, freed(5 + 4294967296LL, 100, 200, 300), false, true), "");    // a raise
+    EXPECT_EQ(problem(LIVE, freed(5 + 4294967296LL, 100, 200, 300), false, true), "");     // a raise
     EXPECT_EQ(problem(LIVE, LIVE), "");
 }
 

@@ -70,8 +70,8 @@ struct Message {
 
 struct Stats {
     int issued = 0, handovers = 0, failed_releases = 0, retried_releases = 0, expired_releases = 0,
-        replays[3] = {0, 0, 0}, lost_answers = 0, orphans_released = 0, restarts = 0, revokes = 0,
-        store_clock_back = 0, sticky_handovers = 0;
+        replays[3] = {0, 0, 0}, lost_answers = 0, orphans_released = 0, restarts = 0, revokes = 0, store_clock_back = 0,
+        sticky_handovers = 0;
 };
 
 // How the network treats one call.
@@ -103,7 +103,7 @@ void run_history(uint64_t seed, int slot_bits, Unit unit, Stats& stats) {
     int64_t now = kDefaultEpochMs + 1000000;
     std::set<int64_t> ids;
     std::map<int32_t, int64_t> last_floor;  // per slot: the floor of the latest grant
-    std::vector<Message> in_flight;          // delivered once already; may come again
+    std::vector<Message> in_flight;         // delivered once already; may come again
 
     // The store side: every mutation that applies is checked here, whoever sent it.
     auto store_acquire = [&](const AcquireRequest& r) {
@@ -152,148 +152,147 @@ void run_history(uint64_t seed, int slot_bits, Unit unit, Stats& stats) {
     for (int step = 0; step < 5000 && !::testing::Test::HasFailure(); ++step) {
         Owner& o = owners[static_cast<size_t>(pick(static_cast<int64_t>(owners.size())))];
         switch (pick(14)) {
-            case 0:
-                now += pick(200);  // the store's clock moves; leases expire
-                break;
-            case 1:
-                if (pick(8) == 0) {
-                    now -= pick(2 * ttl);  // the store fails over to a host whose clock is behind
-                    ++stats.store_clock_back;
-                } else {
-                    o.clock_offset = pick(2 * tol * 3) - 3 * tol;  // owner clock jumps either way
-                }
-                break;
-            case 2: {
-                // Acquire, also while holding: a runtime takes more slots when one is not enough.
-                if (o.held.size() >= 3) break;
-                AcquireRequest r{o.key, o.inc, ttl, std::nullopt};
-                if (pick(3) == 0) r.preferred = static_cast<int32_t>(pick(int64_t{1} << slot_bits));
-                maybe_replay(Message::acquire_of(r));
-                Delivery d = delivery();
-                if (d == Delivery::NotApplied) break;
-                auto res = store_acquire(r);
-                if (!res.lease) break;
-                if (d == Delivery::AnswerLost) {
-                    ++stats.lost_answers;  // an orphan of this incarnation
-                    break;
-                }
-                Held h;
-                h.slot = res.lease->slot;
-                h.fence = res.lease->fence;
-                h.expires_at = res.lease->expires_at;
-                h.gen.open(layout, h.slot, res.lease->floor, res.lease->ceiling);
-                o.held.push_back(h);
+        case 0:
+            now += pick(200);  // the store's clock moves; leases expire
+            break;
+        case 1:
+            if (pick(8) == 0) {
+                now -= pick(2 * ttl);  // the store fails over to a host whose clock is behind
+                ++stats.store_clock_back;
+            } else {
+                o.clock_offset = pick(2 * tol * 3) - 3 * tol;  // owner clock jumps either way
+            }
+            break;
+        case 2: {
+            // Acquire, also while holding: a runtime takes more slots when one is not enough.
+            if (o.held.size() >= 3) break;
+            AcquireRequest r{o.key, o.inc, ttl, std::nullopt};
+            if (pick(3) == 0) r.preferred = static_cast<int32_t>(pick(int64_t{1} << slot_bits));
+            maybe_replay(Message::acquire_of(r));
+            Delivery d = delivery();
+            if (d == Delivery::NotApplied) break;
+            auto res = store_acquire(r);
+            if (!res.lease) break;
+            if (d == Delivery::AnswerLost) {
+                ++stats.lost_answers;  // an orphan of this incarnation
                 break;
             }
-            case 3:
-                for (size_t i = 0; i < o.held.size(); ++i) {
-                    Held& h = o.held[i];
-                    // A lease being released is kept alive until the release lands.
-                    if (h.state != HeldState::Active && h.state != HeldState::Releasing) continue;
-                    maybe_replay(Message::renew_of(h.slot, o.inc, h.fence));
-                    Delivery d = delivery();
-                    if (d == Delivery::NotApplied) continue;
-                    auto res = store_renew(h.slot, o.inc, h.fence);
-                    if (d == Delivery::AnswerLost) continue;  // tried again next time
-                    if (res) {
-                        h.expires_at = res->expires_at;
-                        if (h.gen.is_open()) h.gen.extend(res->ceiling);
-                    } else if (h.state == HeldState::Releasing || pick(2) == 0) {
-                        h.gen.close();  // lost: cosid's generator fails fast
-                        o.held.erase(o.held.begin() + static_cast<long>(i--));
-                    } else {
-                        h.state = HeldState::Lost;  // a paused process does not know yet
-                    }
-                }
-                break;
-            case 4: {
-                // Orderly release of an active lease, or a retry of a failed one.
-                if (o.held.empty()) break;
-                size_t i = static_cast<size_t>(pick(static_cast<int64_t>(o.held.size())));
+            Held h;
+            h.slot = res.lease->slot;
+            h.fence = res.lease->fence;
+            h.expires_at = res.lease->expires_at;
+            h.gen.open(layout, h.slot, res.lease->floor, res.lease->ceiling);
+            o.held.push_back(h);
+            break;
+        }
+        case 3:
+            for (size_t i = 0; i < o.held.size(); ++i) {
                 Held& h = o.held[i];
-                if (h.state == HeldState::Active) {
-                    auto last = h.gen.close();
-                    h.last_issued = last ? *last : h.gen.floor_ms();
-                } else if (h.state == HeldState::Releasing) {
-                    ++stats.retried_releases;
-                } else {
-                    break;
-                }
-                maybe_replay(Message::release_of(h.slot, o.inc, h.fence, h.last_issued));
+                // A lease being released is kept alive until the release lands.
+                if (h.state != HeldState::Active && h.state != HeldState::Releasing) continue;
+                maybe_replay(Message::renew_of(h.slot, o.inc, h.fence));
                 Delivery d = delivery();
-                if (d != Delivery::NotApplied) store_release(h.slot, o.inc, h.fence, h.last_issued);
-                if (d == Delivery::Answered) {
-                    // Released, or (a retry) no longer ours: done with it either way.
-                    o.held.erase(o.held.begin() + static_cast<long>(i));
-                } else if (h.state == HeldState::Active) {
-                    ++stats.failed_releases;
-                    h.state = pick(2) == 0 ? HeldState::Releasing : HeldState::Expiring;
-                } else if (pick(3) == 0) {
-                    h.state = HeldState::Expiring;  // gives up retrying
+                if (d == Delivery::NotApplied) continue;
+                auto res = store_renew(h.slot, o.inc, h.fence);
+                if (d == Delivery::AnswerLost) continue;  // tried again next time
+                if (res) {
+                    h.expires_at = res->expires_at;
+                    if (h.gen.is_open()) h.gen.extend(res->ceiling);
+                } else if (h.state == HeldState::Releasing || pick(2) == 0) {
+                    h.gen.close();  // lost: cosid's generator fails fast
+                    o.held.erase(o.held.begin() + static_cast<long>(i--));
+                } else {
+                    h.state = HeldState::Lost;  // a paused process does not know yet
                 }
+            }
+            break;
+        case 4: {
+            // Orderly release of an active lease, or a retry of a failed one.
+            if (o.held.empty()) break;
+            size_t i = static_cast<size_t>(pick(static_cast<int64_t>(o.held.size())));
+            Held& h = o.held[i];
+            if (h.state == HeldState::Active) {
+                auto last = h.gen.close();
+                h.last_issued = last ? *last : h.gen.floor_ms();
+            } else if (h.state == HeldState::Releasing) {
+                ++stats.retried_releases;
+            } else {
                 break;
             }
-            case 5:
-                // A lease left to expire is forgotten only once it has expired; a lost one when
-                // its paused process catches up.
-                for (size_t i = 0; i < o.held.size(); ++i) {
-                    Held& h = o.held[i];
-                    bool done = (h.state == HeldState::Expiring && h.expires_at <= now) ||
-                                (h.state == HeldState::Lost && (pick(3) == 0 || !h.gen.is_open()));
-                    if (!done) continue;
-                    if (h.state == HeldState::Expiring) ++stats.expired_releases;
-                    h.gen.close();
-                    o.held.erase(o.held.begin() + static_cast<long>(i--));
+            maybe_replay(Message::release_of(h.slot, o.inc, h.fence, h.last_issued));
+            Delivery d = delivery();
+            if (d != Delivery::NotApplied) store_release(h.slot, o.inc, h.fence, h.last_issued);
+            if (d == Delivery::Answered) {
+                // Released, or (a retry) no longer ours: done with it either way.
+                o.held.erase(o.held.begin() + static_cast<long>(i));
+            } else if (h.state == HeldState::Active) {
+                ++stats.failed_releases;
+                h.state = pick(2) == 0 ? HeldState::Releasing : HeldState::Expiring;
+            } else if (pick(3) == 0) {
+                h.state = HeldState::Expiring;  // gives up retrying
+            }
+            break;
+        }
+        case 5:
+            // A lease left to expire is forgotten only once it has expired; a lost one when
+            // its paused process catches up.
+            for (size_t i = 0; i < o.held.size(); ++i) {
+                Held& h = o.held[i];
+                bool done = (h.state == HeldState::Expiring && h.expires_at <= now) ||
+                            (h.state == HeldState::Lost && (pick(3) == 0 || !h.gen.is_open()));
+                if (!done) continue;
+                if (h.state == HeldState::Expiring) ++stats.expired_releases;
+                h.gen.close();
+                o.held.erase(o.held.begin() + static_cast<long>(i--));
+            }
+            break;
+        case 6:
+            // The owner finds leases of its incarnation it never got an answer for, and
+            // hands them back at their ceiling, or leaves them to expire.
+            if (pick(2) == 0) break;
+            for (const LeaseRow& row : table.rows()) {
+                if (row.incarnation != o.inc || o.knows(row.slot, row.fence)) continue;
+                Delivery d = delivery();
+                if (d != Delivery::NotApplied && store_release(row.slot, o.inc, row.fence, row.ceiling))
+                    ++stats.orphans_released;
+            }
+            break;
+        case 7:
+            if (!in_flight.empty()) {
+                // A replay: the store applies it again; nobody sees the answer.
+                size_t i = static_cast<size_t>(pick(static_cast<int64_t>(in_flight.size())));
+                Message m = in_flight[i];
+                in_flight.erase(in_flight.begin() + static_cast<long>(i));
+                ++stats.replays[m.kind];
+                if (m.kind == Message::Acquire) store_acquire(m.acquire);
+                if (m.kind == Message::Renew) store_renew(m.slot, m.inc, m.fence);
+                if (m.kind == Message::Release) store_release(m.slot, m.inc, m.fence, m.last_issued);
+            }
+            break;
+        case 8:
+            if (pick(12) == 0) {
+                if (table.revoke(static_cast<int32_t>(pick(int64_t{1} << slot_bits)))) ++stats.revokes;
+            } else if (pick(8) == 0) {
+                // A crash: everything this incarnation knew is gone, and the key comes
+                // back as a new incarnation.  Its leases expire in the store.
+                o.held.clear();
+                o.inc = o.key + "/" + std::to_string(&o - owners.data()) + "." + std::to_string(++o.restarts);
+                ++stats.restarts;
+            }
+            break;
+        default:
+            // Generate, even when the lease may already be lost in the store: a paused
+            // holder does exactly that until its window ends.
+            for (Held& h : o.held)
+                for (int k = 0; k < 5 && h.gen.is_open(); ++k) {
+                    auto r = h.gen.next(now + o.clock_offset);
+                    if (r.status != NextStatus::Issued) break;
+                    ASSERT_TRUE(ids.insert(r.id).second) << "duplicate id " << r.id;
+                    auto u = layout.unpack(r.id);
+                    ASSERT_EQ(u.slot, h.slot);
+                    if (auto bad = invariant.issue(u.slot, h.fence, u.tick * layout.unit_ms())) ADD_FAILURE() << *bad;
+                    ++stats.issued;
                 }
-                break;
-            case 6:
-                // The owner finds leases of its incarnation it never got an answer for, and
-                // hands them back at their ceiling, or leaves them to expire.
-                if (pick(2) == 0) break;
-                for (const LeaseRow& row : table.rows()) {
-                    if (row.incarnation != o.inc || o.knows(row.slot, row.fence)) continue;
-                    Delivery d = delivery();
-                    if (d != Delivery::NotApplied && store_release(row.slot, o.inc, row.fence, row.ceiling))
-                        ++stats.orphans_released;
-                }
-                break;
-            case 7:
-                if (!in_flight.empty()) {
-                    // A replay: the store applies it again; nobody sees the answer.
-                    size_t i = static_cast<size_t>(pick(static_cast<int64_t>(in_flight.size())));
-                    Message m = in_flight[i];
-                    in_flight.erase(in_flight.begin() + static_cast<long>(i));
-                    ++stats.replays[m.kind];
-                    if (m.kind == Message::Acquire) store_acquire(m.acquire);
-                    if (m.kind == Message::Renew) store_renew(m.slot, m.inc, m.fence);
-                    if (m.kind == Message::Release) store_release(m.slot, m.inc, m.fence, m.last_issued);
-                }
-                break;
-            case 8:
-                if (pick(12) == 0) {
-                    if (table.revoke(static_cast<int32_t>(pick(int64_t{1} << slot_bits)))) ++stats.revokes;
-                } else if (pick(8) == 0) {
-                    // A crash: everything this incarnation knew is gone, and the key comes
-                    // back as a new incarnation.  Its leases expire in the store.
-                    o.held.clear();
-                    o.inc = o.key + "/" + std::to_string(&o - owners.data()) + "." + std::to_string(++o.restarts);
-                    ++stats.restarts;
-                }
-                break;
-            default:
-                // Generate, even when the lease may already be lost in the store: a paused
-                // holder does exactly that until its window ends.
-                for (Held& h : o.held)
-                    for (int k = 0; k < 5 && h.gen.is_open(); ++k) {
-                        auto r = h.gen.next(now + o.clock_offset);
-                        if (r.status != NextStatus::Issued) break;
-                        ASSERT_TRUE(ids.insert(r.id).second) << "duplicate id " << r.id;
-                        auto u = layout.unpack(r.id);
-                        ASSERT_EQ(u.slot, h.slot);
-                        if (auto bad = invariant.issue(u.slot, h.fence, u.tick * layout.unit_ms()))
-                            ADD_FAILURE() << *bad;
-                        ++stats.issued;
-                    }
         }
     }
 }

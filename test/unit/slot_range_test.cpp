@@ -36,7 +36,7 @@ TEST(SlotRange, MustLieWithinTheLayout) {
     EXPECT_NE(slot_range_problem({512, 1025}, 10), "");
     EXPECT_NE(slot_range_problem({-1, 5}, 10), "");
     EXPECT_NE(slot_range_problem({5, 5}, 10), "");
-    EXPECT_NE(slot_range_problem({0, 2}, 0) , "");
+    EXPECT_NE(slot_range_problem({0, 2}, 0), "");
 }
 
 TEST(SlotRange, DisjointRangesDoNotOverlap) {

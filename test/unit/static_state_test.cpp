@@ -282,8 +282,7 @@ TEST(StateFile, EveryTruncationIsCorrupt) {
         EXPECT_EQ(r.status, LoadStatus::Corrupt) << n;
         EXPECT_FALSE(r.message.empty()) << n;
     }
-    EXPECT_EQ(parse_state(text.substr(0, text.size() - 1)).message,
-              "it ends before its checksum line (truncated)");
+    EXPECT_EQ(parse_state(text.substr(0, text.size() - 1)).message, "it ends before its checksum line (truncated)");
 }
 
 TEST(StateFile, FutureVersion) {
@@ -360,9 +359,7 @@ TEST(StateFile, LoadMissingAndDirectory) {
         big << std::string(kMaxStateFileBytes + 1, '#');
     }
     EXPECT_EQ(load_state(dir + "/big").status, LoadStatus::Unreadable);
-    {
-        std::ofstream empty(dir + "/empty");
-    }
+    { std::ofstream empty(dir + "/empty"); }
     EXPECT_EQ(load_state(dir + "/empty").status, LoadStatus::Corrupt);
     unlink((dir + "/big").c_str());
     unlink((dir + "/empty").c_str());
@@ -445,7 +442,9 @@ TEST(Adopt, Floor) {
 // A 53-bit namespace has no id at or past 2^53: a column of 63-bit ids is not in its layout.
 TEST(Adopt, FloorOfAShortLayout) {
     Layout web;
-    web.timestamp_bits = 41; web.slot_bits = 4; web.sequence_bits = 8;
+    web.timestamp_bits = 41;
+    web.slot_bits = 4;
+    web.sequence_bits = 8;
     ASSERT_FALSE(web.validate());
     EXPECT_EQ(adopt_floor(web, (int64_t{1} << 53) - 1).status, AdoptFloor::LastTick);
     EXPECT_EQ(adopt_floor(web, int64_t{1} << 53).status, AdoptFloor::NotInLayout);
@@ -463,8 +462,8 @@ TEST(Adopt, LatestEpochExceeding) {
     s.epoch_ms = 0;
     const int64_t now_ms = 1796282417816LL;
     for (const Layout& l : {ms, s}) {
-        for (int64_t max_id : {int64_t{0}, int64_t{12345}, int64_t{1} << 40, (int64_t{1} << 55) + 99,
-                               int64_t{1} << 60}) {
+        for (int64_t max_id :
+             {int64_t{0}, int64_t{12345}, int64_t{1} << 40, (int64_t{1} << 55) + 99, int64_t{1} << 60}) {
             const int64_t e = latest_epoch_exceeding(l, max_id, now_ms);
             EXPECT_EQ(e % l.unit_ms(), 0) << max_id;
             EXPECT_LE(e, now_ms);

@@ -36,8 +36,8 @@ TEST(StoreBound, ARunOutMakesSlowThenStuckThenFast) {
     // one that answers only in the tail (a try of 400 ms made it stuck; it takes 250 ms):
     // its ttl / 3 try comes back within two tries
     level = sb::next_level(1000, sb::kSlow, true, false, 333);  // stuck
-    level = sb::next_level(1000, level, true, false, 166);       // fast
-    level = sb::next_level(1000, level, true, false, 166);       // slow
+    level = sb::next_level(1000, level, true, false, 166);      // fast
+    level = sb::next_level(1000, level, true, false, 166);      // slow
     EXPECT_EQ(sb::call_ms(1000, level), 333);
     // no longer bound to give (ttl / 3 below the floor): stays fast
     EXPECT_EQ(sb::next_level(250, sb::kFast, true, false, 100), sb::kFast);

@@ -16,9 +16,9 @@ TEST(StoreErrors, TransientWhenATryAgainMaySucceed) {
 }
 
 TEST(StoreErrors, PermanentOtherwise) {
-    for (const char* s : {"XX000", "XX001", "42704", "42P17", "42501", "42883", "22023", "22003",
-                          "23505", "23502", "P0001", "ZC003", "40002", "40003", "55006", "57P04",
-                          "58P01", "25001", "00000", "0A000", "54000"})
+    for (const char* s :
+         {"XX000", "XX001", "42704", "42P17", "42501", "42883", "22023", "22003", "23505", "23502", "P0001",
+          "ZC003", "40002", "40003", "55006", "57P04", "58P01", "25001", "00000", "0A000", "54000"})
         EXPECT_FALSE(store_error_is_transient(s)) << s;
 }
 

@@ -57,7 +57,8 @@ class World {
 public:
     World(uint64_t seed, const Layout& layout, Findings& f)
         : lim(limits_for(layout)), rng_(seed), layout_(layout), f_(f) {
-        for (int i = 0; i < 5; ++i) owners_.push_back({"k" + std::to_string(i % 3), "inc" + std::to_string(i), 0, 0, {}});
+        for (int i = 0; i < 5; ++i)
+            owners_.push_back({"k" + std::to_string(i % 3), "inc" + std::to_string(i), 0, 0, {}});
         ++f_.histories;
     }
 
@@ -79,7 +80,7 @@ public:
     // only issued on up to its ceiling.  (b) and (c) run with false: a made-again namespace's
     // fences start at 0 again, so an old lease's retried renewal can match a new grant to the
     // same incarnation, slot and fence.  This model has one entry per grant; the keeper keeps
-    // one per slot (src/pg/keeper.cpp, retire_stale_entries_locked: a slot granted again
+    // one per slot (src/pg/keeper/keeper.cpp, retire_stale_entries_locked: a slot granted again
     // retires the older entry), which this history does not model.
     bool old_leases_renew = true;
 
@@ -115,7 +116,8 @@ public:
         } else if (a < 25) {
             // A lost lease is forgotten once its paused process catches up.
             for (size_t i = 0; i < o.held.size(); ++i)
-                if (o.held[i].lost && (pick(3) == 0 || !o.held[i].gen.is_open())) o.held.erase(o.held.begin() + static_cast<long>(i--));
+                if (o.held[i].lost && (pick(3) == 0 || !o.held[i].gen.is_open()))
+                    o.held.erase(o.held.begin() + static_cast<long>(i--));
         } else {
             issue(o);
         }
@@ -258,8 +260,7 @@ private:
 // (run_for moves the time by steps of up to max_ttl / 10: 0 is "at once")
 int64_t outage(World& w) { return w.pick(2) == 0 ? 0 : w.pick(2 * w.lim.max_ttl_ms); }
 int64_t other_server_skew(World& w) {
-    return w.pick(2) == 0 ? -w.lim.max_tolerance_ms
-                          : w.pick(2 * w.lim.max_tolerance_ms + 1) - w.lim.max_tolerance_ms;
+    return w.pick(2) == 0 ? -w.lim.max_tolerance_ms : w.pick(2 * w.lim.max_tolerance_ms + 1) - w.lim.max_tolerance_ms;
 }
 
 Layout layout_of(Unit unit, int slot_bits) {
@@ -294,7 +295,8 @@ void run_dump(uint64_t seed, Unit unit, int slot_bits, Findings& f) {
     SCOPED_TRACE("dump seed " + std::to_string(seed));
     World w(seed, layout_of(unit, slot_bits), f);
     const int64_t tol = w.pick(w.lim.max_tolerance_ms + 1);
-    w.table = std::make_unique<LeaseTable>(slot_bits, tol, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
+    w.table =
+        std::make_unique<LeaseTable>(slot_bits, tol, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
     w.run_steps(static_cast<int>(20 + w.pick(400)));
     const LeaseTable dump = *w.table;
     w.run_steps(static_cast<int>(1 + w.pick(600)));  // holders acquire, renew, issue on the origin
@@ -317,7 +319,8 @@ void run_drop(uint64_t seed, Unit unit, int slot_bits, bool old_leases_renew, Fi
     World w(seed, layout_of(unit, slot_bits), f);
     const int64_t tol = w.pick(w.lim.max_tolerance_ms + 1);
     w.set_clocks(-tol, tol);
-    w.table = std::make_unique<LeaseTable>(slot_bits, tol, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
+    w.table =
+        std::make_unique<LeaseTable>(slot_bits, tol, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
     w.run_steps(static_cast<int>(20 + w.pick(800)));
     w.set_clocks(-tol, 0);  // holders' clocks behind the store's, by up to the tolerance
     w.stop_writers();
@@ -328,7 +331,8 @@ void run_drop(uint64_t seed, Unit unit, int slot_bits, bool old_leases_renew, Fi
     w.run_for(w.pick(w.lim.max_ttl_ms));
     w.era = 1;
     const int64_t tol2 = w.pick(w.lim.max_tolerance_ms + 1);
-    w.table = std::make_unique<LeaseTable>(slot_bits, tol2, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
+    w.table =
+        std::make_unique<LeaseTable>(slot_bits, tol2, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
     w.calls = true;
     w.old_leases_renew = old_leases_renew;
     w.run_steps(1500);
@@ -340,7 +344,8 @@ void run_namespace_lost(uint64_t seed, Unit unit, int slot_bits, bool old_leases
     SCOPED_TRACE("namespace seed " + std::to_string(seed));
     World w(seed, layout_of(unit, slot_bits), f);
     const int64_t tol = w.lim.max_tolerance_ms - w.pick(w.lim.max_tolerance_ms / 2);
-    w.table = std::make_unique<LeaseTable>(slot_bits, tol, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
+    w.table =
+        std::make_unique<LeaseTable>(slot_bits, tol, w.lim, namespace_first_floor(w.store_now(), std::nullopt, w.lim));
     w.run_steps(static_cast<int>(20 + w.pick(w.pick(2) == 0 ? 100 : 800)));  // made shortly before the loss, or not
     if (w.pick(2) == 0) w.renew_everyone_longest();
     w.lose_store();

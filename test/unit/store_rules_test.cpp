@@ -62,9 +62,9 @@ TEST(StoreLimitsRule, NoNamespaceToleranceAboveMaxTolerance) {
 
 TEST(LostHistoryRule, FreesEveryLeaseAndRaisesEveryNextFloor) {
     LeaseTable t(2, 5000, LIMITS, NOW - 100000);
-    auto held = t.acquire(req("a", "i1"), NOW);                 // slot 0, live
-    auto released = t.acquire(req("b", "i2"), NOW);             // slot 1, released below
-    auto far = t.acquire(req("c", "i3", 60000), NOW + 10);      // slot 2, revoked: next_floor far ahead
+    auto held = t.acquire(req("a", "i1"), NOW);             // slot 0, live
+    auto released = t.acquire(req("b", "i2"), NOW);         // slot 1, released below
+    auto far = t.acquire(req("c", "i3", 60000), NOW + 10);  // slot 2, revoked: next_floor far ahead
     ASSERT_TRUE(t.release(1, "i2", released.lease->fence, NOW + 7));
     ASSERT_TRUE(t.revoke(2));
     ASSERT_EQ(far.lease->slot, 2);

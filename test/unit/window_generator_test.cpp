@@ -49,11 +49,17 @@ TEST(WindowGenerator, ClockBehindContinuesOnLastTimestamp) {
 
 TEST(WindowGenerator, ClockBehindBorrowsNextTickWhenSequenceRunsOut) {
     Layout l;
-    l.sequence_bits = 2; l.timestamp_bits = 51;
+    l.sequence_bits = 2;
+    l.timestamp_bits = 51;
     WindowGenerator g;
     g.open(l, 0, T0, T0 + 100000);
     int64_t prev = -1;
-    for (int i = 0; i < 4; ++i) { auto r = g.next(T0 + 500); ASSERT_EQ(r.status, NextStatus::Issued); EXPECT_GT(r.id, prev); prev = r.id; }
+    for (int i = 0; i < 4; ++i) {
+        auto r = g.next(T0 + 500);
+        ASSERT_EQ(r.status, NextStatus::Issued);
+        EXPECT_GT(r.id, prev);
+        prev = r.id;
+    }
     auto r = g.next(T0 + 100);  // clock is behind and tick T0+500 is full
     ASSERT_EQ(r.status, NextStatus::Issued);
     EXPECT_EQ(l.unpack(r.id).tick, T0 + 501);
@@ -90,7 +96,8 @@ TEST(WindowGenerator, SequenceCarriesOverTicksUntilHalfRange) {
 
 TEST(WindowGenerator, CeilingStopsBorrowing) {
     Layout l;
-    l.sequence_bits = 1; l.timestamp_bits = 52;
+    l.sequence_bits = 1;
+    l.timestamp_bits = 52;
     WindowGenerator g;
     g.open(l, 0, T0, T0 + 2);
     EXPECT_EQ(g.next(T0 + 2).status, NextStatus::Issued);
@@ -113,7 +120,10 @@ TEST(WindowGenerator, CloseReturnsExactLastTimestamp) {
 
 TEST(WindowGenerator, SecondUnitRule) {
     Layout l;
-    l.unit = Unit::Second; l.timestamp_bits = 31; l.slot_bits = 10; l.sequence_bits = 22;
+    l.unit = Unit::Second;
+    l.timestamp_bits = 31;
+    l.slot_bits = 10;
+    l.sequence_bits = 22;
     ASSERT_FALSE(l.validate().has_value());
     const int64_t s0 = T0 - T0 % 1000;  // whole second in ms
     WindowGenerator g;
@@ -125,7 +135,7 @@ TEST(WindowGenerator, SecondUnitRule) {
     r = g.next(s0 + 1200);
     ASSERT_EQ(r.status, NextStatus::Issued);
     EXPECT_EQ(l.unpack(r.id).tick, s0 / 1000 + 1);
-    EXPECT_EQ(g.next(s0 + 2999).status, NextStatus::Issued);   // t = s0/1000+2, t*1000 <= ceiling
+    EXPECT_EQ(g.next(s0 + 2999).status, NextStatus::Issued);  // t = s0/1000+2, t*1000 <= ceiling
     EXPECT_EQ(g.next(s0 + 3000).status, NextStatus::PastCeiling);
     EXPECT_EQ(g.close(), s0 + 2000);
     // the next holder starts from that timestamp and can never reuse second s0/1000+2
@@ -145,7 +155,9 @@ TEST(WindowGenerator, OutOfRangeBeforeEpochAndPastField) {
     g.open(l, 0, 0, kDefaultEpochMs + 10);
     EXPECT_EQ(g.next(kDefaultEpochMs - 5).status, NextStatus::OutOfRange);
     Layout small;
-    small.timestamp_bits = 31; small.slot_bits = 10; small.sequence_bits = 22;  // ~24 days of ms
+    small.timestamp_bits = 31;
+    small.slot_bits = 10;
+    small.sequence_bits = 22;  // ~24 days of ms
     WindowGenerator h;
     h.open(small, 0, 0, INT64_MAX / 2);
     EXPECT_EQ(h.next(small.max_tick() + 1).status, NextStatus::OutOfRange);

@@ -12,9 +12,9 @@ TEST(WindowInvariant, AcceptsTouchingWindows) {
     EXPECT_FALSE(inv.issue(0, 1, 60));
     EXPECT_FALSE(inv.grant(0, 2, 60, 200));  // an orderly release handed on 60 exactly
     EXPECT_FALSE(inv.issue(0, 2, 61));
-    EXPECT_FALSE(inv.issue(0, 1, 60));       // the earlier holder may repeat its last tick's ms
+    EXPECT_FALSE(inv.issue(0, 1, 60));  // the earlier holder may repeat its last tick's ms
     EXPECT_FALSE(inv.extend(0, 2, 300));
-    EXPECT_FALSE(inv.grant(1, 1, 0, 100));   // slots are independent
+    EXPECT_FALSE(inv.grant(1, 1, 0, 100));  // slots are independent
     EXPECT_FALSE(inv.issue(1, 1, 50));
     EXPECT_EQ(inv.max_issued(0), 61);
     EXPECT_EQ(inv.max_issued(1), 50);
@@ -64,7 +64,7 @@ TEST(WindowInvariant, CatchesIdsOutsideAnyGrantedWindow) {
     EXPECT_TRUE(inv.issue(0, 1, 10));   // floor is exclusive
     EXPECT_TRUE(inv.issue(0, 1, 101));  // ceiling is inclusive
     EXPECT_FALSE(inv.issue(0, 1, 100));
-    EXPECT_TRUE(inv.issue(0, 2, 50));   // another fence
+    EXPECT_TRUE(inv.issue(0, 2, 50));  // another fence
     EXPECT_TRUE(inv.extend(0, 7, 500));
 }
 
