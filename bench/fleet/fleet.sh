@@ -19,6 +19,9 @@
 #                     work (checkpointer, autovacuum...), taken off the CPU per lease and per acquire
 #   FLEET_FSYNC=on    the store's fsync (off: the commit's flush is not measured, as in sections 1-6)
 #   FLEET_DIR=/tmp/cosid-fleet FLEET_PORT=55620  where the store and its PgBouncers run
+#   FLEET_BASELINES="9d89105 57ad8a3"  then the same cases against cosid built from each commit
+#                     (into a copy of COSID_PG_BIN's PostgreSQL each, $FLEET_DIR-base-COMMIT), and
+#                     the ratios of the store's CPU per lease renewed, per acquire and WAL per lease
 # Run alone (cosid installed for COSID_PG_BIN):  bash bench/fleet/fleet.sh
 # This machine's container caps open files at 20,000 per process: a pooled case of more
 # than 10,000 instances runs several simulator processes and as many PgBouncers (10,000
@@ -107,8 +110,8 @@ make_standby() {
 
 # Run in the background during a case: a third into the measured period the store stops
 # (fast, as for a planned switchover), the standby is promoted and every PgBouncer is pointed
-# at it (a reload).  Direct instances find it through their multi-host conninfo.  Writes how
-# long no store took writes to $sdir/run.switch.
+# at it (a reload).  Direct instances find it through their multi-host conninfo.  Writes the
+# time from the old store's stop to PgBouncer's reload, in ms, to $sdir/run.switch.
 switch_over() {
     for _ in $(seq 1 3000); do [ -f "$sdir/run.ready" ] && break; sleep 0.1; done
     sleep $(( fleet_secs / 3 ))
@@ -155,6 +158,9 @@ run_case() {
         sq -c "SELECT cosid_namespace_create('${ns}_$j', slot_bits => ${FLEET_SLOT_BITS:-16}, sequence_bits => 6)" >/dev/null
         names+="${names:+,}${ns}_$j"
     done
+    # as a store that has run a while: its statistics and visibility map up to date (on a new
+    # store autovacuum comes a minute later, during the case, with the planner still blind)
+    sq -c "VACUUM ANALYZE" >/dev/null
     procs=1; conns=("$(store_conninfo cosid_fleet)")
     if [ "$mode" = pooled ]; then
         procs=$(( (n + per_bouncer - 1) / per_bouncer )); conns=()
@@ -208,11 +214,12 @@ report_case() {
     per=-; per_core=-; per_acq=-; wal_b=-; wal_kbs=-; net=-
     if [ "$cpu" != - ] && [ "$idle" != - ]; then
         net=$(calc "printf \"%.3f\", $cpu - $idle")
-        per=$(calc "if ($rps > 0) printf \"%.0f\", $net * 1e6 / $rps; else print 0")
+        # (a small fleet's CPU can be within the idle sample's noise: no figure then)
+        per=$(calc "if ($rps > 0 && $net > 0) printf \"%.0f\", $net * 1e6 / $rps; else print \"-\"")
         per_core=$(calc "if ($net > 0) printf \"%.0f\", $n * $k / $net; else print \"-\"")
         # per acquire: the ramp's acquires, less the store's idle work and the renewals that
         # fell in the ramp at $per each (one simulator process only: several ramp out of step)
-        [ "$procs" = 1 ] && per_acq=$(calc "a = $(field acq_phase_acquires); c = $(cut -d, -f1 <<<"$(field acq_phase_cpu)");
+        [ "$procs" = 1 ] && [ "$per" != - ] && per_acq=$(calc "a = $(field acq_phase_acquires); c = $(cut -d, -f1 <<<"$(field acq_phase_cpu)");
             c -= $idle * $(field acq_phase_s) + $(field acq_phase_renewed) * $per / 1e6;
             if (a > 0) printf \"%.0f\", c * 1e6 / a; else print \"-\"")
     fi
@@ -238,6 +245,8 @@ report_case() {
         [ "$n" -gt "$largest" ] && largest=$n
         [ "$mode" = direct ] && [ "$n" -gt "$largest_direct" ] && largest_direct=$n
     fi
+    # (FLEET_BASELINES: the figures the ratios compare, one line per case and run)
+    [ -n "${FLEET_RESULTS:-}" ] && echo "${FLEET_LABEL:-this tree}|$n $mode|$k|$per|$per_acq|$wal_b" >> "$FLEET_RESULTS"
     if [ -n "${csv:-}" ]; then
         local m c="$n $mode"
         [ "$k" = 1 ] || c+=" k=$k"
@@ -251,6 +260,44 @@ report_case() {
     fi
 }
 
+# baseline_prefix COMMIT: a copy of this PostgreSQL with cosid built from COMMIT installed
+# (once: kept for the next run), printed.
+baseline_prefix() {
+    local d="$sdir-base-$1"
+    if [ ! -f "$d/installed" ]; then
+        rm -rf "$d"; mkdir -p "$d/src"
+        git -C "$COSID_ROOT" archive "$1" | tar -x -C "$d/src"
+        cp -a "$PG_BIN/.." "$d/pg"  # (PostgreSQL finds its files relative to its binaries)
+        make -C "$d/src" -s -j2 PG_CONFIG="$d/pg/bin/pg_config" install >"$d/build.log" 2>&1 || return 1
+        touch "$d/installed"
+    fi
+    echo "$d/pg"
+}
+
+# The same cases against each baseline, each in a fleet.sh of its own (its own store and
+# PgBouncers, on ports of its own), after this one's store has stopped.
+run_baselines() {
+    local c i=0 prefix
+    fleet_cleanup
+    for c in $FLEET_BASELINES; do
+        i=$(( i + 1 ))
+        prefix=$(baseline_prefix "$c") || { echo "   $c: did not build (see $sdir-base-$c/build.log)"; continue; }
+        echo; echo "   the same cases with cosid of $c ($(git -C "$COSID_ROOT" show -s --format=%cs "$c"), cosid $(sed -n "s/^default_version = '\(.*\)'/\1/p" "$prefix"/share/postgresql/extension/cosid.control)):"
+        FLEET_BASELINES="" FLEET_LABEL=$c FLEET_DIR="$sdir-$c" FLEET_PORT=$(( sport + 100 * i )) COSID_PG_BIN="$prefix/bin" \
+            bash "$fdir/fleet.sh" | sed '/^$/d' || echo "   $c: its run failed"
+    done
+}
+
+# This tree's figures over each baseline's, case by case (x: this tree / the baseline's).
+print_ratios() {
+    echo; echo "   ratios, this tree over each baseline (store CPU per lease renewed, per acquire, WAL per lease renewed):"
+    awk -F'|' '$1 == "this tree" { t[$2 "|" $3] = $0; next } { b[NR] = $0 }
+        function r(x, y) { return (x + 0 > 0 && y + 0 > 0) ? sprintf("%.2fx", x / y) : "-" }
+        END { for (i in b) { split(b[i], f, "|"); if (!((f[2] "|" f[3]) in t)) continue; split(t[f[2] "|" f[3]], m, "|")
+              printf "   %-15s k=%-3s vs %-9s %8s %8s %8s   (%s / %s us, %s / %s us, %s / %s B)\n", f[2], f[3], f[1],
+                  r(m[4], f[4]), r(m[5], f[5]), r(m[6], f[6]), m[4], f[4], m[5], f[5], m[6], f[6] } }' "$FLEET_RESULTS"
+}
+
 echo
 echo "8. fleet: one lease store, N simulated instances each with its own store connection (bench/fleet),"
 echo "   each holding k leases (one per namespace$([ "$batch" = 1 ] && echo ", a pass's renewals in one cosid.lease_pass")),"
@@ -262,6 +309,7 @@ echo "   or whose successor came after their window ended)"
 printf '   %-15s %6s %9s %8s %8s %9s %8s %9s %8s %9s %6s\n' "instances" "k" "leases/s" "p50 ms" "p99 ms" "CPU cores" \
     "µs/lease" "µs/acq" "acq p99" "lease/core" "lost"
 largest=0; largest_direct=0
+if [ -n "${FLEET_BASELINES:-}" ]; then export FLEET_RESULTS="$sdir.results"; : > "$FLEET_RESULTS"; fi
 for c in $cases; do
     for k in ${FLEET_NAMESPACES:-1}; do
         mode=${c%%:*}; n=${c##*:}
@@ -281,4 +329,8 @@ for c in $cases; do
 done
 echo "   largest fleet carried (k = 1) with p99 < 50 ms and no lease lost: $largest instances (direct: $largest_direct)"
 [ -n "${csv:-}" ] && echo "fleet,largest,instances,$largest,1" >> "$csv"
+if [ -n "${FLEET_BASELINES:-}" ]; then
+    run_baselines
+    print_ratios
+fi
 true
