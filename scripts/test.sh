@@ -26,7 +26,7 @@ citus_install || true
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
 # (an early exit ends what runs in the background)
-trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${san_pid:-}; do kill -CONT -- "-$p" 2>/dev/null; kill_tree "$p"; done; rm -rf "$work"' EXIT
+trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${san_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
 
 total_passed=0
 total_failed=0
