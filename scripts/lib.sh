@@ -10,8 +10,21 @@ PG_USER="postgres"
 
 log() { printf '\n==> %s\n' "$*"; }
 
+# as_pg COMMAND...: COMMAND as the postgres user, with its HOME, USER and LOGNAME (as runuser
+# -u sets them).  setpriv, not runuser: no PAM session opened and closed, half the CPU of a
+# call, and the suite makes tens of thousands of them (each psql of the tests' loops and waits).
+# The user's group and home are looked up once (again on a call, when the user did not exist
+# yet: install_prerequisites creates it).
+AS_PG_SELF="$(id -un)"
+PG_GID="$(id -g "$PG_USER" 2>/dev/null || true)"
+PG_HOME="$(getent passwd "$PG_USER" | cut -d: -f6 || true)"
 as_pg() {
-    if [ "$(id -un)" = "$PG_USER" ]; then "$@"; else runuser -u "$PG_USER" -- "$@"; fi
+    if [ "$AS_PG_SELF" = "$PG_USER" ]; then "$@"; return; fi
+    if [ -z "${PG_GID:-}" ]; then
+        PG_GID="$(id -g "$PG_USER")"; PG_HOME="$(getent passwd "$PG_USER" | cut -d: -f6)"
+    fi
+    HOME="${PG_HOME:-/}" USER="$PG_USER" LOGNAME="$PG_USER" \
+        setpriv --reuid="$PG_USER" --regid="$PG_GID" --init-groups -- "$@"
 }
 
 # apt_get ARGS...: apt-get that waits for a lock another apt-get or dpkg holds (the lanes of

@@ -14,11 +14,19 @@ apt_install_missing shellcheck cppcheck   # scripts/static_checks.sh
 # nodejs, which Debian's npm package would conflict with: only when there is no npm at all)
 apt_install_missing python3-sqlalchemy python3-psycopg2 python3-django ruby-activerecord ruby-pg
 command -v npm >/dev/null || apt_install_missing nodejs npm
+# the end-to-end scripts' own packages, once, here: the scripts install what is missing
+# themselves (when run alone), which in the lanes would make them wait for each other's apt
+# (patroni.sh, prometheus.sh, health.sh; pgbouncer is a prerequisite), and Citus's build
+# (test/lib/citus.sh: citus.sh says why when there is none)
+apt_install_missing patroni etcd-server curl prometheus prometheus-postgres-exporter python3-yaml
 build_and_install COSID_WERROR=1  # a warning fails the test command
+# shellcheck source=test/lib/citus.sh
+source "$COSID_ROOT/test/lib/citus.sh"
+citus_install || true
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
 # (an early exit ends what runs in the background)
-trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-}; do kill_tree "$p"; done; rm -rf "$work"' EXIT
+trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${san_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
 
 total_passed=0
 total_failed=0
@@ -30,7 +38,24 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
 }
 
 stage "GoogleTest: the pure C++ core"
+# Each test binary is one g++ command, on one core: the model checker's is built on the other
+# one meanwhile (test/model/model_checks.sh finds it made; a failure there it makes and
+# reports again itself).
+make -C "$COSID_ROOT" -s test/model/run_model COSID_WERROR=1 > "$work/model_build.log" 2>&1 & model_pid=$!
 make -C "$COSID_ROOT" -s test/unit/run_unit
+wait "$model_pid" || true; model_pid=""
+# Then, in the background and niced to 19 (they take what the model checker leaves of the
+# CPU, not its time), the unit tests and the model checker built with ASan and UBSan for
+# scripts/static_checks.sh, which finds them made, and the Debian package (scripts/package.sh;
+# niced to 10 once the model checker is done, as before).  Each in a process group of its own:
+# what is left of the sanitizer builds when the end-to-end lanes start is stopped until they
+# end (their CPU made timed steps fail on 2 cores).
+setsid nice -n 19 make -C "$COSID_ROOT" -s -j2 test/unit/run_unit_san test/model/run_model_san > "$work/san_build.log" 2>&1 &
+san_pid=$!
+package_started=$SECONDS
+setsid nice -n 19 bash -c 'rc=0; bash "$1/scripts/package.sh" "$2/deb" > "$2/package.log" 2>&1 || rc=$?
+    echo "$rc" > "$2/package.rc"; echo "# the package was built in $((SECONDS)) s" > "$2/package.times"' _ "$COSID_ROOT" "$work" &
+package_pid=$!
 unit_status=0
 "$COSID_ROOT/test/unit/run_unit" > "$work/unit.log" 2>&1 || unit_status=$?
 grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is' "$work/unit.log" || true
@@ -39,15 +64,15 @@ count_line "$work/unit.log"
 
 # The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
 # on, then each rule switched off and the violation it closes reached (about a minute of the
-# machine; no server).  It runs alone, before anything else starts, so that its time is its
-# own: the promise is that it checks its bound within 3 minutes on 2 cores.  Its result is
-# counted after the lanes, with the others.
-stage "the model checker (every interleaving of the operations to a bound, and its teeth), alone"
+# machine; no server).  It runs before anything else starts but the builds niced to 19 above,
+# so that its time is its own: the promise is that it checks its bound within 3 minutes on 2
+# cores.  Its result is counted after the lanes, with the others.
+stage "the model checker (every interleaving of the operations to a bound, and its teeth), beside niced builds only"
 model_started=$SECONDS
 bash "$COSID_ROOT/test/model/model_checks.sh" "$COSID_ROOT" > "$work/model.log" 2>&1 \
     || grep -q '^not ok' "$work/model.log" || echo "not ok - model_checks.sh ran" >> "$work/model.log"
-echo "# the model checker ran alone in $((SECONDS - model_started)) s"
-model_pid=""
+echo "# the model checker ran in $((SECONDS - model_started)) s (alone but for niced builds)"
+renice -n 10 -g "$package_pid" >/dev/null 2>&1 || true
 
 # Everything else that needs only the build starts now, in the background, beside the checks
 # of the docs and the end-to-end lanes below; each result is counted after the lanes.
@@ -71,14 +96,8 @@ regress_pid=$!
 # majors (test/e2e/pg_upgrade.sh; 15 -> 15 without ../shared/pg) once both have installed
 # theirs.  The Debian package is built beside them, niced (it is installed and tried after the
 # suites).
-stage "in the background: the Debian package (scripts/package.sh, niced), PostgreSQL 16 to 19 in two lanes (scripts/majors.sh), then pg_upgrade"
+stage "in the background: PostgreSQL 16 to 19 in two lanes (scripts/majors.sh), then pg_upgrade (the Debian package is being built since $package_started s)"
 majors_started=$SECONDS
-{
-    rc=0; nice -n 10 bash "$COSID_ROOT/scripts/package.sh" "$work/deb" > "$work/package.log" 2>&1 || rc=$?
-    echo "$rc" > "$work/package.rc"
-    echo "# the package was built in $((SECONDS - majors_started)) s" > "$work/package.times"
-} &
-package_pid=$!
 SHARED_PG="${COSID_SHARED_PG:-$COSID_ROOT/../shared/pg}"
 found_majors=()
 for f in "$SHARED_PG"/pg-*-bookworm-x86_64.tar.gz; do
@@ -150,48 +169,57 @@ total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_ba
 
 # The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (3, or
 # COSID_E2E_LANES: most of a script's time is waiting for leases, clocks and servers, not
-# CPU).  Every lane takes the next script from one queue, longest first (the times of a run on
-# 2 cores below; a script not listed is short and comes after them, in name order), so that
-# they end together whatever the load.  The scripts that may install packages (apt) all run in
-# lane 2, one after the other, before it takes from the queue.  Each lane has its own work
-# directory, and the initdb template they copy from is made before they start (scripts/lib.sh).
+# CPU).  Every lane takes the next script from one queue, longest first (LPT: the seconds
+# below, each script's time in runs of the whole command on 2 cores, the longest of three;
+# patroni.sh, fork.sh and unseen_limits.sh as measured alone after they were shortened; a
+# script not listed comes after them, in name order), so that the lanes end together.
+# Their packages were installed above, so any script may run in any lane.  Each lane has its
+# own work directory, and the initdb template they copy from is made before they start
+# (scripts/lib.sh).
 LANES=${COSID_E2E_LANES:-3}
-LANE2_ONLY=(patroni.sh citus.sh health.sh pgbouncer.sh prometheus.sh)
-LONGEST_FIRST=(unseen_limits.sh chaos.sh static_switch.sh static_ceiling_ops.sh fork.sh static_slots.sh static_ceiling.sh
-               store_failover.sh store_change.sh faults_clock_store.sh faults_process.sh store_restore_race.sh
-               limit_raise_lost.sh raised_floor_wait.sh
-               store_restore.sh store_restore_staged.sh shared_store.sh store_restart.sh model_compare.sh
-               floor_bounds.sh lease_edges.sh bind_defaults.sh static_no_file.sh static_release_race.sh
-               applications.sh clock_jump.sh remote_store_edges.sh adopt.sh concurrency.sh no_preload.sh)
+DURATIONS="
+patroni.sh 220  store_failover.sh 177  static_ceiling_ops.sh 161  unseen_limits.sh 130  fork.sh 100
+static_ceiling.sh 144  acquire_cost.sh 148  chaos.sh 135  citus.sh 121  static_slots.sh 113
+faults_clock_store.sh 105  static_switch.sh 104  applications.sh 90  upgrade.sh 95  faults_process.sh 89
+doc_blocks.sh 80  keeper_pass_large_pool.sh 68  health.sh 60  store_restore.sh 62  store_restore_staged.sh 52
+lease_edges.sh 59  model_compare.sh 48  store_restore_race.sh 52  shared_store.sh 53  adopt.sh 45
+logical_replication.sh 60  readme_start.sh 50  regional.sh 40  pgbouncer.sh 47  prometheus.sh 44
+bind_defaults.sh 40  store_change.sh 44  shared_slot.sh 43  no_preload.sh 35  drop_database.sh 30
+limit_raise_lost.sh 40  raised_floor_wait.sh 36  keeper_transient.sh 37  raised_twice_outage.sh 41
+clock_jump.sh 30  floor_bounds.sh 33  store_restart.sh 32  remote_store_edges.sh 31  settings_no_stop.sh 29
+raised_mixed_release.sh 30  static_no_file.sh 26  tenants.sh 30  static_release_race.sh 26
+regional_range_race.sh 28  concurrency.sh 24  store_dsn_secret.sh 25  raised_other_slot_order.sh 27
+raised_floor_seconds.sh 23  raise_clock_behind.sh 20  drop_extension.sh 20  raised_keeper_exit.sh 21
+raised_idle_successor.sh 21  raised_keeper_restart.sh 20  raised_release_all.sh 20  databases.sh 19
+pass_row_lock.sh 18  raised_release_own.sh 16  drop_guard_edges.sh 15  raised_order.sh 15
+raised_outage.sh 19  raised_max_namespaces.sh 15  regional_local_history.sh 15  partman.sh 13
+pooler.sh 15  slow_commit.sh 15  store_refusal.sh 13  dump_restore.sh 10
+"
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
-listed() { local x n=$1; shift; for x in "$@"; do [ "$x" = "$n" ] && return 0; done; return 1; }  # listed NAME LIST...
-printf '%s\n' "${LANE2_ONLY[@]}" > "$work/queue2"
 {
-    printf '%s\n' "${LONGEST_FIRST[@]}"
     for t in "$COSID_ROOT"/test/e2e/*.sh; do
         name=$(basename "$t")
         # pg_upgrade between majors runs at the end of the majors' lane (scripts/majors.sh says why)
         [ "$name" = pg_upgrade.sh ] && continue
-        listed "$name" "${LANE2_ONLY[@]}" "${LONGEST_FIRST[@]}" || echo "$name"
-    done
+        secs=$(awk -v n="$name" '{ for (i = 1; i < NF; i += 2) if ($i == n) print $(i + 1) }' <<<"$DURATIONS")
+        echo "${secs:-0} $name"
+    done | sort -k1,1nr -k2,2 | cut -d' ' -f2
 } > "$work/queue"
-next_script() {  # next_script LANE: takes the next script for the lane off the queues ("" when none is left)
-    local q name
-    for q in $([ "$1" = 2 ] && echo "$work/queue2") "$work/queue"; do
-        name=$( (flock 9; n=$(head -1 "$q"); [ -z "$n" ] || sed -i 1d "$q"; echo "$n") 9>"$work/queue.lock" )
-        [ -z "$name" ] || { echo "$name"; return 0; }
-    done
+next_script() {  # next_script: takes the next script off the queue ("" when none is left)
+    ( flock 9; n=$(head -1 "$work/queue"); [ -z "$n" ] || sed -i 1d "$work/queue"; echo "$n" ) 9>"$work/queue.lock"
 }
 lanes_started=$SECONDS
 run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N: P passed, F failed" at the end
     local lane=$1 t name passed=0 failed=0 started
-    while name=$(next_script "$lane") && [ -n "$name" ]; do
+    while name=$(next_script) && [ -n "$name" ]; do
         t="$COSID_ROOT/test/e2e/$name"
         [ -e "$t" ] || continue  # a listed script that is gone
         log "end-to-end (lane $lane): $name"
         started=$SECONDS
         mkdir -p "$work/e2e$lane"; touch "$work/e2e$lane/.started"
-        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); else
+        # (a script that passed leaves nothing behind: the lanes' directories held 13 GB by the
+        # end of a run, and filled a shared machine's disk)
+        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); rm -rf "$work/e2e$lane"; else
             failed=$((failed + 1)); echo "# FAILED: $name"
             # what its servers logged as errors, and the keepers' failed store calls (a failure on a
             # loaded CI machine is read from here)
@@ -206,6 +234,8 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
 }
 stage "end-to-end scripts on PostgreSQL 15 in $LANES lanes: lanes 2 to $LANES in the background (their output follows lane 1's)"
 lane_pids=()
+san_stopped=""
+if kill -0 "$san_pid" 2>/dev/null; then kill -STOP -- "-$san_pid" 2>/dev/null && san_stopped=1; fi
 for lane in $(seq 2 "$LANES"); do run_lane "$lane" > "$work/lane$lane.log" 2>&1 & lane_pids+=($!); done
 run_lane 1 | tee "$work/lane1.log"
 for p in "${lane_pids[@]}"; do wait "$p" || true; done
@@ -250,6 +280,8 @@ total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_
 # After the end-to-end lanes, beside what is left of the majors' lane: their builds would
 # take the CPU the lanes' timed steps need on a 2-core machine.
 stage "shellcheck, cppcheck, ASan and UBSan"
+[ -z "$san_stopped" ] || kill -CONT -- "-$san_pid" 2>/dev/null || true
+wait "$san_pid" || true; san_pid=""  # (a failed build: static_checks.sh makes it again and reports it)
 nice -n 10 bash "$COSID_ROOT/scripts/static_checks.sh" > "$work/static.log" 2>&1 || true
 cat "$work/static.log"
 static_ok=$(grep -c '^ok' "$work/static.log" || true); static_bad=$(grep -c '^not ok' "$work/static.log" || true)

@@ -82,7 +82,7 @@ for c in $(seq 1 8); do
     (
         trap - EXIT; set +e
         for _ in $(seq 1 13); do
-            if out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -U app -v VERBOSITY=sqlstate -v ON_ERROR_STOP=1 \
+            if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -U app -v VERBOSITY=sqlstate -v ON_ERROR_STOP=1 \
                   -c "INSERT INTO serial_t(phase) SELECT 'new' FROM generate_series(1, 20)" \
                   -c "INSERT INTO ident_t(phase) SELECT 'new' FROM generate_series(1, 20)" \
                   -c "INSERT INTO foreign_t(phase) SELECT 'new' FROM generate_series(1, 20)" 2>&1); then

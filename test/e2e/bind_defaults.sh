@@ -67,7 +67,7 @@ INSERT INTO t(client, via) SELECT 200, 'pooler, SET web' FROM generate_series(1,
 SQL
 chown "$PG_USER" "$dir"/*.sql "$dir/pgbouncer.ini"
 as_pg pgbouncer -d "$dir/pgbouncer.ini"
-check_true "PgBouncer accepts connections" "$(wait_until 10 as_pg psql -X -At -h "$dir" -p "$bport" -d postgres -c "SELECT true")"
+check_true "PgBouncer accepts connections" "$(wait_until 10 as_pg "$PG_BIN/psql" -X -At -h "$dir" -p "$bport" -d postgres -c "SELECT true")"
 
 sampler() {  # the store's windows of this instance in 'default', every 100 ms
     while [ ! -e "$dir/stop" ]; do

@@ -40,7 +40,7 @@ rel() { local t=$(( $(now_ms) - T0 )); printf '%d.%d' $((t / 1000)) $(( (t % 100
 FAULTS="$base/faults.log"
 flog() { echo "+$(rel)s $*" >> "$FAULTS"; }
 DSN="host=$S1,$S2 port=$P1,$P2 dbname=postgres user=postgres target_session_attrs=read-write"
-qstore() { as_pg psql -X -q -At -d "$DSN connect_timeout=2" "$@"; }
+qstore() { as_pg "$PG_BIN/psql" -X -q -At -d "$DSN connect_timeout=2" "$@"; }
 qi() { local d=${!1} p; p=$([ "$1" = A ] && echo $PA || echo $PB); shift; psql_at "$d" "$p" postgres -At "$@"; }
 # The current roles of the two store servers: PRIM and STBY name S1 or S2.
 PRIM=S1; STBY=S2
@@ -112,13 +112,13 @@ client_loop() {  # client_loop H N PERSISTENT
             if [ "$3" = yes ]; then
                 { while [ ! -e "$base/stop" ]; do
                       echo "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50);"; sleep 0.02; done; } |
-                    as_pg psql -X -q -h "$d" -p "$p" -d postgres -v VERBOSITY=sqlstate 2>&1 >/dev/null |
+                    as_pg "$PG_BIN/psql" -X -q -h "$d" -p "$p" -d postgres -v VERBOSITY=sqlstate 2>&1 >/dev/null |
                     while read -r line; do
                         code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$line" | cut -c9-)
                         echo "$(now_ms) ${code:-conn}"
                     done
                 sleep 0.2
-            elif out=$(as_pg psql -X -q -h "$d" -p "$p" -d postgres -v VERBOSITY=sqlstate \
+            elif out=$(as_pg "$PG_BIN/psql" -X -q -h "$d" -p "$p" -d postgres -v VERBOSITY=sqlstate \
                        -c "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50)" 2>&1); then
                 echo "$(now_ms) ok"
             else

@@ -74,7 +74,7 @@ check_true "A's keeper logged the unreachable store with its words" \
 check "...once for the outage (not once per attempt)" 1 "$(grep -c "$unreachable" "$A/server.log")"
 
 as_pg pgbouncer -d "$P/pgbouncer.ini"
-check_true "PgBouncer accepts connections" "$(wait_until 10 as_pg psql -X -At -h "$P" -p "$PP" -d postgres -c "SELECT true")"
+check_true "PgBouncer accepts connections" "$(wait_until 10 as_pg "$PG_BIN/psql" -X -At -h "$P" -p "$PP" -d postgres -c "SELECT true")"
 check "A issues through PgBouncer" "t" "$(qa -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1 | tail -1)"
 check "B issues through PgBouncer" "t" "$(qb -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1 | tail -1)"
 check_true "A's keeper logged that the store answers again" \
@@ -89,7 +89,7 @@ mkdir -p "$base/clients"; chown "$PG_USER" "$base/clients"; rm -f "$base/stop"
 client() {  # client DIR PORT NAME
     trap - EXIT; set +e
     while [ ! -e "$base/stop" ]; do
-        if out=$(as_pg psql -X -q -h "$1" -p "$2" -d postgres -v VERBOSITY=sqlstate \
+        if out=$(as_pg "$PG_BIN/psql" -X -q -h "$1" -p "$2" -d postgres -v VERBOSITY=sqlstate \
               -c "SET cosid.acquire_timeout = '5s'" -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 50) g" 2>&1)
         then echo "$(now_ms) ok"
         else code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-); echo "$(now_ms) ${code:-conn}"; sleep 0.05

@@ -29,7 +29,7 @@ logfile = $dir/pgbouncer.log
 INI
 chown "$PG_USER" "$dir/pgbouncer.ini"
 as_pg pgbouncer -d "$dir/pgbouncer.ini"
-check_true "PgBouncer accepts connections" "$(wait_until 10 as_pg psql -X -At -h "$dir" -p "$bport" -d postgres -c "SELECT true")"
+check_true "PgBouncer accepts connections" "$(wait_until 10 as_pg "$PG_BIN/psql" -X -At -h "$dir" -p "$bport" -d postgres -c "SELECT true")"
 
 cat > "$dir/insert.sql" <<'SQL'
 INSERT INTO t(client) SELECT :client_id FROM generate_series(1, 10);

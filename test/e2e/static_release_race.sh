@@ -19,7 +19,7 @@ check "st is static, blk leased" "st|static blk|lease" \
 
 # A locker holds blk's lease row: its next renewal (every 10 s) waits out the keeper's lock
 # timeout (ttl/6 = 5 s), with the keeper past st's entry in its pass.
-as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
+as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
     -c "SELECT count(*) FROM (SELECT 1 FROM cosid.lease WHERE namespace = 'blk' AND incarnation IS NOT NULL FOR UPDATE) l" \
     -c "SELECT pg_sleep(20)" -c "COMMIT" >/dev/null 2>&1 &
 check_true "the keeper waits on the locked row, past st's entry in its pass" \

@@ -38,7 +38,7 @@ clients() {
         (
             trap - EXIT; set +e
             while [ ! -e "$DIR/stop" ]; do
-                if out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate ${3:+-c "$3"} \
+                if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate ${3:+-c "$3"} \
                       -c "WITH a AS (INSERT INTO t(phase) SELECT '$2' FROM generate_series(1, 20))
                           INSERT INTO u(phase) SELECT '$2' FROM generate_series(1, 20)" 2>&1); then
                     echo "$(now_ms) ok"; else
@@ -78,7 +78,7 @@ echo "# kill -9 of a backend during load: the crash restart starts above the dur
 clients 4 crash
 check_true "the clients insert" "$(wait_until 20 q -c "SELECT count(*) >= 400 FROM u WHERE phase = 'crash'")"
 # the victim: a backend in a tight loop of cosid_next(), so that it dies in the middle of claims
-as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -c "SELECT count(cosid_next()) FROM generate_series(1, 1000000000)" \
+as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -c "SELECT count(cosid_next()) FROM generate_series(1, 1000000000)" \
     >/dev/null 2>&1 &
 check_true "a backend issues in a tight loop" "$(wait_until 10 q -c "SELECT count(*) = 1 FROM pg_stat_activity
     WHERE query LIKE 'SELECT count(cosid_next())%' AND state = 'active'")"

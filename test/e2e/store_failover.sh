@@ -23,7 +23,7 @@ now_ms() { date +%s%3N; }
 qa() { psql_at "$A" "$PA" postgres -At "$@"; }
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
 DSN="host=$P,$SB port=$PP,$PSB dbname=postgres user=postgres target_session_attrs=read-write"
-qstore() { as_pg psql -X -q -At -d "$DSN connect_timeout=2" "$@"; }
+qstore() { as_pg "$PG_BIN/psql" -X -q -At -d "$DSN connect_timeout=2" "$@"; }
 
 # store_pair MODE: a fresh primary P with a standby SB (replication slot, -R), MODE sync or async.
 store_pair() {

@@ -86,7 +86,7 @@ loop() {  # loop DIR PORT: one session inserting 2,000 ids a transaction until a
     # a new session after an error (an id refused past the window)
     set +e; trap - EXIT
     while [ ! -e "$base/stop" ]; do
-        as_pg psql -X -q -h "$1" -p "$2" -d postgres -c "DO \$\$ BEGIN
+        as_pg "$PG_BIN/psql" -X -q -h "$1" -p "$2" -d postgres -c "DO \$\$ BEGIN
             WHILE NOT EXISTS (SELECT 1 FROM stop) LOOP
                 INSERT INTO t SELECT cosid_next('orders') FROM generate_series(1, 2000); COMMIT;
             END LOOP; END \$\$" >/dev/null 2>&1 || sleep 0.02
@@ -120,8 +120,8 @@ wait
 
 # Every id of I2 beside every id of I1.
 q "$I1" "$P1" -c "CREATE TABLE t2 (id bigint)" >/dev/null
-as_pg psql -X -q -h "$I2" -p "$P2" -d postgres -c "COPY t TO STDOUT" |
-    as_pg psql -X -q -h "$I1" -p "$P1" -d postgres -c "COPY t2 FROM STDIN"
+as_pg "$PG_BIN/psql" -X -q -h "$I2" -p "$P2" -d postgres -c "COPY t TO STDOUT" |
+    as_pg "$PG_BIN/psql" -X -q -h "$I1" -p "$P1" -d postgres -c "COPY t2 FROM STDIN"
 echo "# I1 issued $(q "$I1" "$P1" -c "SELECT count(*) FROM t"), I2 $(q "$I1" "$P1" -c "SELECT count(*) FROM t2") ids"
 check "no id issued by both" 0 "$(q "$I1" "$P1" -c "SELECT count(*) FROM t JOIN t2 USING (id)")"
 check "no (slot, tick) issued by both" 0 "$(q "$I1" "$P1" -c "

@@ -51,7 +51,7 @@ check "I1 holds slot 0" 0 "$(q "$I1" "$P1" -c "SELECT slot FROM cosid_pool() WHE
 loop() {
     set +e; trap - EXIT
     while [ ! -e "$base/stop" ]; do
-        as_pg psql -X -q -h "$1" -p "$2" -d postgres -c "DO \$\$ BEGIN
+        as_pg "$PG_BIN/psql" -X -q -h "$1" -p "$2" -d postgres -c "DO \$\$ BEGIN
             WHILE NOT EXISTS (SELECT 1 FROM stop) LOOP
                 INSERT INTO t SELECT cosid_next() FROM generate_series(1, 2000); COMMIT;
             END LOOP; END \$\$" >/dev/null 2>&1 || sleep 0.02
@@ -83,8 +83,8 @@ for i in 1 2; do d=$I1; p=$P1; [ $i = 2 ] && { d=$I2; p=$P2; }; q "$d" "$p" -c "
 wait
 
 q "$I1" "$P1" -c "CREATE TABLE t2 (id bigint)" >/dev/null
-as_pg psql -X -q -h "$I2" -p "$P2" -d postgres -c "COPY t TO STDOUT" |
-    as_pg psql -X -q -h "$I1" -p "$P1" -d postgres -c "COPY t2 FROM STDIN"
+as_pg "$PG_BIN/psql" -X -q -h "$I2" -p "$P2" -d postgres -c "COPY t TO STDOUT" |
+    as_pg "$PG_BIN/psql" -X -q -h "$I1" -p "$P1" -d postgres -c "COPY t2 FROM STDIN"
 echo "# I1 issued $(q "$I1" "$P1" -c "SELECT count(*) FROM t"), I2 $(q "$I1" "$P1" -c "SELECT count(*) FROM t2") ids"
 echo "# slot 0: I1's last tick $(q "$I1" "$P1" -c "SELECT max(id >> 22) FROM t WHERE (id >> 12) & 1023 = 0"), I2's first $(q "$I1" "$P1" -c "SELECT min(id >> 22) FROM t2 WHERE (id >> 12) & 1023 = 0")"
 check "no id issued by both" 0 "$(q "$I1" "$P1" -c "SELECT count(*) FROM t JOIN t2 USING (id)")"

@@ -11,7 +11,15 @@
 #   4. a fork recorded in one local database, then the copy switched back to another (and a
 #      cosid.fork file removed): every store of the copy refuses until acknowledged there;
 #   5. restored => true: acknowledged once for its store, refused by another database's.
-# The sections run side by side: each waits out the reach cap (120 s) after its raise.
+# The sections run side by side: each waits out the reach cap after its raise.  The cap is 35 s
+# here, not cosid's 120 s (cosid.test_reach_cap on the servers of sections 1 to 3, UNSEEN_CAP),
+# and the limits raised after the copy stay within it as cosid keeps them within 120 s: max_ttl
+# and cosid.ttl raised to 20 s (a window up to 22 s past the clock, with max_tolerance 1 s), the
+# ids 15 s ahead, three times what the copy sees (3 s + 2 x 1 s); static_ahead raised to 30 s
+# (32 s), the ids 25 s ahead, twice the 10 s + 2 x 1 s the copy sees.  What is tested is that
+# the raise covers the cap and not the limits the copy sees; with the cap at 120 s each section
+# waited 2 minutes for it.
+CAP="${UNSEEN_CAP:-35s}"; RAISED=20s; AHEAD=15; RAISED_STATIC=30s; AHEAD_STATIC=25
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/unseen_limits"
@@ -63,7 +71,7 @@ LAYOUT="cosid_namespace_create('f', slot_bits => 1, sequence_bits => 4, unit => 
 section_1() {  # a fork acknowledged after the original raised its limits
     local P="$base/p1" S="$base/s1" O="$base/o1"
     start_server "$P" 56301 "wal_level = replica" "max_wal_senders = 4" "cosid.ttl = '3s'" "cosid.preferred_slot = 0" \
-        "cosid.test_reach_cap = 0"
+        "cosid.test_reach_cap = '$CAP'"
     qd "$P" 56301 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
         -c "SELECT $LAYOUT" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
     check "1: P issues" "" "$(insert_all "$P" 56301 t 32)"
@@ -74,10 +82,10 @@ section_1() {  # a fork acknowledged after the original raised its limits
     as_pg "$PG_BIN/pg_ctl" -D "$S/data" -w promote >/dev/null; as_pg "$PG_BIN/pg_ctl" -D "$O/data" -w promote >/dev/null
     check "1: the promoted copy refuses (ZC009)" ZC009 "$(insert_all "$S" 56302 t 1)"
     # On P, as docs/failover.md allows: the limits raised, with no standby left to replay it.
-    qd "$P" 56301 -c "SELECT * FROM cosid_store_settings(max_ttl => '60s')" -c "ALTER SYSTEM SET cosid.ttl = '60s'" \
+    qd "$P" 56301 -c "SELECT * FROM cosid_store_settings(max_ttl => '$RAISED')" -c "ALTER SYSTEM SET cosid.ttl = '$RAISED'" \
         -c "SELECT pg_reload_conf()" >/dev/null
-    local a; a=$(ahead_by "$P" 56301 30)
-    check_true "1: P's ids run ahead of its clock under the raised limits ($a s)" "$( [ "$a" -ge 30 ] && echo t || echo f)"
+    local a; a=$(ahead_by "$P" 56301 $AHEAD)
+    check_true "1: P's ids run ahead of its clock under the raised limits ($a s)" "$( [ "$a" -ge $AHEAD ] && echo t || echo f)"
     qd "$P" 56301 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/p1_ids"; chmod a+r "$base/p1_ids"
     stop_server "$P" fast; local stopped; stopped=$(now_utc)
     # (the copy that sees only its limits first: the other waits out the cap)
@@ -94,7 +102,7 @@ section_1() {  # a fork acknowledged after the original raised its limits
 section_2() {  # a static copy acknowledged after the original raised cosid.static_ahead
     local R="$base/r2" C="$base/c2" O="$base/o2"
     start_server "$R" 56311 "cosid.static_slots = 'f:1'" "cosid.state_file = '$base/r2/cosid.state'" \
-        "cosid.static_ahead = '10s'" "cosid.test_reach_cap = 0"
+        "cosid.static_ahead = '10s'" "cosid.test_reach_cap = '$CAP'"
     qd "$R" 56311 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_tolerance => '1s')" -c "SELECT $LAYOUT" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
     check "2: R issues on its static slot" "" "$(insert_all "$R" 56311 t 16)"
@@ -103,10 +111,10 @@ section_2() {  # a static copy acknowledged after the original raised cosid.stat
     cp "$R/cosid.state" "$C/cosid.state"; cp "$R/cosid.state" "$O/cosid.state"; chown "$PG_USER" "$C/cosid.state" "$O/cosid.state"
     echo "a disk snapshot of R" | as_pg tee "$C/data/cosid.fork" "$O/data/cosid.fork" >/dev/null
     # R raises static_ahead (to the most it takes) after the copy, and issues ahead of its clock.
-    qd "$R" 56311 -c "ALTER SYSTEM SET cosid.static_ahead = '60s'" -c "SELECT pg_reload_conf()" >/dev/null
+    qd "$R" 56311 -c "ALTER SYSTEM SET cosid.static_ahead = '$RAISED_STATIC'" -c "SELECT pg_reload_conf()" >/dev/null
     sleep 1  # (the reload reaches the keeper; the checks below do not depend on when)
-    local a; a=$(ahead_by "$R" 56311 30)
-    check_true "2: R's ids run more than its first static_ahead ahead of its clock ($a s)" "$( [ "$a" -ge 30 ] && echo t || echo f)"
+    local a; a=$(ahead_by "$R" 56311 $AHEAD_STATIC)
+    check_true "2: R's ids run more than its first static_ahead ahead of its clock ($a s)" "$( [ "$a" -ge $AHEAD_STATIC ] && echo t || echo f)"
     qd "$R" 56311 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/r2_ids"; chmod a+r "$base/r2_ids"
     stop_server "$R" fast; local stopped; stopped=$(now_utc)
     start_at "$C"; start_at "$O"
@@ -123,7 +131,7 @@ section_2() {  # a static copy acknowledged after the original raised cosid.stat
 section_3() {  # a store restored from a dump taken before max_ttl was raised
     local X="$base/x3" X2="$base/x3b" A="$base/a3" B="$base/b3"
     local dsn="host=$X port=56321 dbname=postgres user=postgres"
-    start_server "$X" 56321 "cosid.store_only = on" "cosid.test_reach_cap = 0"
+    start_server "$X" 56321 "cosid.store_only = on" "cosid.test_reach_cap = '$CAP'"
     qd "$X" 56321 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
         -c "SELECT $LAYOUT" >/dev/null
     local i p; for i in a b; do
@@ -134,10 +142,10 @@ section_3() {  # a store restored from a dump taken before max_ttl was raised
     done
     stop_server "$B"  # B starts only after the restore
     as_pg "$PG_BIN/pg_dump" -h "$X" -p 56321 -Fc -f "$base/x3.dump" postgres
-    qd "$X" 56321 -c "SELECT * FROM cosid_store_settings(max_ttl => '60s')" >/dev/null
-    qd "$A" 56322 -c "ALTER SYSTEM SET cosid.ttl = '60s'" -c "SELECT pg_reload_conf()" >/dev/null
-    local a; a=$(ahead_by "$A" 56322 30)
-    check_true "3: A's ids run ahead of its clock under the raised max_ttl ($a s)" "$( [ "$a" -ge 30 ] && echo t || echo f)"
+    qd "$X" 56321 -c "SELECT * FROM cosid_store_settings(max_ttl => '$RAISED')" >/dev/null
+    qd "$A" 56322 -c "ALTER SYSTEM SET cosid.ttl = '$RAISED'" -c "SELECT pg_reload_conf()" >/dev/null
+    local a; a=$(ahead_by "$A" 56322 $AHEAD)
+    check_true "3: A's ids run ahead of its clock under the raised max_ttl ($a s)" "$( [ "$a" -ge $AHEAD ] && echo t || echo f)"
     qd "$A" 56322 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/a3_ids"; chmod a+r "$base/a3_ids"
     # A stops (its keeper would take its slot back first), the store is lost, and its dump is
     # restored into a new server at its address.
@@ -147,7 +155,7 @@ section_3() {  # a store restored from a dump taken before max_ttl was raised
     { echo "port = 56321"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$X'";
       echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off";
       # (UNSEEN_RESTORE_CAP=1ms: what cosid 1.6 raised by, the store's own limits: B issues A's ids)
-      echo "cosid.test_reach_cap = '${UNSEEN_RESTORE_CAP:-0}'"; } >> "$X2/data/postgresql.conf"
+      echo "cosid.test_reach_cap = '${UNSEEN_RESTORE_CAP:-$CAP}'"; } >> "$X2/data/postgresql.conf"
     start_at "$X2"
     as_pg "$PG_BIN/pg_restore" -h "$X" -p 56321 -d postgres "$base/x3.dump" 2>"$base/x3.restore.err" || true
     check "3: pg_restore reports no error" 0 "$(grep -c 'error' "$base/x3.restore.err" || true)"

@@ -183,7 +183,7 @@ start_clients() {
         (
             trap - EXIT; set +e  # a failing statement is data here, not a reason to stop
             while [ ! -e "$DIR/stop" ]; do
-                if out=$(as_pg psql -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
+                if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
                       -c "INSERT INTO t(client, phase) SELECT $c, '$PHASE' FROM generate_series(1, 50)" 2>&1); then
                     echo "$(now_ms) ok"; else
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
