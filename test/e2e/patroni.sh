@@ -25,7 +25,7 @@
 # The store's limits: cosid's defaults in the sync drill; in the others the ones
 # docs/patroni.md shows for a fast asynchronous failover:
 #   cosid.ttl 10 s = max_ttl, max_tolerance 1 s, cosid.acquire_timeout 20 s.
-# COSID_PATRONI_MODES (default "async sync") picks the drills; COSID_PATRONI_TTL /
+# COSID_PATRONI_MODES (default "async sync issuer") picks the drills; COSID_PATRONI_TTL /
 # _MAX_TTL / _MAX_TOLERANCE / _ACQUIRE_TIMEOUT (empty: cosid's defaults) measure others;
 # COSID_PATRONI_SETTLE (default 3 s) is the time between the sync drill's switchovers and the
 # kill (a failover within a ttl of a switchover's raise, when the leases it freed run out).
