@@ -277,9 +277,9 @@ def self_test():
                                   'CREATE FUNCTION cosid.acquire(p text) RETURNS int;\n'
                                   'CREATE FUNCTION cosid._hidden() RETURNS int;\nCREATE VIEW cosid_owners AS SELECT 1;\n',
             'test/e2e/t.sh': '#!/bin/sh\n',
-            'sql/next.sql': 'SELECT 1;\n',
+            'test/sql/next.sql': 'SELECT 1;\n',
             'CHANGELOG.md': '# Changelog\n\n## [9.9]\n\n- issues 64,000 ids per second; see docs/reference.md\n',
-            'docs/development.md': '# Development\n\n`test/e2e/t.sh`, `sql/next.sql`, issue 12 and ../shared/pg are fine here.\n',
+            'docs/development.md': '# Development\n\n`test/e2e/t.sh`, `test/sql/next.sql`, issue 12 and ../shared/pg are fine here.\n',
             'docs/faults.md': '# Faults\n\n| fault | promise | measured |\n|---|---|---|\n| a crash (`t.sh`, `test/e2e/t.sh`) | kept | 0 |\n',
             'src/pg/settings.cpp': 'DefineCustomIntVariable("cosid.ttl", "x");\nDefineCustomStringVariable(\n  "cosid.database", "y");\n',
             'README.md': '# t\n\n<!-- doc-test: skip the test command itself -->\n```sh\nbash scripts/demo.sh\nbash scripts/test.sh\n```\n\n'
