@@ -23,6 +23,20 @@ REVOKE ALL ON FUNCTION cosid._health_state() FROM PUBLIC;
 -- read-only facts, for the metrics of contrib/prometheus too
 GRANT EXECUTE ON FUNCTION cosid._health_state() TO pg_monitor, cosid_admin;
 
+-- The windows this instance issues in from the store, read once from cosid_pool() for
+-- cosid_health() and for the metric cosid_keeper_window_left_seconds (contrib/prometheus):
+-- the ms left in the shortest window held, by this server's clock (NULL while none is held),
+-- and the smallest tolerance among the namespaces it holds leases in (NULL while none).
+CREATE OR REPLACE FUNCTION cosid._pool_windows(OUT window_left_ms bigint, OUT min_tolerance_ms bigint)
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT min(p.ceiling) FILTER (WHERE p.state = 'active') - (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+           min(n.tolerance_ms)
+      FROM @extschema@.cosid_pool() p LEFT JOIN cosid.namespace n ON n.name = p.namespace
+     WHERE p.kind = 'lease'
+$$;
+REVOKE ALL ON FUNCTION cosid._pool_windows() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid._pool_windows() TO pg_monitor, cosid_admin;
+
 -- The store's limits and replication, for cosid_health() here and for the keepers of other
 -- instances (they read it every ttl/3), and how many other live incarnations hold leases
 -- with the caller's owner key.  SECURITY DEFINER: pg_stat_replication shows its sync_state,
@@ -74,8 +88,14 @@ DECLARE
     v_ttl bigint;            -- the ttl granted, the tolerance and the pause of a raise (floor_raise)
     v_tol bigint;
     v_pause bigint;
+    w record;                -- the windows held (cosid._pool_windows), read once
 BEGIN
     SELECT * INTO h FROM cosid._health_state();
+    IF h.preloaded THEN
+        SELECT * INTO w FROM cosid._pool_windows();
+    ELSE
+        SELECT NULL::bigint AS window_left_ms, NULL::bigint AS min_tolerance_ms INTO w;
+    END IF;
     -- The store is here when this instance's keeper uses a local store in this database, or
     -- when the library is not preloaded (a store-only server: its tables are the store).
     v_store_here := v_dsn = '' AND (NOT h.preloaded OR v_db IS NULL OR v_db = current_database());
@@ -151,8 +171,7 @@ BEGIN
     IF NOT h.preloaded THEN
         status := 'ok'; detail := 'not known: cosid is not preloaded here';
     ELSIF h.failures_in_row > 0 THEN
-        SELECT min(p.ceiling) - (extract(epoch FROM clock_timestamp()) * 1000)::bigint INTO v_left
-          FROM @extschema@.cosid_pool() p WHERE p.kind = 'lease' AND p.state = 'active';
+        v_left := w.window_left_ms;
         status := CASE WHEN v_left < h.ttl_ms / 4 OR (v_left IS NULL AND h.failing_for_ms >= h.ttl_ms / 2)
                        THEN 'critical' ELSE 'warning' END;
         detail := format('renewals have failed for %s ms (%s in a row; ttl %s ms); %s', h.failing_for_ms,
@@ -258,9 +277,7 @@ BEGIN
         -- a pause of ids here, beyond the failover's own time: a warning whenever there is one
         -- (a configuration that will stop ids is said before it does).
         v_ttl := least(h.ttl_ms, f.max_ttl_ms);
-        v_tol := coalesce((SELECT min(n.tolerance_ms) FROM @extschema@.cosid_pool() p JOIN cosid.namespace n ON n.name = p.namespace
-                            WHERE p.kind = 'lease'),
-                          (SELECT min(n.tolerance_ms) FROM cosid.namespace n), 1000);
+        v_tol := coalesce(w.min_tolerance_ms, (SELECT min(n.tolerance_ms) FROM cosid.namespace n), 1000);
         v_pause := greatest(0, f.max_ttl_ms + 2 * f.max_tolerance_ms - 2 * (v_ttl + v_tol) + v_ttl / 3);
         status := CASE WHEN v_pause > 0 THEN 'warning' ELSE 'ok' END;
         detail := format('the store raises the floors after a failover (%s standbys, %s synchronous) by max_ttl %s ms + '

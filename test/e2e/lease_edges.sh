@@ -173,6 +173,10 @@ check_true "the orphan on slot 0 is released at its ceiling" "$(wait_until 10 q 
 check "no entry is left acquiring" 0 "$(q -c "SELECT count(*) FROM cosid_pool() WHERE state = 'acquiring'")"
 
 echo "# item 9: 200 backends waiting on an exhausted 4-slot namespace; the held leases keep renewing"
+# (cosid.ttl 30 s here: the keeper renews each lease every 10 s, in a store transaction per
+# pass; at 3 s, on a loaded machine where the waiters took over 30 s, those renewals alone
+# came near the 100 store transactions this item allows the waiters.)
+set_conf cosid.ttl 30s
 q -c "SELECT cosid_namespace_create('four', slot_bits => 2)" -c "SELECT cosid_namespace_create('hold', slot_bits => 2)" >/dev/null
 check "the 4 slots of 'four' taken by other owners" 4 "$(q -c "SELECT count(*) FROM generate_series(1, 4) g,
     cosid.acquire('four', 'other' || g, gen_random_uuid(), 60000) a WHERE a.slot IS NOT NULL")"
@@ -211,6 +215,7 @@ check "each holder issues again on the same lease's slot afterwards" 4 "$(for i 
     [ -n "$f" ] && [ "$f" = "$a" ] && echo same; done | wc -l)"
 
 q -c "SELECT cosid.revoke('four', g) FROM generate_series(0, 3) g" >/dev/null
+reset_conf cosid.ttl
 
 echo "# item 11: fast shutdown while a backend that issued is slow to exit: the slot is released exactly"
 # The keeper closes the lease's issue word and hands the store its exact last timestamp,

@@ -140,12 +140,13 @@ upgrade_case() {
     stop_pg "$obin" "$D/old/data"
     # The store as the shutdown left it, read without the library (no keeper: nothing writes).
     start_pg "$obin" "$D/old/data" "-c shared_preload_libraries=''"
-    local store_before ids_before history
+    local store_before ids_before history failovers_before
     # A lease the old server still held at its stop (its store unreachable then): taken here
     # in its name, it must be freed by the new cluster's first store call.
     [ "$from" = "$CURRENT" ] && qo -c "SELECT slot FROM cosid.acquire('orders', 'the old server', (SELECT issuer_incarnation FROM cosid.store_state), 2000)" >/dev/null
     store_before=$(qo -c "SELECT n::text FROM cosid.namespace n ORDER BY name" \
                       -c "SELECT l::text FROM cosid.lease l ORDER BY namespace, slot")
+    failovers_before=$(qo -c "SELECT max(failovers) FROM cosid.store_state")
     ids_before=$(qo -c "SELECT 'default:' || count(*) || ':' || max(id) FROM t_default" \
                     -c "SELECT 'orders:' || count(*) || ':' || max(id) FROM t_orders")
     history=$(qo -c "SELECT string_agg(namespace || ':' || slot || ':' || fence || ':' || next_floor, ',')
@@ -202,8 +203,11 @@ upgrade_case() {
         check "$name: the store kept its floors (pg_upgrade read the old cluster on its store's timeline)" "1|0" \
             "$(grep -c "pg_upgrade's new cluster .*nothing lost.*floors left alone, 1 leases of the old server freed" "$D/new/server.log" || true)|$(grep -c 'next_floor raised' "$D/new/server.log" || true)"
     else
-        check "$name: a catalog older than $CURRENT: the store raised its floors once" "1" \
-            "$(grep -c 'next_floor raised' "$D/new/server.log" || true)"
+        # Raises committed, from the store's own count: the log also shows an attempt a loaded
+        # machine's statement timeout rolled back, which the next store call makes again.
+        echo "#   $name: raises in the new server's log (committed or rolled back): $(grep -c 'next_floor raised' "$D/new/server.log" || true)"
+        check "$name: a catalog older than $CURRENT: the store raised its floors once" "$((failovers_before + 1))" \
+            "$(qn -c "SELECT max(failovers) FROM cosid.store_state")"
     fi
     insert_rows qn after && echo "ok - $name: 3 backends insert 1000 rows per namespace each" ||
         { echo "not ok - $name: inserts after the upgrade failed"; FAIL=1; }
