@@ -94,27 +94,33 @@ fresh_cluster() {
     cp -a "$INITDB_TEMPLATE" "$1"
 }
 
+# server_conf DIR PORT [extra postgresql.conf lines...]: the postgresql.conf lines of a test
+# server in DIR (its socket there, no TCP), cosid preloaded; then the extra lines.
+server_conf() {
+    local dir="$1" port="$2" line; shift 2
+    echo "port = $port"
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$dir'"
+    echo "shared_preload_libraries = 'cosid'"
+    echo "max_connections = 60"
+    echo "fsync = off"
+    # a raise after history a store cannot see (a fork acknowledged, a dump restored)
+    # covers the store's limits only, as before cosid 1.7, not the 120 s reach cap, on the
+    # test suite's servers: it forks and restores dozens of times (test/e2e/unseen_limits.sh
+    # sets it to 0; the demo has no such line)
+    case "$0" in */test/*|test/*) echo "cosid.test_reach_cap = '1ms'" ;; esac
+    for line in "$@"; do echo "$line"; done
+}
+
 # start_server DIR PORT [extra postgresql.conf lines...]: a fresh cluster with cosid preloaded.
+# (The end-to-end tests make their servers with test/lib/node.sh.)
 start_server() {
     local dir="$1" port="$2"; shift 2
     rm -rf "$dir"
     mkdir -p "$dir"
     chown "$PG_USER" "$dir"
     fresh_cluster "$dir/data"
-    {
-        echo "port = $port"
-        echo "listen_addresses = ''"
-        echo "unix_socket_directories = '$dir'"
-        echo "shared_preload_libraries = 'cosid'"
-        echo "max_connections = 60"
-        echo "fsync = off"
-        # a raise after history a store cannot see (a fork acknowledged, a dump restored)
-        # covers the store's limits only, as before cosid 1.7, not the 120 s reach cap, on the
-        # test suite's servers: it forks and restores dozens of times (test/e2e/unseen_limits.sh
-        # sets it to 0; the demo has no such line)
-        case "$0" in */test/*|test/*) echo "cosid.test_reach_cap = '1ms'" ;; esac
-        for line in "$@"; do echo "$line"; done
-    } >> "$dir/data/postgresql.conf"
+    server_conf "$dir" "$port" "$@" >> "$dir/data/postgresql.conf"
     as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
 }
 

@@ -28,10 +28,10 @@
 # ACQUIRE_COST_ASSERT=1.6 makes the checks on 1.6's database instead (they fail there).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/acquire_cost"; PORT=${PORT:-28480}; M=64
-stop_server "$DIR" immediate
-start_server "$DIR" "$PORT" "shared_preload_libraries = 'cosid,pg_stat_statements'" \
+node_stop main immediate
+node_up main "$DIR" "$PORT" "shared_preload_libraries = 'cosid,pg_stat_statements'" \
     "pg_stat_statements.track = 'all'" "jit = on"
-trap 'stop_server "$DIR" immediate' EXIT
+trap 'node_stop main immediate' EXIT
 qd() { local db=$1; shift; psql_at "$DIR" "$PORT" "$db" -At "$@"; }
 for db in v15 v16 cur; do
     q -c "CREATE DATABASE $db" >/dev/null

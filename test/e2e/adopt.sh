@@ -6,9 +6,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/adopt"; PORT=55474
 TARGET="$DIR/target"; TPORT=55475
-stop_server "$TARGET" immediate; stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 40"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$TARGET" immediate; stop_server "$DIR" immediate' EXIT
+stop_server "$TARGET" immediate; node_stop main immediate  # a run killed before its trap
+node_up main "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 40"
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$TARGET" immediate; node_stop main immediate' EXIT
 mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
 # The foreign generator: Twitter's layout (41 bits of ms since its epoch, 10 machine bits, 12
 # sequence bits), three machines, its newest ids 3 s ahead of this clock (a clock running

@@ -4,7 +4,7 @@
 # rows locked for longer than a window, and bad input through every function and setting.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_clock_store" 55451
-trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
 only_errors() {  # only_errors PHASE CODES...: every client error of the phase is one of CODES
     local bad
     bad=$(cat "$DIR"/clients/"$1".*.log | awk '$2 != "ok" {print $2}' | sort -u | grep -vxF -f <(printf '%s\n' "${@:2}") || true)

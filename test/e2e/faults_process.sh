@@ -5,7 +5,7 @@
 # shutdown.  Each case is bounded; the checks at the end hold over everything inserted.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_process" 55450
-trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
 
 # holder_script FILE KEY: a session that binds a slot (its first id is a row of t, so that
 # checks of the last id issued on a lease see it), waits at barrier KEY (barrier_close in
@@ -222,7 +222,7 @@ PHASE=fast; start_clients 5; sleep 2
 touch "$DIR/stop"; t0=$(now_ms)
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null
 stop_clients
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 echo "# server back after $(( $(now_ms) - t0 )) ms"
 check "slots of the old incarnation released with next_floor = last issued timestamp" 0 "$(q -c "
     WITH last AS (SELECT p.slot, max((extract(epoch FROM p.ts) * 1000)::bigint) AS ts
@@ -238,7 +238,7 @@ inc_before=$(q -c "SELECT incarnation FROM cosid_stats()")
 touch "$DIR/stop"; t0=$(now_ms)
 as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
 stop_clients
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 # shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
 PHASE=after_immediate; start_clients 4
 rec=$(wait_service "$t0"); echo "# service back after ${rec} ms"

@@ -5,10 +5,10 @@
 # store's cases are in remote_store_edges.sh, the store's own SQL rules in test/sql/store.sql.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/lease_edges"; PORT=55452
-start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 240"
+node_up main "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 240"
 stopped=""
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
-      stop_server "$DIR" immediate' EXIT
+      node_stop main immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE ids (who text, id bigint)" -c "GRANT ALL ON ids TO PUBLIC" >/dev/null
 keeper_pid() { q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'"; }
 run_bg() {  # run_bg OUT SQL...: a session in the background, one -c per statement
@@ -230,7 +230,7 @@ stopper=$!
 sleep 1.5   # X stays frozen while the keeper releases
 kill -CONT "$xpid"; stopped=""
 wait "$stopper" || true
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 check "X's slot was released with next_floor = X's exact last timestamp" t "$(q -c "
     SELECT l.incarnation IS NULL AND l.next_floor = (extract(epoch FROM x.ts) * 1000)::bigint
     FROM (SELECT (cosid_parse(id, 'shut')).* FROM ids WHERE who = 'X' ORDER BY id DESC LIMIT 1) x

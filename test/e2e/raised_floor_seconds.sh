@@ -12,8 +12,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/raised_floor_seconds"
 DIR="$base"; PORT=57410
-trap 'stop_server "$DIR" immediate' EXIT
-start_server "$DIR" "$PORT" "cosid.acquire_timeout = '4s'"
+trap 'node_stop main immediate' EXIT
+node_up main "$DIR" "$PORT" "cosid.acquire_timeout = '4s'"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '1s')" >/dev/null
 # shellcheck disable=SC2034  # read through tries=TRIES_$u
 TRIES_s=5 TRIES_ms=3  # a window opens tickless ~3 times in 4: five tries all lucky ~1 in 1000

@@ -13,9 +13,9 @@
 # shellcheck source=SCRIPTDIR/../lib/faults.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/raised_floor_wait"
-trap 'stop_server "$DIR" immediate' EXIT
+trap 'node_stop main immediate' EXIT
 DIR="$base"; PORT=27040
-start_server "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.acquire_timeout = '1s'"
+node_up main "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.acquire_timeout = '1s'"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '2s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
 # (the first acquire of a new server, on a loaded machine, may take longer than the 1 s

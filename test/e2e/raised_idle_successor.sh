@@ -15,9 +15,9 @@
 # zero duplicates, every id inside a window the store handed to its slot, cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_idle_successor"; PORT=${PORT:-27048}
-stop_server "$DIR" immediate  # a run killed before its trap
+node_stop main immediate  # a run killed before its trap
 fault_server "$DIR" "$PORT"   # ttl 2 s, cosid.pool_idle_timeout 1 s, namespace f (tolerance 300 ms)
-trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
 q -c "SELECT cosid_store_settings(max_ttl => '8s', max_tolerance => '1s')" >/dev/null
 # shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
 PHASE=raise; start_clients 4

@@ -11,9 +11,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/static_no_file"; PORT=55478
 ROWS=24000   # ~6 ticks of 4,096 ids
-stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.static_slots = 's53:3'" "cosid.state_file = ''" "cosid.static_ahead = '10s'"
-trap 'stop_server "$DIR" immediate' EXIT
+node_stop main immediate  # a run killed before its trap
+node_up main "$DIR" "$PORT" "cosid.static_slots = 's53:3'" "cosid.state_file = ''" "cosid.static_ahead = '10s'"
+trap 'node_stop main immediate' EXIT
 q -c "CREATE EXTENSION cosid" \
   -c "SELECT cosid_namespace_create('s53', slot_bits => 4, unit => 's', total_bits => 53)" \
   -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('s53'), phase text)" >/dev/null

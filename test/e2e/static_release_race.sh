@@ -7,9 +7,9 @@
 # The state file must never hold less than the last timestamp issued on its slot.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/static_release_race"; PORT=55476
-stop_server "$DIR" immediate
-start_server "$DIR" "$PORT" "cosid.static_slots = 'st:3'" "cosid.static_ahead = '2s'" "cosid.ttl = '30s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+node_stop main immediate
+node_up main "$DIR" "$PORT" "cosid.static_slots = 'st:3'" "cosid.static_ahead = '2s'" "cosid.ttl = '30s'"
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
 FILE="$DIR/data/cosid.state"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('st')" \
   -c "SELECT cosid_namespace_create('blk', slot_bits => 2)" >/dev/null

@@ -9,11 +9,11 @@ DIR="${1:-/tmp/cosid-e2e}/static_slots"; PORT=55472
 SDIR="$DIR/statedir"   # the state file's own directory: made read-only below
 FULL="$DIR/full"       # a tiny file system for the full-disk case
 STANDBY="$DIR/standby"; SPORT=55473
-stop_server "$STANDBY" immediate; stop_server "$DIR" immediate  # a run killed before its trap
-start_server "$DIR" "$PORT" "cosid.static_slots = '5, orders:9, tiny:9'" "cosid.static_ahead = '2s'" \
+stop_server "$STANDBY" immediate; node_stop main immediate  # a run killed before its trap
+node_up main "$DIR" "$PORT" "cosid.static_slots = '5, orders:9, tiny:9'" "cosid.static_ahead = '2s'" \
     "cosid.state_file = '$SDIR/cosid.state'" "restart_after_crash = on" "max_connections = 40"
 trap 'kill $(jobs -p) 2>/dev/null || true; mountpoint -q "$FULL" && umount "$FULL" || true
-      chmod 755 "$SDIR" 2>/dev/null || true; stop_server "$STANDBY" immediate; stop_server "$DIR" immediate' EXIT
+      chmod 755 "$SDIR" 2>/dev/null || true; stop_server "$STANDBY" immediate; node_stop main immediate' EXIT
 mkdir -p "$SDIR" "$DIR/clients"; chown "$PG_USER" "$SDIR" "$DIR/clients"
 FILE="$SDIR/cosid.state"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
@@ -24,8 +24,8 @@ q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
 
 # shellcheck disable=SC2120  # an optional argument, no caller passes it yet
 restart() {  # restart [immediate]: stops and starts the server with its configuration
-    stop_server "$DIR" "${1:-fast}"
-    as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+    node_stop main "${1:-fast}"
+    node_start main
 }
 # file_value NS SLOT: the timestamp the state file holds for the slot
 file_value() { awk -v ns="$1" -v s="$2" '$1 == "window" && $2 == ns && $3 == s {print $4}' "$FILE"; }
@@ -105,12 +105,12 @@ check_true "no id is beyond the ceiling the file holds" \
 echo "# restart with the clock 30 s back: the floor is the old ceiling, and nothing is issued twice"
 q -c "SELECT count(cosid_next()) + count(cosid_next('orders')) FROM generate_series(1, 1000)" >/dev/null
 pm=$(head -1 "$DIR/data/postmaster.pid")
-stop_server "$DIR" immediate   # no orderly release: the file keeps the ceilings
+node_stop main immediate   # no orderly release: the file keeps the ceilings
 # the old postmaster removes its socket as it exits, after its pid file: not under the new one's feet
 check_true "the old postmaster is gone" "$(wait_until 10 bash -c "kill -0 $pm 2>/dev/null && echo f || echo t")"
 c_default=$(file_value default 5); c_orders=$(file_value orders 9)
 echo "cosid.clock_offset = -30000" >> "$DIR/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 clients 2 back "SET cosid.acquire_timeout = '60s'"
 # (each statement asks for orders first: its main insert runs before the one in the WITH)
 check_true "the first window of orders after the restart starts at the ceiling the file held" \
@@ -154,9 +154,9 @@ echo "# a full state directory"
 mkdir -p "$FULL"
 if mount -t tmpfs -o size=16k,mode=0755 tmpfs "$FULL" 2>/dev/null; then
     chown "$PG_USER" "$FULL"
-    stop_server "$DIR"
+    node_stop main
     sed -i "s|^cosid.state_file = .*|cosid.state_file = '$FULL/cosid.state'|" "$DIR/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+    node_start main
     q -c "SELECT cosid_next()" >/dev/null   # the file exists on the small file system
     dd if=/dev/zero of="$FULL/filler" bs=4k 2>/dev/null || true  # until no space is left
     out=$(q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '1s'" \
@@ -167,17 +167,17 @@ if mount -t tmpfs -o size=16k,mode=0755 tmpfs "$FULL" 2>/dev/null; then
     rm -f "$FULL/filler"
     check_true "ids flow again once there is space" \
         "$(wait_until 10 q -c "SET cosid.acquire_timeout = '1s'" -c "SELECT cosid_next() > 0")"
-    stop_server "$DIR"
+    node_stop main
     umount "$FULL"
     sed -i "s|^cosid.state_file = .*|cosid.state_file = '$FILE'|" "$DIR/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+    node_start main
 else
     echo "# skipped: this machine does not let root mount a small tmpfs (the read-only case above still ran)"
 fi
 
 echo "# damaged state files: a clear error that names the file; the file is never replaced"
 q -c "SELECT cosid_next()" >/dev/null
-stop_server "$DIR"
+node_stop main
 cp "$FILE" "$DIR/good.state"
 crc_fix() {  # rewrites the checksum line of $FILE (for the foreign-system case)
     python3 - "$FILE" <<'EOF'
@@ -195,13 +195,13 @@ damage() {  # damage NAME EXPECTED_TEXT COMMAND...: the damaged file is refused,
     cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"
     "$@"
     cp "$FILE" "$DIR/damaged.state"
-    as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+    node_start main
     local out; out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
     check_true "$name: cosid_next() fails with ZC007, naming the file and the problem" \
         "$(grep -q 'ZC007' <<<"$out" && grep -qF "$FILE" <<<"$out" && grep -qF "$expected" <<<"$out" && echo t)"
     check_true "$name: the server log says so at start" \
         "$([ "$(tail -n 40 "$DIR/server.log" | grep -c 'WARNING:  cosid state file')" -gt 0 ] && echo t)"
-    stop_server "$DIR"
+    node_stop main
     check_true "$name: the file is left as it was" "$(cmp -s "$FILE" "$DIR/damaged.state" && echo t)"
 }
 damage "a changed ceiling" "checksum does not match" sed -i 's/^\(window default 5 \)1/\12/' "$FILE"
@@ -213,7 +213,7 @@ damage "an unreadable file" "could not open" chmod 000 "$FILE"
 # A refused file that is then removed stays refused until a restart (cosid.not_before, a
 # restart setting, must come with the removal); a file that comes back whole is taken again.
 cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"; sed -i 's/^\(window default 5 \)1/\12/' "$FILE"
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 q -c "SELECT cosid_next()" >/dev/null 2>&1 || true
 rm "$FILE"
 out=$(q -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
@@ -221,16 +221,16 @@ check_true "a refused file, removed: still refused until the server restarts" \
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'until the server restarts' <<<"$out" && echo t)"
 cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"; chmod 600 "$FILE"
 check_true "the good file put back is taken at once" "$(q -c "SELECT cosid_next() > 0")"
-stop_server "$DIR"
+node_stop main
 cp "$DIR/good.state" "$FILE"; chown "$PG_USER" "$FILE"; chmod 600 "$FILE"
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 check_true "with the file restored, ids flow again" "$(q -c "SELECT cosid_next() > 0")"
 
 echo "# bad settings stop the server at start with a clear message"
-stop_server "$DIR"
+node_stop main
 for bad in "cosid.static_slots = 'orders:70000'" "cosid.static_slots = '5, 6'" "cosid.not_before = 'yesterday'"; do
     echo "$bad" >> "$DIR/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/start.log" -w start >/dev/null 2>&1 && stop_server "$DIR"
+    as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/start.log" -w start >/dev/null 2>&1 && node_stop main
     check_true "refused: $bad" "$(grep -q "invalid value for parameter \"${bad%% =*}\"" "$DIR/start.log" && echo t)"
     sed -i '$d' "$DIR/data/postgresql.conf"
 done
@@ -240,7 +240,7 @@ rm -f "$FILE"
 nb_ms=$(( $(now_ms) + 4000 ))
 nb=$(date -u -d "@$((nb_ms / 1000)).$(printf %03d $((nb_ms % 1000)))" '+%Y-%m-%d %H:%M:%S.%3NZ')
 echo "cosid.not_before = '$nb'" >> "$DIR/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+node_start main
 first=$(q -c "SET cosid.acquire_timeout = '10s'" -c "SELECT $(ts_ms 'cosid_next()' default)")
 check_true "the first id lies after cosid.not_before ($nb)" "$([ "$first" -gt "$nb_ms" ] && echo t)"
 check "the window's floor is cosid.not_before" "$nb_ms" "$(q -c "SELECT floor FROM cosid_pool() WHERE namespace = 'default'")"

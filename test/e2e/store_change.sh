@@ -14,16 +14,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/store_change"
 A="$base/a"; C="$base/c"; PA=55611; PC=55612
 mkdir -p "$base"
-trap 'for d in "$A" "$C"; do stop_server "$d" immediate; done' EXIT
-for d in "$A" "$C"; do stop_server "$d" immediate; done
+trap 'node_stop_all immediate' EXIT
 LAYOUT="slot_bits => 2, sequence_bits => 12, unit => 's', total_bits => 53"
-qa() { psql_at "$A" "$PA" "${DB:-postgres}" -At "$@"; }
-qc() { psql_at "$C" "$PC" postgres -At "$@"; }
-start_server "$A" "$PA" "cosid.acquire_timeout = '40s'"
-start_server "$C" "$PC"
+node_up a "$A" "$PA" "cosid.acquire_timeout = '40s'"
+node_up c "$C" "$PC"
 qa -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('sec', $LAYOUT)" >/dev/null
-DB=other; psql_at "$A" "$PA" postgres -q -c "CREATE DATABASE other"
-qa -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('sec', $LAYOUT)" >/dev/null; DB=
+qa -c "CREATE DATABASE other"
+node_sql_db a other -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('sec', $LAYOUT)" >/dev/null
 qc -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('sec', $LAYOUT)" \
    -c "CREATE ROLE keeper_a LOGIN PASSWORD 'change-me' IN ROLE cosid_keeper" >/dev/null
 
@@ -37,7 +34,7 @@ insert2() {  # into the keyless table, so that a repeat is counted instead of fa
     qa -c "SELECT round(extract(epoch FROM max(p.ts) - clock_timestamp())::numeric, 1)
            FROM t2, cosid_parse(t2.id, 'sec') p WHERE t2.phase = '$1'"
 }
-restart_a() { stop_server "$A" fast; as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null; }
+restart_a() { node_restart a fast; }
 
 ahead=$(insert2 before 40000)
 echo "# 40,000 ids in one statement: the last one ${ahead} s ahead of the clock"
@@ -66,9 +63,9 @@ check "20,000 ids back on the first store: none equal to an earlier one" 0 "$(re
 check "zero duplicate ids over every phase" 0 "$(qa -c "SELECT count(*) - count(DISTINCT id) FROM t2")"
 
 echo "# 4. a damaged cosid.history"
-stop_server "$A" fast
+node_stop a fast
 as_pg sed -i 's/^slot sec /slot  sec /' "$A/data/cosid.history"
-as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+node_start a
 n=$(qa -c "SELECT count(*) FROM t2")
 out=$(qa -v VERBOSITY=verbose -c "INSERT INTO t2(phase) VALUES ('damaged')" 2>&1 || true)
 check "refused with ZC007" ZC007 "$(sqlstate_of "$out")"

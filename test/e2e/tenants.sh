@@ -15,12 +15,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/tenants"
 DIR="$base/s"; PORT=${PORT:-28480}; B="$base/b"; PB=28481
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$B" immediate; stop_server "$DIR" immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$B" immediate; node_stop main immediate' EXIT
 qb() { psql_at "$B" "$PB" postgres -At "$@"; }
 as_role() { local r=$1; shift; psql_at "$DIR" "$PORT" postgres -U "$r" -At "$@"; }
 mkdir -p "$base"; chown "$PG_USER" "$base"; rm -f "$base"/stop "$base"/renewals "$base"/hoard "$base"/refused
 
-start_server "$DIR" "$PORT" "cosid.store_only = on"
+node_up main "$DIR" "$PORT" "cosid.store_only = on"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('f', slot_bits => 4, tolerance => '300 ms')" \
   -c "SELECT cosid_namespace_create('a' || i, slot_bits => 4, tolerance => '300 ms') FROM generate_series(1, 3) i" \
   -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" -c "CREATE ROLE hoarder LOGIN IN ROLE cosid_keeper" \

@@ -16,7 +16,7 @@ ROOT="${1:-/tmp/cosid-e2e}/upgrade"; PORT=55477
 current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$(dirname "${BASH_SOURCE[0]}")/../../cosid.control")
 # Every version a store can be updated from: each step of the chain of update scripts.
 olds=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../sql" && ls cosid--*--*.sql | sed 's/^cosid--\(.*\)--.*\.sql$/\1/' | sort -V)
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
 
 catalog() {  # every object of the extension and what makes it up
     psql_at "$DIR" "$PORT" "$1" -At -c "
@@ -64,7 +64,7 @@ catalog() {  # every object of the extension and what makes it up
 
 echo "# a fresh store, made in the keeper's database"
 DIR="$ROOT/fresh"
-start_server "$DIR" "$PORT" "cosid.ttl = '3s'"
+node_up main "$DIR" "$PORT" "cosid.ttl = '3s'"
 check "CREATE EXTENSION: the default namespace's 1024 slots start at the store's now, the store names no issuer, its max_ttl is the column's default" \
     "1024|true|true" \
     "$(q -c "SET client_min_messages = error" -c "BEGIN" -c "CREATE EXTENSION cosid" \
@@ -81,7 +81,7 @@ check "CREATE EXTENSION of an old version, then ALTER EXTENSION UPDATE in the sa
     "$(q -c "SET client_min_messages = error" -c "BEGIN" -c "CREATE EXTENSION cosid VERSION '1.3'" -c "ALTER EXTENSION cosid UPDATE" \
          -c "SELECT (SELECT count(*) FROM cosid.lease WHERE namespace = 'default' AND floor > 0)
                     || '|' || (SELECT issuer_incarnation IS NULL FROM cosid.store_state)" -c "ROLLBACK")"
-stop_server "$DIR" immediate
+node_stop main immediate
 
 i=0
 for from in $olds; do
@@ -89,7 +89,7 @@ for from in $olds; do
     DIR="$ROOT/$from"; i=$((i + 1))
     # shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh
     PHASE=before
-    start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 40"
+    node_up main "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 40"
     mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
     q -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid VERSION '$from'" \
       -c "SELECT cosid_namespace_create('f', slot_bits => 6, tolerance => '300 ms')" \
@@ -133,7 +133,7 @@ for from in $olds; do
     catalog postgres > "$DIR/updated.catalog"; catalog fresh > "$DIR/fresh.catalog"
     check "updated from $from = fresh: objects, definitions, privileges, comments, dumped tables, columns, triggers, indexes ($(wc -l < "$DIR/fresh.catalog") lines)" "" \
         "$(diff "$DIR/updated.catalog" "$DIR/fresh.catalog" | head -20)"
-    stop_server "$DIR" immediate
+    node_stop main immediate
 done
 check_true "every old version was updated ($(echo $olds))" "$([ "$i" -ge 6 ] && echo t || echo f)"
 exit $FAIL

@@ -2,6 +2,8 @@
 # The end-to-end scripts' assertions: each prints "ok - NAME" or "not ok - NAME ..." and
 # a failure sets FAIL=1; a script ends with `exit $FAIL`.
 FAIL=0
+# the servers: test/lib/node.sh (node_init, node_start, node_sql, node_wait, ...)
+source "$(dirname "${BASH_SOURCE[0]}")/node.sh"
 check() {  # check NAME EXPECTED ACTUAL
     if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected [$2] got [$3]"; FAIL=1; fi
 }

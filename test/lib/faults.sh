@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 now_ms() { date +%s%3N; }
-q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
+# The fault suites' server is node main (test/lib/node.sh) in DIR, on PORT; q is its shorthand.
 # stat_of EXPR: EXPR over this server's cosid_stats() (a counter, or a test on counters).
 stat_of() { q -c "SELECT $1 FROM cosid_stats()"; }
 # set_conf NAME VALUE / reset_conf NAME: a setting of the fault server, reloaded.
@@ -61,9 +61,8 @@ stop_id_clients() {
 # max_ttl MAX_TTL and max_tolerance 1 s, namespace w (tolerance 1 s), the id clients' tables and
 # one id client on w (its pid in `client`) that has issued 50 ids.
 raised_server() {
-    stop_server "$DIR" immediate  # a run killed before its trap
-    start_server "$DIR" "$PORT" "cosid.ttl = '$1'" "cosid.acquire_timeout = '20s'"
-    trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
+    node_up main "$DIR" "$PORT" "cosid.ttl = '$1'" "cosid.acquire_timeout = '20s'"
+    trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
     q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '$2', max_tolerance => '1s')" \
       -c "SELECT cosid_namespace_create('w', tolerance => '1s')" >/dev/null
     ids_table
@@ -140,7 +139,7 @@ raise_store_floors() {
 # found outside every recorded window.)
 fault_server() {
     DIR="$1"; PORT="$2"
-    start_server "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '1s'" "max_connections = 40" \
+    node_up main "$DIR" "$PORT" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '1s'" "max_connections = 40" \
         "restart_after_crash = on"
     q -c "CREATE EXTENSION cosid" \
       -c "SELECT cosid_namespace_create('f', slot_bits => 6, tolerance => '300 ms')" \
