@@ -217,9 +217,14 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
         log "end-to-end (lane $lane): $name"
         started=$SECONDS
         mkdir -p "$work/e2e$lane"; touch "$work/e2e$lane/.started"
+        local before; before=$(ls -A "$work/e2e$lane")
         # (a script that passed leaves nothing behind: the lanes' directories held 13 GB by the
-        # end of a run, and filled a shared machine's disk)
-        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1)); rm -rf "$work/e2e$lane"; else
+        # end of a run, and filled a shared machine's disk; what a failed one left is kept, to
+        # be read)
+        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1))
+            comm -13 <(sort <<<"$before") <(ls -A "$work/e2e$lane" | sort) | grep -vx '.started' |
+                sed "s|^|$work/e2e$lane/|" | xargs -r -d '\n' rm -rf
+        else
             failed=$((failed + 1)); echo "# FAILED: $name"
             # what its servers logged as errors, and the keepers' failed store calls (a failure on a
             # loaded CI machine is read from here)
