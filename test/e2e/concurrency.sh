@@ -8,9 +8,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/concurrency"; port=55441
-start_server "$dir" "$port" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '2s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$dir" immediate' EXIT
-q() { psql_at "$dir" "$port" postgres -At "$@"; }
+node_up main "$dir" "$port" "cosid.ttl = '2s'" "cosid.pool_idle_timeout = '2s'"
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint DEFAULT cosid_next(), client int, at timestamptz DEFAULT clock_timestamp())" \
   -c "SELECT cosid_namespace_create('web', slot_bits => 4, sequence_bits => 8, total_bits => 53)" \

@@ -56,8 +56,7 @@ q -c "CHECKPOINT" >/dev/null
 # barrier 22030 before its last row (its 3,000,000 rows had all been inserted before a poll on
 # a loaded machine saw it bound, and there was no victim left to kill)
 barrier_close 22030
-as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres \
-    -c "INSERT INTO t(client, phase) SELECT 0, 'victim' FROM generate_series(1, 100000) g
+q -c "INSERT INTO t(client, phase) SELECT 0, 'victim' FROM generate_series(1, 100000) g
         WHERE g < 100000 OR (SELECT g > 0 FROM pg_advisory_lock_shared(22030))" >/dev/null 2>&1 &
 check_true "the victim inserted up to its last row" "$(wait_for 60 "the victim at the barrier" barrier_waiters 1)"
 victim=$(barrier_pids)
@@ -121,7 +120,7 @@ q -c "SELECT cosid_release()" >/dev/null
 wait_for 30 "no lease of 'f' left in the pool" q -c "SELECT count(*) = 0 FROM cosid_pool() WHERE namespace = 'f'" >/dev/null
 holder_script "$DIR/frozen.sql" 22031
 barrier_close 22031
-as_pg "$PG_BIN/psql" -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/frozen.sql" > "$DIR/frozen.out" 2>&1 &
+q -v ON_ERROR_STOP=0 -f "$DIR/frozen.sql" > "$DIR/frozen.out" 2>&1 &
 fpsql=$!
 # the holder waits at the barrier, having issued; it stays there until let go below
 check_true "the holder waits after its first id" "$(wait_for 60 "the holder at the barrier" barrier_waiters 1)"
@@ -166,7 +165,7 @@ set_conf cosid.pool_idle_timeout 10s
 holder_script "$DIR/forced.sql" 22036
 barrier_close 22036
 PHASE=forced; start_clients 3
-as_pg "$PG_BIN/psql" -X -At -h "$DIR" -p "$PORT" -d postgres -f "$DIR/forced.sql" > "$DIR/forced.out" 2>&1 &
+q -v ON_ERROR_STOP=0 -f "$DIR/forced.sql" > "$DIR/forced.out" 2>&1 &
 fpsql=$!
 # the holder has issued its first id (on a loaded machine that takes more than a moment)
 check_true "the holder issued on its slot" "$(wait_for 60 "the holder at the barrier" barrier_waiters 1)"
@@ -203,8 +202,8 @@ q -c "SELECT cosid_namespace_create('tiny', slot_bits => 2, tolerance => '300 ms
 set_conf cosid.pool_idle_timeout 10s
 barrier_close 22037   # the 6 stay there, after their call, until counted
 for i in 1 2 3 4 5 6; do
-    as_pg "$PG_BIN/psql" -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=verbose \
-        -c "SELECT 'slot ' || (cosid_parse(cosid_next('tiny'), 'tiny')).slot" \
+    # (no ON_ERROR_STOP: a session whose call fails still waits at the barrier)
+    q -v ON_ERROR_STOP=0 -v VERBOSITY=verbose -c "SELECT 'slot ' || (cosid_parse(cosid_next('tiny'), 'tiny')).slot" \
         -c "SELECT 'go' FROM pg_advisory_lock_shared(22037)" > "$DIR/tiny.$i.out" 2>&1 &
 done
 wait_for 60 "the 6 backends of 'tiny' at the barrier" barrier_waiters 6 >/dev/null
@@ -220,7 +219,7 @@ check "the store holds one slot of 'tiny' for the instance" 1 "$held_tiny"
 echo "# 8a. fast shutdown during load: every idle slot released with its exact last timestamp"
 PHASE=fast; start_clients 5; sleep 2
 touch "$DIR/stop"; t0=$(now_ms)
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null
+node_stop main fast
 stop_clients
 node_start main
 echo "# server back after $(( $(now_ms) - t0 )) ms"
@@ -236,7 +235,7 @@ echo "# 8b. immediate shutdown during load: new windows start at or after the ol
 PHASE=immediate; start_clients 5; sleep 2
 inc_before=$(q -c "SELECT incarnation FROM cosid_stats()")
 touch "$DIR/stop"; t0=$(now_ms)
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
+node_stop main immediate
 stop_clients
 node_start main
 # shellcheck disable=SC2034  # PHASE: read by the clients of test/lib/faults.sh

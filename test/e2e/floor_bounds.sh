@@ -11,16 +11,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/floor_bounds"
 S="$base/store"; A="$base/a"; PS=55601; PA=55602
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
-trap 'for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+trap 'node_stop_all immediate' EXIT
 FAR=3903033600000  # 2093-09-06 00:00:00 UTC
 
-start_server "$S" "$PS"
+node_up s "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN IN ROLE cosid_keeper" \
    -c "SELECT cosid_namespace_create('z', slot_bits => 1)" >/dev/null
-start_server "$A" "$PA" "cosid.store_dsn = 'host=$S port=$PS dbname=postgres user=keeper_a'" "cosid.ttl = '2s'" \
+node_up a "$A" "$PA" "cosid.store_dsn = 'host=$S port=$PS dbname=postgres user=keeper_a'" "cosid.ttl = '2s'" \
     "cosid.acquire_timeout = '1s'"
 qa -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" >/dev/null
 check_true "A issues ids through S" "$(wait_until 20 qa -c "INSERT INTO t(phase) VALUES ('warm') RETURNING true")"
@@ -28,14 +25,14 @@ layout=$(qs -c "SELECT format('%s, %s, %s, %s, %L', slot_bits, sequence_bits, ti
                 FROM cosid.namespace WHERE name = 'default'")
 
 echo "# (1) a keeper login raises a floor to 2093"
-out=$(psql_at "$S" "$PS" postgres -At -U keeper_a -v VERBOSITY=verbose \
+out=$(qs -U keeper_a -v VERBOSITY=verbose \
         -c "SELECT cosid.raise_floor('default', $FAR, $layout)" 2>&1 || true)
 echo "# $(head -1 <<<"$out" | cut -c1-150)"
 check "refused (42501)" 42501 "$(sqlstate_of "$out")"
 check_true "with DETAIL and HINT" "$(grep -q '^DETAIL:' <<<"$out" && grep -q '^HINT:' <<<"$out" && echo t || echo f)"
 check_true "the floor stays where it was" "$(qs -c "SELECT not_before_ms < $FAR FROM cosid.namespace WHERE name = 'default'")"
 check_true "keeper_a still raises within the bound (cosid_adopt's few seconds)" \
-    "$(psql_at "$S" "$PS" postgres -At -U keeper_a -c "SELECT cosid.raise_floor('default', cosid.store_now() + 3000, $layout) > 0")"
+    "$(qs -U keeper_a -c "SELECT cosid.raise_floor('default', cosid.store_now() + 3000, $layout) > 0")"
 
 check_true "cosid_adopt on A of ids 3 s ahead still raises through keeper_a" "$(qa -c "
     CREATE TABLE legacy (id bigint PRIMARY KEY);

@@ -11,10 +11,10 @@ trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/d
       node_stop main immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE ids (who text, id bigint)" -c "GRANT ALL ON ids TO PUBLIC" >/dev/null
 keeper_pid() { q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'"; }
-run_bg() {  # run_bg OUT SQL...: a session in the background, one -c per statement
+run_bg() {  # run_bg OUT SQL...: a session in the background, one -c per statement (each runs: no ON_ERROR_STOP)
     local out="$1"; shift
     local args=(); for s in "$@"; do args+=(-c "$s"); done
-    as_pg "$PG_BIN/psql" -X -At -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate "${args[@]}" > "$out" 2>&1 &
+    q -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate "${args[@]}" > "$out" 2>&1 &
 }
 leased_in() { q -c "SELECT count(*) >= 1 FROM cosid_pool() WHERE namespace = '$1' AND state = 'active' AND backends >= ${2:-1}"; }
 
@@ -225,7 +225,7 @@ run_bg "$DIR/x.out" "INSERT INTO ids SELECT 'X', cosid_next('shut') FROM generat
 check_true "X issues on a lease of 'shut'" "$(wait_until 10 leased_in shut)"
 xpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' AND pid <> pg_backend_pid()")
 kill -STOP "$xpid"; stopped=$xpid
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null 2>&1 &
+node_stop main fast &
 stopper=$!
 sleep 1.5   # X stays frozen while the keeper releases
 kill -CONT "$xpid"; stopped=""

@@ -35,27 +35,25 @@ P="$base/p"; SB="$base/sb"; A="$base/a"; B="$base/b"
 PP=57401; PSB=57402; PA=57403; PB=57404
 stopped=""
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
-      for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done' EXIT
+      node_stop_all immediate' EXIT
 now_ms() { date +%s%3N; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
-qp() { psql_at "$P" "$PP" postgres -At "$@"; }
-qsb() { psql_at "$SB" "$PSB" postgres -At "$@"; }
 DSN="host=$P,$SB port=$PP,$PSB dbname=postgres user=postgres target_session_attrs=read-write"
+# (the standby registered here: setup makes it inside a command substitution, a subshell)
+node_register sb "$SB" "$PSB"
 
 setup() {
-    for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done
-    start_server "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" \
+    node_stop_all immediate
+    node_up p "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" \
         "cosid.store_only = on"
     qp -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
         -c "SELECT cosid_namespace_create('lr', slot_bits => 1, sequence_bits => 8, tolerance => '1s', total_bits => 60)" >/dev/null
-    check_true "[$1] the standby streams from the primary" "$(start_standby "$P" "$PP" "$SB" "$PSB" sb)"
-    for s in A B; do
-        d=${!s}; p=$([ $s = A ] && echo $PA || echo $PB)
-        start_server "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '6s'" "cosid.namespace = 'lr'" \
+    check_true "[$1] the standby streams from the primary" "$(node_standby sb "$SB" "$PSB" p sb)"
+    for n in a b; do
+        d=$([ $n = a ] && echo "$A" || echo "$B"); p=$([ $n = a ] && echo $PA || echo $PB)
+        node_up $n "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '6s'" "cosid.namespace = 'lr'" \
             "cosid.acquire_timeout = '20s'"
-        psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+        node_sql $n -c "CREATE EXTENSION cosid" \
             -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('lr'), at timestamptz DEFAULT clock_timestamp())" \
             -c "CREATE TABLE other (id bigint)" >/dev/null
     done
@@ -64,8 +62,8 @@ setup() {
 }
 
 LOADS=()
-load() {  # load DIR PORT SECONDS
-    as_pg pgbench -n -h "$1" -p "$2" -c 1 -T "$3" -f "$base/ins.sql" postgres > "$1/p.log" 2>&1 &
+load() {  # load NODE SECONDS
+    as_pg pgbench -n -h "$(node_dir "$1")" -p "$(node_port "$1")" -c 1 -T "$2" -f "$base/ins.sql" postgres > "$(node_dir "$1")/p.log" 2>&1 &
     LOADS+=($!)
 }
 
@@ -84,7 +82,7 @@ drill() {
         # (held) max_ttl raised and replayed, A's window granted under it and replayed, then
         # max_ttl lowered to 1 s and replayed: only what follows is lost
         qp -c "SELECT cosid_store_settings(max_ttl => '60s')" >/dev/null
-        load "$A" "$PA" $(( 17 - ($(now_ms) - raised) / 1000 ))
+        load a $(( 17 - ($(now_ms) - raised) / 1000 ))
         check_true "[$name] A issues" "$(wait_until 20 qa -c "SELECT count(*) > 0 FROM t")"
         qp -c "SELECT cosid_store_settings(max_ttl => '1s')" >/dev/null
         wal=$(qp -c "SELECT pg_current_wal_lsn()")
@@ -98,7 +96,7 @@ drill() {
     [ "$limit" = max_tolerance ] && qp -c "SELECT cosid_store_settings(max_tolerance => '10s')" >/dev/null
     # 3. A's first ids: a window on the raised floor, granted by P alone
     if [ "$limit" != lowered ]; then
-        load "$A" "$PA" $(( 17 - ($(now_ms) - raised) / 1000 ))  # until R+17: past A's window on P
+        load a $(( 17 - ($(now_ms) - raised) / 1000 ))  # until R+17: past A's window on P
         check_true "[$name] A issues" "$(wait_until 20 qa -c "SELECT count(*) > 0 FROM t")"
     else
         sleep 1  # A's renewals under the lowered limit, lost with P
@@ -108,15 +106,15 @@ drill() {
         WHERE namespace = 'lr' AND incarnation IS NOT NULL")"
     # 4. P dies with what SB did not receive; SB is promoted and raises by its own limits
     t0=$(now_ms)
-    pm=$(head -1 "$P/data/postmaster.pid")
+    pm=$(node_pid p)
     kill -9 $pm $(pgrep -P "$pm")
     kill -CONT $stopped 2>/dev/null || true; stopped=""
-    as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -w promote >/dev/null
+    node_promote sb
     # 5. B's first ids on the promoted store
     # (until R+17, and at least 12 s: on a loaded machine A's window came 15 s after the raise,
     # the promotion later still, and B's raised floor 9 s after it)
     b_secs=$(( 17 - ($(now_ms) - raised) / 1000 )); [ "$b_secs" -ge 12 ] || b_secs=12
-    load "$B" "$PB" "$b_secs"
+    load b "$b_secs"
     check_true "[$name] B issues" "$(wait_until 25 qb -c "SELECT count(*) > 0 FROM t")"
     sb_floor=$(qsb -c "SELECT min(floor) - $raised FROM cosid.lease WHERE namespace = 'lr' AND incarnation IS NOT NULL")
     echo "# [$name] promoted $(( $(now_ms) - t0 )) ms after the kill; B's window floor on SB: R + ${sb_floor} ms"

@@ -12,9 +12,8 @@ dir="${1:-/tmp/cosid-e2e}/partman"; port=55479
 if [ ! -f "$("$PG_BIN/pg_config" --sharedir)/extension/pg_partman.control" ]; then
     echo "not ok - pg_partman is not installed (postgresql-15-partman; scripts/test.sh installs it)"; exit 1
 fi
-start_server "$dir" "$port"
-trap 'stop_server "$dir" immediate' EXIT
-q() { psql_at "$dir" "$port" postgres -v ON_ERROR_STOP=1 -At "$@"; }
+node_up main "$dir" "$port"
+trap 'node_stop_all immediate' EXIT
 
 day_of_ids=$(q -c "SELECT 86400000::bigint << 22")  # the default layout: 10 slot + 12 sequence bits
 q -c "CREATE EXTENSION cosid" -c "CREATE SCHEMA partman" -c "CREATE EXTENSION pg_partman SCHEMA partman" \

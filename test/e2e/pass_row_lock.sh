@@ -10,10 +10,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/pass_row_lock"
 S="$base/s"; PS=55491
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$S" immediate' EXIT
-q() { psql_at "$S" "$PS" postgres -At "$@"; }
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 
-start_server "$S" "$PS" "cosid.ttl = '3s'" "cosid.pool_idle_timeout = '60s'"
+node_up main "$S" "$PS" "cosid.ttl = '3s'" "cosid.pool_idle_timeout = '60s'"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('a', slot_bits => 4)" \
   -c "SELECT cosid_namespace_create('b', slot_bits => 4)" >/dev/null
 # Both leased within ttl/6 of each other: their renewals share passes.
@@ -21,7 +20,7 @@ q -c "SELECT cosid_next('a'), cosid_next('b')" >/dev/null
 renewals() { q -c "SELECT renewals FROM cosid_stats()"; }
 r0=$(renewals)
 # An administrator's transaction holds slot a's row (as a revoke left open would).
-as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -d postgres -c "BEGIN" \
+q -c "BEGIN" \
     -c "SELECT 1 FROM cosid.lease WHERE namespace = 'a' AND incarnation IS NOT NULL FOR UPDATE" \
     -c "SELECT pg_sleep(12)" -c "COMMIT" >/dev/null &
 sleep 0.5

@@ -12,6 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/readme_start"
 MAIN=cosid_readme_main; SECOND=cosid_readme_second; PM=56692; PS=56693
 MAJOR=$(basename "$(dirname "$PG_BIN")")
+# the two clusters as nodes m and s (qm, qs), for the checks: Debian's tools make and run them
+# (their socket directory is Debian's, /var/run/postgresql; the blocks run as the page writes them)
+node_register m /var/run/postgresql "$PM"; node_register s /var/run/postgresql "$PS"
 command -v pg_createcluster >/dev/null || { echo "not ok - pg_createcluster (postgresql-common) is installed"; exit 1; }
 drop() { local c; for c in $MAIN $SECOND; do pg_dropcluster --stop "$MAJOR" "$c" >/dev/null 2>&1 || true; done; }
 drop
@@ -37,8 +40,6 @@ check "README.md step 3: the second server's block runs without an error" 0 "$st
 [ "$status" = 0 ] && grep -A4 'namespace | slot' "$DIR/step3.out" | sed 's/^/#   /' || tail -8 "$DIR/step3.out" | sed 's/^/#   /'
 check_true "README.md step 3: the store shows the second server's slot held under its owner key (host:$PS)" \
     "$(grep -qE "^ default +\| +[0-9]+ \| [^|]+:$PS +\| held" "$DIR/step3.out" && echo t || echo f)"
-qm() { runuser -u postgres -- psql -X -At -p "$PM" postgres "$@"; }
-qs() { runuser -u postgres -- psql -X -At -p "$PS" postgres "$@"; }
 check "both servers' ids: 100,000 + 1,000, none twice" "101000 101000" \
     "$( { qm -c "SELECT id FROM orders"; qs -c "SELECT id FROM orders"; } | sort | uniq | wc -l) $( { qm -c "SELECT id FROM orders"; qs -c "SELECT id FROM orders"; } | wc -l)"
 check "the store: cosid_verify() finds no two overlapping windows" 0 "$(qm -c "SELECT count(*) FROM cosid_verify()")"

@@ -10,10 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/settings_no_stop"
 A="$base/a"; PA=55750; R="$base/r"; PR=55751
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
-trap 'for d in "$A" "$R"; do stop_server "$d" immediate; done' EXIT
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qr() { local db=$1; shift; psql_at "$R" "$PR" "$db" -At "$@"; }
+trap 'node_stop_all immediate' EXIT
 
 # inserts_for SECONDS: one session inserting every 20 ms; prints "ok failed first-error"
 inserts_for() {
@@ -34,7 +31,7 @@ END \$\$" 2>&1 | sed -n 's/.*result //p'
 }
 
 echo "# 1. cosid.ttl reloaded above the store's max_ttl"
-start_server "$A" "$PA" "cosid.ttl = '1500ms'" "cosid.acquire_timeout = '5s'"
+node_up a "$A" "$PA" "cosid.ttl = '1500ms'" "cosid.acquire_timeout = '5s'"
 qa -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '2s')" \
    -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next())" -c "INSERT INTO t DEFAULT VALUES" >/dev/null
 qa -c "ALTER SYSTEM SET cosid.ttl = '6s'" -c "SELECT pg_reload_conf()" >/dev/null
@@ -52,23 +49,23 @@ check "the keeper said it once in the log (WARNING)" 1 \
     "$(grep -c 'WARNING:  cosid: cosid.ttl is 6000 ms, but the lease store grants leases of 2000 ms' "$A/server.log")"
 check "zero duplicate ids" 0 "$(qa -c "SELECT count(*) - count(DISTINCT id) FROM t")"
 assert_store_verified "$A" "$PA" postgres "A's store"
-stop_server "$A"
+node_stop a
 
 echo "# 2. row_security off for the server, for a database, and in a session"
-start_server "$R" "$PR" "row_security = off" "cosid.acquire_timeout = '5s'"
-qr postgres -c "CREATE EXTENSION cosid" >/dev/null
+node_up r "$R" "$PR" "row_security = off" "cosid.acquire_timeout = '5s'"
+qr -c "CREATE EXTENSION cosid" >/dev/null
 check "postgresql.conf's row_security = off: CREATE EXTENSION makes a store, not a restore's mark" \
-    t "$(qr postgres -c "SELECT bool_and(system_identifier <> 0) FROM cosid.store_state")"
-out=$(qr postgres -v VERBOSITY=verbose -c "SELECT cosid_next() > 0" 2>&1 || true)
+    t "$(qr -c "SELECT bool_and(system_identifier <> 0) FROM cosid.store_state")"
+out=$(qr -v VERBOSITY=verbose -c "SELECT cosid_next() > 0" 2>&1 || true)
 check "cosid_next() issues there" t "$out"
-qr postgres -c "CREATE DATABASE d2" -c "ALTER DATABASE d2 SET row_security = on" -c "CREATE DATABASE d3" >/dev/null
-qr postgres -c "ALTER DATABASE d3 SET row_security = off" >/dev/null
-qr d3 -c "CREATE EXTENSION cosid" >/dev/null 2>&1
-check "a database's row_security = off: a store too" t "$(qr d3 -c "SELECT bool_and(system_identifier <> 0) FROM cosid.store_state")"
-qr d2 -c "SET row_security = off" -c "CREATE EXTENSION cosid" >/dev/null 2>&1
+qr -c "CREATE DATABASE d2" -c "ALTER DATABASE d2 SET row_security = on" -c "CREATE DATABASE d3" >/dev/null
+qr -c "ALTER DATABASE d3 SET row_security = off" >/dev/null
+node_sql_db r d3 -c "CREATE EXTENSION cosid" >/dev/null 2>&1
+check "a database's row_security = off: a store too" t "$(node_sql_db r d3 -c "SELECT bool_and(system_identifier <> 0) FROM cosid.store_state")"
+node_sql_db r d2 -c "SET row_security = off" -c "CREATE EXTENSION cosid" >/dev/null 2>&1
 check "a session's SET row_security = off (a dump run through psql): the restore's mark" \
-    0 "$(qr d2 -c "SELECT max(system_identifier) FROM cosid.store_state")"
-out=$(qr d2 -v VERBOSITY=verbose -c "SELECT * FROM cosid.acquire('default', 'k', gen_random_uuid(), 1000)" 2>&1 || true)
+    0 "$(node_sql_db r d2 -c "SELECT max(system_identifier) FROM cosid.store_state")"
+out=$(node_sql_db r d2 -v VERBOSITY=verbose -c "SELECT * FROM cosid.acquire('default', 'k', gen_random_uuid(), 1000)" 2>&1 || true)
 check "... whose store grants nothing until the origin's record comes (55000)" 55000 "$(sqlstate_of "$out")"
 assert_store_verified "$R" "$PR" postgres "R's store (row_security off)"
 exit $FAIL

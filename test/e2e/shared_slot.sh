@@ -11,9 +11,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/shared_slot"; port=55464
-start_server "$dir" "$port" "cosid.ttl = '3s'" "max_connections = 220" "cosid.max_namespaces = 220"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$dir" immediate' EXIT
-q() { psql_at "$dir" "$port" postgres -At "$@"; }
+node_up main "$dir" "$port" "cosid.ttl = '3s'" "max_connections = 220" "cosid.max_namespaces = 220"
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), client int, before_max bigint)" >/dev/null
 held() { q -c "SELECT count(*) FROM cosid.lease WHERE namespace = '$1' AND incarnation IS NOT NULL"; }
 
@@ -21,7 +20,8 @@ echo "# 1. 150 connections, each calling cosid_next() once and staying open"
 # Each waits at a barrier after its call, until the checks below have seen all 150 at once.
 barrier_close 22001
 for i in $(seq 1 150); do
-    as_pg "$PG_BIN/psql" -X -q -h "$dir" -p "$port" -d postgres -c "SELECT cosid_next()" \
+    # (no ON_ERROR_STOP: a session whose call fails still waits at the barrier)
+    q -v ON_ERROR_STOP=0 -c "SELECT cosid_next()" \
         -c "SELECT 'go' FROM pg_advisory_lock_shared(22001)" >/dev/null 2>&1 &
 done
 v=$(wait_for 120 "150 sessions at the barrier" barrier_waiters 150)
@@ -65,7 +65,7 @@ INSERT INTO ord(who) SELECT 'a3' FROM generate_series(1, 4);
 DO \$\$ DECLARE x bigint; BEGIN x := cosid_next(); INSERT INTO ord(id, who) VALUES (x, 'a4'); END \$\$;
 SQL
 chown "$PG_USER" "$dir/blocks.sql"
-as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -d postgres -f "$dir/blocks.sql" > "$dir/blocks.out" 2>&1 || FAIL=1
+q -f "$dir/blocks.sql" > "$dir/blocks.out" 2>&1 || FAIL=1
 check "the COPY after B's commit issues above B's id" t "$(q -c "SELECT (SELECT id FROM ord WHERE who = 'a2') > (SELECT id FROM ord WHERE who = 'b1')")"
 check "the DO after B's commit issues above B's id" t "$(q -c "SELECT (SELECT id FROM ord WHERE who = 'a4') > (SELECT id FROM ord WHERE who = 'b2')")"
 
@@ -80,7 +80,8 @@ SELECT 'again ' || p.slot || ' ' || (SELECT fence FROM cosid_pool() c WHERE c.na
 SQL
 chown "$PG_USER" "$dir/lost.sql"
 barrier_close 22003   # they wait there, after their first id, until the lease is lost
-for i in 1 2 3; do as_pg "$PG_BIN/psql" -X -At -h "$dir" -p "$port" -d postgres -f "$dir/lost.sql" > "$dir/lost.$i.out" 2>&1 & done
+# (no ON_ERROR_STOP: each goes on after its ZC001)
+for i in 1 2 3; do q -v ON_ERROR_STOP=0 -f "$dir/lost.sql" > "$dir/lost.$i.out" 2>&1 & done
 check_true "3 backends on the lease" "$(wait_for 60 "3 sessions at the barrier" barrier_waiters 3)"
 check_true "... the 3 of them" "$(q -c "SELECT sum(backends) >= 3 FROM cosid_pool() WHERE namespace = 'default' AND state = 'active'")"
 read -r slot fence < <(q -F ' ' -c "SELECT slot, fence FROM cosid_pool() WHERE namespace = 'default' AND state = 'active'")
@@ -109,8 +110,7 @@ check "the instance holds 200 leases (one per namespace)" 200 "$(q -c "SELECT co
 # (each namespace is an id space of its own: ids are unique per namespace)
 q -c "CREATE TABLE nsids (ns text, id bigint, PRIMARY KEY (ns, id))" >/dev/null
 for b in $(seq 0 49); do
-    as_pg "$PG_BIN/psql" -X -At -h "$dir" -p "$port" -d postgres \
-        -c "INSERT INTO nsids SELECT 'n' || (1 + ($b * 20 + g) % 200), cosid_next('n' || (1 + ($b * 20 + g) % 200))
+    q -c "INSERT INTO nsids SELECT 'n' || (1 + ($b * 20 + g) % 200), cosid_next('n' || (1 + ($b * 20 + g) % 200))
             FROM generate_series(0, 19) g, generate_series(1, 50)" > "$dir/ns.$b.out" 2>&1 &
 done
 wait

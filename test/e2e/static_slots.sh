@@ -9,11 +9,12 @@ DIR="${1:-/tmp/cosid-e2e}/static_slots"; PORT=55472
 SDIR="$DIR/statedir"   # the state file's own directory: made read-only below
 FULL="$DIR/full"       # a tiny file system for the full-disk case
 STANDBY="$DIR/standby"; SPORT=55473
-stop_server "$STANDBY" immediate; node_stop main immediate  # a run killed before its trap
+node_register sb "$STANDBY" "$SPORT"  # the promoted standby, made below
+node_stop sb immediate  # a run killed before its trap (node_up stops main's)
 node_up main "$DIR" "$PORT" "cosid.static_slots = '5, orders:9, tiny:9'" "cosid.static_ahead = '2s'" \
     "cosid.state_file = '$SDIR/cosid.state'" "restart_after_crash = on" "max_connections = 40"
 trap 'kill $(jobs -p) 2>/dev/null || true; mountpoint -q "$FULL" && umount "$FULL" || true
-      chmod 755 "$SDIR" 2>/dev/null || true; stop_server "$STANDBY" immediate; node_stop main immediate' EXIT
+      chmod 755 "$SDIR" 2>/dev/null || true; node_stop_all immediate' EXIT
 mkdir -p "$SDIR" "$DIR/clients"; chown "$PG_USER" "$SDIR" "$DIR/clients"
 FILE="$SDIR/cosid.state"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
@@ -38,7 +39,8 @@ clients() {
         (
             trap - EXIT; set +e
             while [ ! -e "$DIR/stop" ]; do
-                if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate ${3:+-c "$3"} \
+                # (no ON_ERROR_STOP: the insert runs after a failed setting, as it did)
+                if out=$(q -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate ${3:+-c "$3"} \
                       -c "WITH a AS (INSERT INTO t(phase) SELECT '$2' FROM generate_series(1, 20))
                           INSERT INTO u(phase) SELECT '$2' FROM generate_series(1, 20)" 2>&1); then
                     echo "$(now_ms) ok"; else
@@ -78,7 +80,7 @@ echo "# kill -9 of a backend during load: the crash restart starts above the dur
 clients 4 crash
 check_true "the clients insert" "$(wait_until 20 q -c "SELECT count(*) >= 400 FROM u WHERE phase = 'crash'")"
 # the victim: a backend in a tight loop of cosid_next(), so that it dies in the middle of claims
-as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -c "SELECT count(cosid_next()) FROM generate_series(1, 1000000000)" \
+q -c "SELECT count(cosid_next()) FROM generate_series(1, 1000000000)" \
     >/dev/null 2>&1 &
 check_true "a backend issues in a tight loop" "$(wait_until 10 q -c "SELECT count(*) = 1 FROM pg_stat_activity
     WHERE query LIKE 'SELECT count(cosid_next())%' AND state = 'active'")"
@@ -230,6 +232,7 @@ echo "# bad settings stop the server at start with a clear message"
 node_stop main
 for bad in "cosid.static_slots = 'orders:70000'" "cosid.static_slots = '5, 6'" "cosid.not_before = 'yesterday'"; do
     echo "$bad" >> "$DIR/data/postgresql.conf"
+    # (pg_ctl itself: its log is start.log, where node_start's is server.log)
     as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/start.log" -w start >/dev/null 2>&1 && node_stop main
     check_true "refused: $bad" "$(grep -q "invalid value for parameter \"${bad%% =*}\"" "$DIR/start.log" && echo t)"
     sed -i '$d' "$DIR/data/postgresql.conf"
@@ -267,27 +270,24 @@ assert_store_verified "$DIR" "$PORT" postgres "the database's history of its sta
 echo "# a promoted standby refuses the static slot its copy of the file describes"
 rm -rf "$STANDBY"; mkdir -p "$STANDBY"; chown "$PG_USER" "$STANDBY"
 as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$STANDBY/data" -R -X stream >/dev/null
-{
-    echo "port = $SPORT"; echo "unix_socket_directories = '$STANDBY'"
-    echo "cosid.state_file = 'cosid.state'"   # its copy, as pg_basebackup makes of the default place
-} >> "$STANDBY/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
-as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
-sq() { psql_at "$STANDBY" "$SPORT" postgres -At "$@"; }
+# (cosid.state_file: its copy, as pg_basebackup makes of the default place)
+node_attach sb "$STANDBY" "$SPORT" "cosid.state_file = 'cosid.state'"
+node_start sb
+node_promote sb
 # The primary's file is not in the copy (it is outside the data directory here, and never
 # replicated): a promoted server without a file must not start its slots at 0.
-out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+out=$(qsb -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "no file on a promoted server: ZC007 (it may be a copy of one that issued on these slots)" \
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'does not exist, and this server is on timeline 2' <<<"$out" && echo t)"
-stop_server "$STANDBY"
+node_stop sb
 cp "$FILE" "$STANDBY/data/cosid.state"; chown "$PG_USER" "$STANDBY/data/cosid.state"
-as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
-out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+node_start sb
+out=$(qsb -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "cosid_next() on the promoted standby fails with ZC007: the file is from another timeline" \
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'from timeline 1; this server is on timeline 2' <<<"$out" \
        && grep -q "on timeline 2' and restart it" <<<"$out" && echo t)"
 rm "$STANDBY/data/cosid.state"
-out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+out=$(qsb -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check_true "removing the file alone does not do (ZC007)" \
     "$(grep -q 'ZC007' <<<"$out" && grep -q 'does not exist, and this server is on timeline 2' <<<"$out" && echo t)"
 # What the hint says: its own static slot, cosid.not_before past the original's last id on this
@@ -297,20 +297,20 @@ check_true "removing the file alone does not do (ZC007)" \
 nb_ms=$(file_value default 5)
 nb_text=$(date -u -d "@$((nb_ms / 1000)).$(printf %03d $((nb_ms % 1000)))" '+%Y-%m-%d %H:%M:%S.%3NZ')
 for stale in "" " on timeline 1"; do
-    stop_server "$STANDBY"
+    node_stop sb
     { echo "cosid.static_slots = '6, orders:10'"; echo "cosid.not_before = '$nb_text$stale'"; } >> "$STANDBY/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
-    out=$(sq -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+    node_start sb
+    out=$(qsb -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
     check_true "cosid.not_before '...$stale' does not vouch for timeline 2 (ZC007, the hint names it)" \
         "$(grep -q 'ZC007' <<<"$out" && grep -q "names $([ -z "$stale" ] && echo no || echo another) timeline" <<<"$out" \
            && grep -q "on timeline 2'" <<<"$out" && echo t)"
 done
 check "and no state file was written" "absent" "$([ -e "$STANDBY/data/cosid.state" ] && echo present || echo absent)"
-stop_server "$STANDBY"
+node_stop sb
 echo "cosid.not_before = '$nb_text on timeline 2'" >> "$STANDBY/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$STANDBY/data" -l "$STANDBY/server.log" -w start >/dev/null
+node_start sb
 check_true "with its own slot and cosid.not_before, the promoted standby issues above the original's ids" \
-    "$(wait_until 10 sq -c "SET cosid.acquire_timeout = '5s'" -c "SELECT (cosid_parse(id)).slot = 6 AND $(ts_ms id default) > $nb_ms FROM (SELECT cosid_next() AS id) x")"
+    "$(wait_until 10 qsb -c "SET cosid.acquire_timeout = '5s'" -c "SELECT (cosid_parse(id)).slot = 6 AND $(ts_ms id default) > $nb_ms FROM (SELECT cosid_next() AS id) x")"
 check_true "its new file is on timeline 2" "$(grep -q '^window default 6 [0-9]* 2$' "$STANDBY/data/cosid.state" && echo t)"
 assert_store_verified "$STANDBY" "$SPORT" postgres "the promoted standby's history (the original's static windows and its own)"
 exit $FAIL

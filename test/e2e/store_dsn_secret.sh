@@ -11,13 +11,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/store_dsn_secret"
 S="$base/store"; A="$base/a"; PS=55603; PA=55604
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
-trap 'for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+trap 'node_stop_all immediate' EXIT
 
 # The store S: keeper_a logs in with a password (scram) over its socket.
-start_server "$S" "$PS" "password_encryption = 'scram-sha-256'"
+node_up s "$S" "$PS" "password_encryption = 'scram-sha-256'"
 qs -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN PASSWORD 'RightPass31' IN ROLE cosid_keeper" >/dev/null
 sed -i 's/^local\(.*\)trust$/local\1scram-sha-256/' "$S/data/pg_hba.conf"
 echo "local all postgres trust" | cat - "$S/data/pg_hba.conf" > "$S/hba.tmp" && mv "$S/hba.tmp" "$S/data/pg_hba.conf"
@@ -38,26 +35,26 @@ first=1
 while IFS=$'\t' read -r secret dsn; do
     conf="cosid.store_dsn = '$(sed "s/\\\\/\\\\\\\\/g; s/'/''/g" <<<"$dsn")'"
     if [ "$first" = 1 ]; then
-        start_server "$A" "$PA" "$conf" "cosid.ttl = '3s'" "cosid.acquire_timeout = '2s'"
+        node_up a "$A" "$PA" "$conf" "cosid.ttl = '3s'" "cosid.acquire_timeout = '2s'"
         qa -c "CREATE EXTENSION cosid" -c "CREATE ROLE app LOGIN" -c "CREATE ROLE mon LOGIN IN ROLE pg_monitor" >/dev/null
         first=0
     else
-        stop_server "$A"
+        node_stop a
         sed -i '/^cosid.store_dsn = /d' "$A/data/postgresql.conf"
         echo "$conf" >> "$A/data/postgresql.conf"
-        as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+        node_start a
     fi
     shown=$(qa -c "SHOW cosid.store_dsn" -c "SELECT current_setting('cosid.store_dsn')"
-            psql_at "$A" "$PA" postgres -At -U mon -c "SHOW cosid.store_dsn")
-    listed=$(psql_at "$A" "$PA" postgres -At -U mon -c "SELECT count(*) FROM pg_settings WHERE name = 'cosid.store_dsn'"
-             psql_at "$A" "$PA" postgres -At -U mon -c "SHOW ALL" | grep -c 'cosid.store_dsn' || true)
+            qa -U mon -c "SHOW cosid.store_dsn")
+    listed=$(qa -U mon -c "SELECT count(*) FROM pg_settings WHERE name = 'cosid.store_dsn'"
+             qa -U mon -c "SHOW ALL" | grep -c 'cosid.store_dsn' || true)
     check "A runs with the DSN of $secret: SHOW and current_setting hide its password (superuser, pg_monitor); pg_settings and SHOW ALL leave it out" \
         "3|0|0 0" "$(grep -c . <<<"$shown")|$(grep -c "$secret" <<<"$shown" || true)|$(echo $listed)"
-    out=$(psql_at "$A" "$PA" postgres -At -U app -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+    out=$(qa -U app -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
     echo "# $secret: $(grep -E '^(ERROR|DETAIL)' <<<"$out" | cut -c1-220 | tr '\n' ' ')"
     check "cosid_next() by a role without grants fails (ZC006)" ZC006 "$(sqlstate_of "$out")"
     check_true "its DETAIL says what the keeper found" "$(grep -qE '^DETAIL:.*(failed|answered|reports: .)' <<<"$out" && echo t || echo f)"
-    health=$(psql_at "$A" "$PA" postgres -At -U mon -c "SELECT name, status, detail FROM cosid_health() WHERE status <> 'ok'" 2>&1)
+    health=$(qa -U mon -c "SELECT name, status, detail FROM cosid_health() WHERE status <> 'ok'" 2>&1)
     echo "$out" > "$base/out.$secret"; echo "$health" > "$base/health.$secret"
     check "no DETAIL, message or health row shows the password ($secret)" 0 \
         "$(cat "$base/out.$secret" "$base/health.$secret" | grep -c "$secret" || true)"
@@ -66,7 +63,7 @@ grep -h '^DETAIL' "$base"/out.* | grep -q '\*\*\*\*\*\*\*\*' && hidden=t || hidd
 check_true "the DETAILs show where a password was (********)" "$hidden"
 check_true "the well-formed DSN's error is shown: authentication failed for keeper_a" \
     "$(grep -q 'password authentication failed for user "keeper_a"' "$base/out.WrongPass19" && echo t || echo f)"
-stop_server "$A"
+node_stop a
 for secret in $(cut -f1 "$base/dsns"); do
     check "the server log never shows password $secret" 0 "$(grep -c "$secret" "$A/server.log" || true)"
 done

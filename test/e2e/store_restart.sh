@@ -8,15 +8,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/store_restart"
 S="$base/store"; A="$base/a"; PS=55458; PA=55459
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
-trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 
-start_server "$S" "$PS" "cosid.store_only = on"
+node_up s "$S" "$PS" "cosid.store_only = on"
 qs -c "CREATE EXTENSION cosid" >/dev/null
 # The default ttl (30 s): a renewal every 10 s, each call bounded by ttl/6 (5 s).
-start_server "$A" "$PA" "cosid.store_dsn = 'host=$S port=$PS dbname=postgres user=postgres'"
+node_up a "$A" "$PA" "cosid.store_dsn = 'host=$S port=$PS dbname=postgres user=postgres'"
 qa -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), n int)" >/dev/null
 check_true "the instance issues ids through the store" "$(wait_until 20 qa -c "INSERT INTO t(n) VALUES (0) RETURNING id > 0")"
 # Writers all along: one row every 20 ms each, their errors kept.
@@ -31,7 +28,7 @@ check_true "a renewal before the restart" "$(wait_until 12 qa -c "SELECT renewal
 f0=$(qa -c "SELECT renewal_failures FROM cosid_stats()")
 r1=$(qa -c "SELECT renewals FROM cosid_stats()")
 went=$(date +%s%3N)
-as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w restart >/dev/null
+node_restart s fast
 back=$(date +%s%3N)
 # The restart may have met a call of the keeper's pass: then it is tried again soon after the
 # store is back.  Without one, the renewal comes when due (10 s after the last).

@@ -15,9 +15,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/tenants"
 DIR="$base/s"; PORT=${PORT:-28480}; B="$base/b"; PB=28481
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$B" immediate; node_stop main immediate' EXIT
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
-as_role() { local r=$1; shift; psql_at "$DIR" "$PORT" postgres -U "$r" -At "$@"; }
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
+as_role() { local r=$1; shift; q -U "$r" "$@"; }
 mkdir -p "$base"; chown "$PG_USER" "$base"; rm -f "$base"/stop "$base"/renewals "$base"/hoard "$base"/refused
 
 node_up main "$DIR" "$PORT" "cosid.store_only = on"
@@ -26,7 +25,7 @@ q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('f', slot_bits =
   -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" -c "CREATE ROLE hoarder LOGIN IN ROLE cosid_keeper" \
   -c "CREATE ROLE rogue LOGIN" >/dev/null
 # B's store calls are bounded by ttl/6 (500 ms); its callers wait up to 3 s.
-start_server "$B" "$PB" "cosid.store_dsn = 'host=$DIR port=$PORT dbname=postgres user=keeper_b'" "cosid.ttl = '3s'"
+node_up b "$B" "$PB" "cosid.store_dsn = 'host=$DIR port=$PORT dbname=postgres user=keeper_b'" "cosid.ttl = '3s'"
 qb -c "CREATE EXTENSION cosid" -c "CREATE TABLE ids (ns text, id bigint, err text)" >/dev/null
 
 # new_windows NS N: N times in one session of B: 20 ids of NS (a new window each time), then

@@ -23,205 +23,207 @@ CAP="${UNSEEN_CAP:-35s}"; RAISED=20s; AHEAD=15; RAISED_STATIC=30s; AHEAD_STATIC=
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/unseen_limits"
-ALL=("$base"/p1 "$base"/s1 "$base"/o1 "$base"/r2 "$base"/c2 "$base"/o2 "$base"/x3b "$base"/a3 "$base"/b3 "$base"/p4 "$base"/c4 "$base"/p5)
+# Every node, named after its directory, made here: the sections run in subshells of their own,
+# and cleanup stops them all.  (x3b is the restored store, started at x3's socket and port.)
+for n in p1:56301 s1:56302 o1:56303 r2:56311 c2:56312 o2:56313 x3:56321 x3b:56321 a3:56322 b3:56323 p4:56331 c4:56332 p5:56341; do
+    node_register "${n%:*}" "$base/${n%:*}" "${n#*:}"
+done
 # shellcheck disable=SC2046  # one argument per pid
-cleanup() { touch "$base/stop" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; for d in "${ALL[@]}"; do stop_server "$d" immediate; done; }
+cleanup() { touch "$base/stop" 2>/dev/null; kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate; }
 trap cleanup EXIT
 rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
-qd() { local d=$1 p=$2; shift 2; psql_at "$d" "$p" postgres -At "$@"; }
 now_utc() { date -u '+%Y-%m-%d %H:%M:%S.%3N+00'; }
-# copy_of DIR PORT NEWDIR NEWPORT MODE [conf lines...]: a base backup of DIR, not started:
+# copy_of FROM NODE MODE [conf lines...]: a base backup of node FROM as NODE, not started:
 # MODE standby (streams, -R) or copy (a copied data directory).
 copy_of() {
-    local d=$1 p=$2 n=$3 np=$4 mode=$5; shift 5
+    local from=$1 node=$2 mode=$3 n; shift 3; n=$(node_dir "$node")
     rm -rf "$n"; mkdir -p "$n"; chown "$PG_USER" "$n"
     # shellcheck disable=SC2046  # none or one option
-    as_pg "$PG_BIN/pg_basebackup" -h "$d" -p "$p" -D "$n/data" -X stream -c fast $([ "$mode" = standby ] && echo -R) >/dev/null
-    sed -i -e "s/^port = .*/port = $np/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$n'|" \
-        "$n/data/postgresql.conf"
-    for line in "$@"; do echo "$line" >> "$n/data/postgresql.conf"; done
+    as_pg "$PG_BIN/pg_basebackup" -h "$(node_dir "$from")" -p "$(node_port "$from")" -D "$n/data" -X stream -c fast \
+        $([ "$mode" = standby ] && echo -R) >/dev/null
+    node_attach "$node" "$n" "$(node_port "$node")" "$@"
 }
-start_at() { as_pg "$PG_BIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w start >/dev/null; }
-# insert_all DIR PORT TABLE N [DB]: N rows in one statement (waits for windows up to 200 s)
+# insert_all NODE TABLE N [DB]: N rows in one statement (waits for windows up to 200 s)
 insert_all() {
-    psql_at "$1" "$2" "${5:-postgres}" -At -v VERBOSITY=sqlstate -c "SET cosid.acquire_timeout = '200s'" \
-        -c "INSERT INTO $3(v) SELECT g FROM generate_series(1, $4) g" 2>&1 | grep -oE 'ERROR:  [0-9A-Z]{5}' | head -1 | cut -c9- || true
+    node_sql_db "$1" "${4:-postgres}" -v VERBOSITY=sqlstate -c "SET cosid.acquire_timeout = '200s'" \
+        -c "INSERT INTO $2(v) SELECT g FROM generate_series(1, $3) g" 2>&1 | grep -oE 'ERROR:  [0-9A-Z]{5}' | head -1 | cut -c9- || true
 }
-# ahead_by DIR PORT SECONDS: rows until the server's last id is SECONDS ahead of its clock (at
+# ahead_by NODE SECONDS: rows until the server's last id is SECONDS ahead of its clock (at
 # most 120 s of trying); prints how far ahead it got, in seconds.  Each statement takes 10 s of
 # ticks (160 ids), far more than a loaded machine's clock moves meanwhile.
 ahead_by() {
     local deadline=$(( $(date +%s) + 120 )) a=0
-    while [ "$a" -lt "$3" ] && [ "$(date +%s)" -lt "$deadline" ]; do
-        insert_all "$1" "$2" t 160 >/dev/null
-        a=$(qd "$1" "$2" -c "SELECT coalesce(floor(extract(epoch FROM max(cosid_timestamp(id, 'f')) - clock_timestamp())), 0)::int FROM t")
+    while [ "$a" -lt "$2" ] && [ "$(date +%s)" -lt "$deadline" ]; do
+        insert_all "$1" t 160 >/dev/null
+        a=$(node_sql "$1" -c "SELECT coalesce(floor(extract(epoch FROM max(cosid_timestamp(id, 'f')) - clock_timestamp())), 0)::int FROM t")
     done
     echo "$a"
 }
-sqlstate_in() { local out; out=$(psql_at "$1" "$2" "${4:-postgres}" -At -v VERBOSITY=verbose -c "$3" 2>&1 || true); sqlstate_of "$out"; }
-# twice DIR PORT FILE: how many ids of FILE (another server's) the server at DIR issued itself
+sqlstate_in() { local out; out=$(node_sql_db "$1" "${3:-postgres}" -v VERBOSITY=verbose -c "$2" 2>&1 || true); sqlstate_of "$out"; }
+# twice NODE FILE: how many ids of FILE (another server's) the server of NODE issued itself
 # (its table t holds the rows it had when it was copied, too: those came from the other)
 twice() {
-    qd "$1" "$2" -c "DROP TABLE IF EXISTS other" -c "CREATE TABLE other (id bigint)" >/dev/null
-    qd "$1" "$2" -c "COPY other FROM STDIN" < "$3"
-    qd "$1" "$2" -c "SELECT count(*) FROM other JOIN t USING (id) WHERE t.src = $2"
+    node_sql "$1" -c "DROP TABLE IF EXISTS other" -c "CREATE TABLE other (id bigint)" >/dev/null
+    node_sql "$1" -c "COPY other FROM STDIN" < "$2"
+    node_sql "$1" -c "SELECT count(*) FROM other JOIN t USING (id) WHERE t.src = $(node_port "$1")"
 }
 LAYOUT="cosid_namespace_create('f', slot_bits => 1, sequence_bits => 4, unit => 's', total_bits => 40, tolerance => '300 ms')"
 
 section_1() {  # a fork acknowledged after the original raised its limits
-    local P="$base/p1" S="$base/s1" O="$base/o1"
-    start_server "$P" 56301 "wal_level = replica" "max_wal_senders = 4" "cosid.ttl = '3s'" "cosid.preferred_slot = 0" \
+    local P="$base/p1"
+    node_up p1 "$P" 56301 "wal_level = replica" "max_wal_senders = 4" "cosid.ttl = '3s'" "cosid.preferred_slot = 0" \
         "cosid.test_reach_cap = '$CAP'"
-    qd "$P" 56301 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
+    qp1 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
         -c "SELECT $LAYOUT" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
-    check "1: P issues" "" "$(insert_all "$P" 56301 t 32)"
-    copy_of "$P" 56301 "$S" 56302 standby
-    copy_of "$P" 56301 "$O" 56303 standby "cosid.test_reach_cap = '1ms'"
-    start_at "$S"; start_at "$O"
-    check_true "1: both standbys replayed P's store" "$(wait_until 60 qd "$O" 56303 -c "SELECT count(*) = 32 FROM t")"
-    as_pg "$PG_BIN/pg_ctl" -D "$S/data" -w promote >/dev/null; as_pg "$PG_BIN/pg_ctl" -D "$O/data" -w promote >/dev/null
-    check "1: the promoted copy refuses (ZC009)" ZC009 "$(insert_all "$S" 56302 t 1)"
+    check "1: P issues" "" "$(insert_all p1 t 32)"
+    copy_of p1 s1 standby
+    copy_of p1 o1 standby "cosid.test_reach_cap = '1ms'"
+    node_start s1; node_start o1
+    check_true "1: both standbys replayed P's store" "$(wait_until 60 qo1 -c "SELECT count(*) = 32 FROM t")"
+    node_promote s1; node_promote o1
+    check "1: the promoted copy refuses (ZC009)" ZC009 "$(insert_all s1 t 1)"
     # On P, as docs/failover.md allows: the limits raised, with no standby left to replay it.
-    qd "$P" 56301 -c "SELECT * FROM cosid_store_settings(max_ttl => '$RAISED')" -c "ALTER SYSTEM SET cosid.ttl = '$RAISED'" \
+    qp1 -c "SELECT * FROM cosid_store_settings(max_ttl => '$RAISED')" -c "ALTER SYSTEM SET cosid.ttl = '$RAISED'" \
         -c "SELECT pg_reload_conf()" >/dev/null
-    local a; a=$(ahead_by "$P" 56301 $AHEAD)
+    local a; a=$(ahead_by p1 $AHEAD)
     check_true "1: P's ids run ahead of its clock under the raised limits ($a s)" "$( [ "$a" -ge $AHEAD ] && echo t || echo f)"
-    qd "$P" 56301 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/p1_ids"; chmod a+r "$base/p1_ids"
-    stop_server "$P" fast; local stopped; stopped=$(now_utc)
+    qp1 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/p1_ids"; chmod a+r "$base/p1_ids"
+    node_stop p1 fast; local stopped; stopped=$(now_utc)
     # (the copy that sees only its limits first: the other waits out the cap)
-    qd "$O" 56303 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    qd "$S" 56302 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    check "1: the copy whose raise covers only the limits it saw issues 600 ids" "" "$(insert_all "$O" 56303 t 600)"
-    local n; n=$(twice "$O" 56303 "$base/p1_ids")
+    qo1 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    qs1 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    check "1: the copy whose raise covers only the limits it saw issues 600 ids" "" "$(insert_all o1 t 600)"
+    local n; n=$(twice o1 "$base/p1_ids")
     check_true "1: ... and $n of them the original had issued (so the cap is what keeps them apart)" \
         "$( [ "$n" -gt 0 ] && echo t || echo f)"
-    check "1: the copy issues 600 ids after its acknowledgment" "" "$(insert_all "$S" 56302 t 600)"
-    check "1: ... none of them issued by the original too" 0 "$(twice "$S" 56302 "$base/p1_ids")"
+    check "1: the copy issues 600 ids after its acknowledgment" "" "$(insert_all s1 t 600)"
+    check "1: ... none of them issued by the original too" 0 "$(twice s1 "$base/p1_ids")"
 }
 
 section_2() {  # a static copy acknowledged after the original raised cosid.static_ahead
     local R="$base/r2" C="$base/c2" O="$base/o2"
-    start_server "$R" 56311 "cosid.static_slots = 'f:1'" "cosid.state_file = '$base/r2/cosid.state'" \
+    node_up r2 "$R" 56311 "cosid.static_slots = 'f:1'" "cosid.state_file = '$base/r2/cosid.state'" \
         "cosid.static_ahead = '10s'" "cosid.test_reach_cap = '$CAP'"
-    qd "$R" 56311 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_tolerance => '1s')" -c "SELECT $LAYOUT" \
+    qr2 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_tolerance => '1s')" -c "SELECT $LAYOUT" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
-    check "2: R issues on its static slot" "" "$(insert_all "$R" 56311 t 16)"
-    copy_of "$R" 56311 "$C" 56312 copy "cosid.state_file = '$C/cosid.state'"
-    copy_of "$R" 56311 "$O" 56313 copy "cosid.state_file = '$O/cosid.state'" "cosid.test_reach_cap = '1ms'"
+    check "2: R issues on its static slot" "" "$(insert_all r2 t 16)"
+    copy_of r2 c2 copy "cosid.state_file = '$C/cosid.state'"
+    copy_of r2 o2 copy "cosid.state_file = '$O/cosid.state'" "cosid.test_reach_cap = '1ms'"
     cp "$R/cosid.state" "$C/cosid.state"; cp "$R/cosid.state" "$O/cosid.state"; chown "$PG_USER" "$C/cosid.state" "$O/cosid.state"
     echo "a disk snapshot of R" | as_pg tee "$C/data/cosid.fork" "$O/data/cosid.fork" >/dev/null
     # R raises static_ahead (to the most it takes) after the copy, and issues ahead of its clock.
-    qd "$R" 56311 -c "ALTER SYSTEM SET cosid.static_ahead = '$RAISED_STATIC'" -c "SELECT pg_reload_conf()" >/dev/null
+    qr2 -c "ALTER SYSTEM SET cosid.static_ahead = '$RAISED_STATIC'" -c "SELECT pg_reload_conf()" >/dev/null
     sleep 1  # (the reload reaches the keeper; the checks below do not depend on when)
-    local a; a=$(ahead_by "$R" 56311 $AHEAD_STATIC)
+    local a; a=$(ahead_by r2 $AHEAD_STATIC)
     check_true "2: R's ids run more than its first static_ahead ahead of its clock ($a s)" "$( [ "$a" -ge $AHEAD_STATIC ] && echo t || echo f)"
-    qd "$R" 56311 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/r2_ids"; chmod a+r "$base/r2_ids"
-    stop_server "$R" fast; local stopped; stopped=$(now_utc)
-    start_at "$C"; start_at "$O"
-    check "2: the copy opens no static window (ZC009)" ZC009 "$(insert_all "$C" 56312 t 1)"
-    qd "$O" 56313 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    qd "$C" 56312 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    check "2: the copy whose raise covers only what it saw issues 600 ids" "" "$(insert_all "$O" 56313 t 600)"
-    local n; n=$(twice "$O" 56313 "$base/r2_ids")
+    qr2 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/r2_ids"; chmod a+r "$base/r2_ids"
+    node_stop r2 fast; local stopped; stopped=$(now_utc)
+    node_start c2; node_start o2
+    check "2: the copy opens no static window (ZC009)" ZC009 "$(insert_all c2 t 1)"
+    qo2 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    qc2 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    check "2: the copy whose raise covers only what it saw issues 600 ids" "" "$(insert_all o2 t 600)"
+    local n; n=$(twice o2 "$base/r2_ids")
     check_true "2: ... and $n of them the original had issued" "$( [ "$n" -gt 0 ] && echo t || echo f)"
-    check "2: the copy issues 600 ids after its acknowledgment" "" "$(insert_all "$C" 56312 t 600)"
-    check "2: ... none of them issued by the original too" 0 "$(twice "$C" 56312 "$base/r2_ids")"
+    check "2: the copy issues 600 ids after its acknowledgment" "" "$(insert_all c2 t 600)"
+    check "2: ... none of them issued by the original too" 0 "$(twice c2 "$base/r2_ids")"
 }
 
 section_3() {  # a store restored from a dump taken before max_ttl was raised
-    local X="$base/x3" X2="$base/x3b" A="$base/a3" B="$base/b3"
+    local X="$base/x3" X2="$base/x3b"
     local dsn="host=$X port=56321 dbname=postgres user=postgres"
-    start_server "$X" 56321 "cosid.store_only = on" "cosid.test_reach_cap = '$CAP'"
-    qd "$X" 56321 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
+    node_up x3 "$X" 56321 "cosid.store_only = on" "cosid.test_reach_cap = '$CAP'"
+    qx3 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
         -c "SELECT $LAYOUT" >/dev/null
     local i p; for i in a b; do
         p=56322; [ $i = b ] && p=56323
-        start_server "$base/${i}3" $p "cosid.store_dsn = '$dsn'" "cosid.ttl = '3s'" "cosid.preferred_slot = 0" \
+        node_up "${i}3" "$base/${i}3" $p "cosid.store_dsn = '$dsn'" "cosid.ttl = '3s'" "cosid.preferred_slot = 0" \
             "cosid.owner_key = '${i}3'"
-        qd "$base/${i}3" $p -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
+        node_sql "${i}3" -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" >/dev/null
     done
-    stop_server "$B"  # B starts only after the restore
+    node_stop b3  # B starts only after the restore
     as_pg "$PG_BIN/pg_dump" -h "$X" -p 56321 -Fc -f "$base/x3.dump" postgres
-    qd "$X" 56321 -c "SELECT * FROM cosid_store_settings(max_ttl => '$RAISED')" >/dev/null
-    qd "$A" 56322 -c "ALTER SYSTEM SET cosid.ttl = '$RAISED'" -c "SELECT pg_reload_conf()" >/dev/null
-    local a; a=$(ahead_by "$A" 56322 $AHEAD)
+    qx3 -c "SELECT * FROM cosid_store_settings(max_ttl => '$RAISED')" >/dev/null
+    qa3 -c "ALTER SYSTEM SET cosid.ttl = '$RAISED'" -c "SELECT pg_reload_conf()" >/dev/null
+    local a; a=$(ahead_by a3 $AHEAD)
     check_true "3: A's ids run ahead of its clock under the raised max_ttl ($a s)" "$( [ "$a" -ge $AHEAD ] && echo t || echo f)"
-    qd "$A" 56322 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/a3_ids"; chmod a+r "$base/a3_ids"
+    qa3 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/a3_ids"; chmod a+r "$base/a3_ids"
     # A stops (its keeper would take its slot back first), the store is lost, and its dump is
     # restored into a new server at its address.
-    stop_server "$A" fast
-    stop_server "$X" immediate
-    mkdir -p "$X2"; fresh_cluster "$X2/data"; chown -R "$PG_USER" "$X2"
-    { echo "port = 56321"; echo "listen_addresses = ''"; echo "unix_socket_directories = '$X'";
-      echo "shared_preload_libraries = 'cosid'"; echo "cosid.store_only = on"; echo "fsync = off";
-      # (UNSEEN_RESTORE_CAP=1ms: what cosid 1.6 raised by, the store's own limits: B issues A's ids)
-      echo "cosid.test_reach_cap = '${UNSEEN_RESTORE_CAP:-$CAP}'"; } >> "$X2/data/postgresql.conf"
-    start_at "$X2"
+    node_stop a3 fast
+    node_stop x3 immediate
+    # (node x3b, its socket at X: node x3 reaches it)
+    # (UNSEEN_RESTORE_CAP=1ms: what cosid 1.6 raised by, the store's own limits: B issues A's ids)
+    mkdir -p "$X2"; fresh_cluster "$X2/data"
+    node_attach x3b "$X2" 56321 "listen_addresses = ''" "unix_socket_directories = '$X'" \
+        "shared_preload_libraries = 'cosid'" "cosid.store_only = on" "fsync = off" \
+        "cosid.test_reach_cap = '${UNSEEN_RESTORE_CAP:-$CAP}'"
+    node_start x3b
     as_pg "$PG_BIN/pg_restore" -h "$X" -p 56321 -d postgres "$base/x3.dump" 2>"$base/x3.restore.err" || true
     check "3: pg_restore reports no error" 0 "$(grep -c 'error' "$base/x3.restore.err" || true)"
-    start_at "$B"
-    check "3: B issues 480 ids from the restored store" "" "$(insert_all "$B" 56323 t 480)"
-    check "3: ... none of them issued by A too" 0 "$(twice "$B" 56323 "$base/a3_ids")"
+    node_start b3
+    check "3: B issues 480 ids from the restored store" "" "$(insert_all b3 t 480)"
+    check "3: ... none of them issued by A too" 0 "$(twice b3 "$base/a3_ids")"
 }
 
 section_4() {  # a fork recorded in one local database, the copy switched back to another
     local P="$base/p4" C="$base/c4"
-    start_server "$P" 56331 "wal_level = replica" "max_wal_senders = 4" "cosid.ttl = '3s'"
-    qd "$P" 56331 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
+    node_up p4 "$P" 56331 "wal_level = replica" "max_wal_senders = 4" "cosid.ttl = '3s'"
+    qp4 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
         -c "SELECT $LAYOUT" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int DEFAULT current_setting('port')::int)" -c "CREATE DATABASE app" >/dev/null
-    psql_at "$P" 56331 app -q -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" >/dev/null 2>&1
-    check "4: P issues" "" "$(insert_all "$P" 56331 t 32)"
-    copy_of "$P" 56331 "$C" 56332 copy "cosid.database = 'app'"
+    node_sql_db p4 app -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" >/dev/null 2>&1
+    check "4: P issues" "" "$(insert_all p4 t 32)"
+    copy_of p4 c4 copy "cosid.database = 'app'"
     echo "a base backup of P" | as_pg tee "$C/data/cosid.fork" >/dev/null
-    start_at "$C"
-    check "4: the copy, on database app, refuses (ZC009)" ZC009 "$(sqlstate_in "$C" 56332 "SELECT cosid_next('f')" app)"
+    node_start c4
+    check "4: the copy, on database app, refuses (ZC009)" ZC009 "$(sqlstate_in c4 "SELECT cosid_next('f')" app)"
     check_true "4: its keeper took the cosid.fork file" "$(wait_until 20 bash -c "[ -e '$C/data/cosid.fork' ] && echo f || echo t")"
     rm -f "$base/stop"
-    ( trap - EXIT; while [ ! -e "$base/stop" ]; do insert_all "$P" 56331 t 32 >/dev/null; done ) &
+    ( trap - EXIT; while [ ! -e "$base/stop" ]; do insert_all p4 t 32 >/dev/null; done ) &
     local pid=$!
     # switched back to database postgres: a store that never heard of the fork
-    qd "$C" 56332 -c "ALTER SYSTEM SET cosid.database = 'postgres'" >/dev/null
-    stop_server "$C" fast; start_at "$C"
-    check "4: switched to database postgres, the copy refuses there too (ZC009)" ZC009 "$(insert_all "$C" 56332 t 1)"
+    qc4 -c "ALTER SYSTEM SET cosid.database = 'postgres'" >/dev/null
+    node_stop c4 fast; node_start c4
+    check "4: switched to database postgres, the copy refuses there too (ZC009)" ZC009 "$(insert_all c4 t 1)"
     check_true "4: ... and cosid_health() says why" \
-        "$(qd "$C" 56332 -c "SELECT status = 'critical' AND detail LIKE '%cosid.fork%' FROM cosid_health() WHERE name = 'fork'")"
+        "$(qc4 -c "SELECT status = 'critical' AND detail LIKE '%cosid.fork%' FROM cosid_health() WHERE name = 'fork'")"
     check "4: a restart does not escape it (ZC009)" ZC009 \
-        "$(stop_server "$C" fast; start_at "$C"; insert_all "$C" 56332 t 1)"
+        "$(node_stop c4 fast; node_start c4; insert_all c4 t 1)"
     touch "$base/stop"; wait "$pid"
-    qd "$P" 56331 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/p4_ids"; chmod a+r "$base/p4_ids"
-    stop_server "$P" fast; local stopped; stopped=$(now_utc)
-    qd "$C" 56332 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    check "4: acknowledged in database postgres, the copy issues there" "" "$(insert_all "$C" 56332 t 200)"
-    check "4: ... none of the original's ids" 0 "$(twice "$C" 56332 "$base/p4_ids")"
+    qp4 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/p4_ids"; chmod a+r "$base/p4_ids"
+    node_stop p4 fast; local stopped; stopped=$(now_utc)
+    qc4 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    check "4: acknowledged in database postgres, the copy issues there" "" "$(insert_all c4 t 200)"
+    check "4: ... none of the original's ids" 0 "$(twice c4 "$base/p4_ids")"
     # back to app: acknowledged in postgres only, app still refuses until acknowledged there
-    qd "$C" 56332 -c "ALTER SYSTEM SET cosid.database = 'app'" >/dev/null
-    stop_server "$C" fast; start_at "$C"
-    check "4: back on database app, not acknowledged there (ZC009)" ZC009 "$(sqlstate_in "$C" 56332 "SELECT cosid_next('f')" app)"
-    psql_at "$C" 56332 app -At -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    check "4: acknowledged in app too, it issues there" "" "$(psql_at "$C" 56332 app -At -v VERBOSITY=sqlstate \
+    qc4 -c "ALTER SYSTEM SET cosid.database = 'app'" >/dev/null
+    node_stop c4 fast; node_start c4
+    check "4: back on database app, not acknowledged there (ZC009)" ZC009 "$(sqlstate_in c4 "SELECT cosid_next('f')" app)"
+    node_sql_db c4 app -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    check "4: acknowledged in app too, it issues there" "" "$(node_sql_db c4 app -v VERBOSITY=sqlstate \
         -c "SET cosid.acquire_timeout = '200s'" -c "SELECT cosid_next('f')" 2>&1 | grep -oE 'ERROR:  [0-9A-Z]{5}' | cut -c9- || true)"
 }
 
 section_5() {  # restored => true: a declaration that belongs to the data directory too
     local P="$base/p5"
-    start_server "$P" 56341 "cosid.ttl = '3s'"  # (the suite's lower cap: the cap is not what is tested here)
-    qd "$P" 56341 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
+    node_up p5 "$P" 56341 "cosid.ttl = '3s'"  # (the suite's lower cap: the cap is not what is tested here)
+    qp5 -c "CREATE EXTENSION cosid" -c "SELECT * FROM cosid_store_settings(max_ttl => '3s', max_tolerance => '1s')" \
         -c "SELECT $LAYOUT" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next('f'), v int, src int)" \
         -c "CREATE DATABASE app" >/dev/null
-    psql_at "$P" 56341 app -q -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" >/dev/null 2>&1
-    check "5: P issues" "" "$(insert_all "$P" 56341 t 32)"
-    qd "$P" 56341 -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null 2>&1
+    node_sql_db p5 app -c "CREATE EXTENSION cosid" -c "SELECT $LAYOUT" >/dev/null 2>&1
+    check "5: P issues" "" "$(insert_all p5 t 32)"
+    qp5 -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null 2>&1
     check_true "5: restored => true is kept in the data directory (cosid.history), through a cosid.fork file" \
         "$(wait_until 20 bash -c "grep -q '^fork file-.*restored => true' '$P/data/cosid.history' && echo t || echo f")"
-    qd "$P" 56341 -c "SELECT cosid_release('f', slot) FROM cosid_pool() WHERE namespace = 'f'" >/dev/null
-    check "5: the store opens no new window (ZC009)" ZC009 "$(sqlstate_in "$P" 56341 "SELECT cosid_next('f')")"
-    qd "$P" 56341 -c "SELECT cosid_fork_acknowledge()" >/dev/null
-    check "5: acknowledged, it issues" "" "$(insert_all "$P" 56341 t 32)"
-    stop_server "$P" fast; start_at "$P"
-    check "5: after a restart it still issues: the acknowledgment covered the file's fork" "" "$(insert_all "$P" 56341 t 32)"
-    qd "$P" 56341 -c "ALTER SYSTEM SET cosid.database = 'app'" >/dev/null
-    stop_server "$P" fast; start_at "$P"
-    check "5: switched to database app, refused there (ZC009)" ZC009 "$(sqlstate_in "$P" 56341 "SELECT cosid_next('f')" app)"
+    qp5 -c "SELECT cosid_release('f', slot) FROM cosid_pool() WHERE namespace = 'f'" >/dev/null
+    check "5: the store opens no new window (ZC009)" ZC009 "$(sqlstate_in p5 "SELECT cosid_next('f')")"
+    qp5 -c "SELECT cosid_fork_acknowledge()" >/dev/null
+    check "5: acknowledged, it issues" "" "$(insert_all p5 t 32)"
+    node_stop p5 fast; node_start p5
+    check "5: after a restart it still issues: the acknowledgment covered the file's fork" "" "$(insert_all p5 t 32)"
+    qp5 -c "ALTER SYSTEM SET cosid.database = 'app'" >/dev/null
+    node_stop p5 fast; node_start p5
+    check "5: switched to database app, refused there (ZC009)" ZC009 "$(sqlstate_in p5 "SELECT cosid_next('f')" app)"
 }
 
 SECTIONS="${UNSEEN_SECTIONS:-1 2 3 4 5}"  # (one section alone: UNSEEN_SECTIONS=3)

@@ -16,10 +16,10 @@ ROOT="${1:-/tmp/cosid-e2e}/upgrade"; PORT=55477
 current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$(dirname "${BASH_SOURCE[0]}")/../../cosid.control")
 # Every version a store can be updated from: each step of the chain of update scripts.
 olds=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../sql" && ls cosid--*--*.sql | sed 's/^cosid--\(.*\)--.*\.sql$/\1/' | sort -V)
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 
 catalog() {  # every object of the extension and what makes it up
-    psql_at "$DIR" "$PORT" "$1" -At -c "
+    node_sql_db main "$1" -c "
         WITH member AS (SELECT classid, objid, objsubid FROM pg_depend
                         WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
                           AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'cosid'))
@@ -129,7 +129,7 @@ for from in $olds; do
     final_checks
 
     q -c "CREATE DATABASE fresh" >/dev/null
-    psql_at "$DIR" "$PORT" fresh -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" >/dev/null
+    node_sql_db main fresh -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" >/dev/null
     catalog postgres > "$DIR/updated.catalog"; catalog fresh > "$DIR/fresh.catalog"
     check "updated from $from = fresh: objects, definitions, privileges, comments, dumped tables, columns, triggers, indexes ($(wc -l < "$DIR/fresh.catalog") lines)" "" \
         "$(diff "$DIR/updated.catalog" "$DIR/fresh.catalog" | head -20)"
