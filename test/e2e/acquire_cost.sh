@@ -32,7 +32,7 @@ node_stop main immediate
 node_up main "$DIR" "$PORT" "shared_preload_libraries = 'cosid,pg_stat_statements'" \
     "pg_stat_statements.track = 'all'" "jit = on"
 trap 'node_stop main immediate' EXIT
-qd() { local db=$1; shift; psql_at "$DIR" "$PORT" "$db" -At "$@"; }
+qd() { local db=$1; shift; node_sql_db main "$db" "$@"; }
 for db in v15 v16 cur; do
     q -c "CREATE DATABASE $db" >/dev/null
     case $db in v15) v="VERSION '1.5'" ;; v16) v="VERSION '1.6'" ;; *) v="" ;; esac

@@ -18,11 +18,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/bind_defaults"; port=55761; bport=55762
-start_server "$dir" "$port" "cosid.ttl = '3s'" "cosid.static_slots = 'web7:7'"
+node_up main "$dir" "$port" "cosid.ttl = '3s'" "cosid.static_slots = 'web7:7'"
 trap 'kill $(jobs -p) 2>/dev/null || true; [ -f "$dir/pgbouncer.pid" ] && kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null;
-      stop_server "$dir" immediate' EXIT
-q() { psql_at "$dir" "$port" postgres -At "$@"; }
-qdb() { local db=$1; shift; psql_at "$dir" "$port" "$db" -At "$@"; }
+      node_stop_all immediate' EXIT
+qdb() { local db=$1; shift; node_sql_db main "$db" "$@"; }  # qdb DB [psql args...]: on database DB
 
 echo "# 1. clients at once, one of them with SET cosid.namespace"
 q -c "CREATE EXTENSION cosid" \
@@ -122,9 +121,9 @@ qdb appdb -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" \
 def() {  # def DB TABLE: the default of TABLE's first column
     qdb "$1" -c "SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = '$2'::regclass AND adnum = 1"
 }
-as_pg "$PG_BIN/psql" -X -q -At -h "$dir" -p "$port" -U app -d appdb -c "CREATE TABLE by_role (id bigint DEFAULT cosid_next())"
+qdb appdb -U app -c "CREATE TABLE by_role (id bigint DEFAULT cosid_next())"
 qdb appdb -c "CREATE TABLE by_database (id bigint DEFAULT cosid_next())"
-as_pg env PGOPTIONS="-c cosid.namespace=default" "$PG_BIN/psql" -X -q -At -h "$dir" -p "$port" -d appdb \
+PGOPTIONS="-c cosid.namespace=default" qdb appdb \
     -c "CREATE TABLE by_connection (id bigint DEFAULT cosid_next())"
 check "ALTER ROLE app SET cosid.namespace = 'web': app's new default names 'web'" "cosid_next('web'::text)" "$(def appdb by_role)"
 check "ALTER DATABASE appdb SET cosid.namespace = 'web7': a new default there names 'web7'" "cosid_next('web7'::text)" "$(def appdb by_database)"
@@ -153,7 +152,7 @@ qdb old15 -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid VERSIO
           -c "CREATE TABLE by_domain (id old_id)" \
           -c "CREATE VIEW old_view AS SELECT id FROM by_postgres" \
           -c "ALTER VIEW old_view ALTER COLUMN id SET DEFAULT cosid_next()" >/dev/null
-as_pg "$PG_BIN/psql" -X -q -At -h "$dir" -p "$port" -U app -d old15 -c "CREATE TABLE by_app (id bigint DEFAULT cosid_next())"
+qdb old15 -U app -c "CREATE TABLE by_app (id bigint DEFAULT cosid_next())"
 check "cosid 1.5 leaves defaults unbound" "cosid_next()|cosid_next()" "$(def old15 by_postgres)|$(def old15 by_app)"
 as_pg "$PG_BIN/pg_dump" -h "$dir" -p "$port" -Fc -f "$dir/old15.dump" old15
 q -c "CREATE DATABASE old_plain" -c "CREATE DATABASE old_web" >/dev/null

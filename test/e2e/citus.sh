@@ -24,11 +24,8 @@ log() { printf '\n==> %s (at %s s)\n' "$*" $(( $(date +%s) - t_start )); }
 base="${1:-/tmp/cosid-e2e}/citus"
 C="$base/coord"; W1="$base/w1"; W2="$base/w2"; W3="$base/w3"; X="$base/wrong_order"
 PC=26001; P1=26002; P2=26003; P3=26004; PX=26005
-[ -n "${KEEP:-}" ] || trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$W3" "$W2" "$W1" "$C" "$X"; do stop_server "$d" immediate; done' EXIT
-qc() { psql_at "$C" "$PC" app -At "$@"; }
-q1() { psql_at "$W1" "$P1" app -At "$@"; }
-q2() { psql_at "$W2" "$P2" app -At "$@"; }
-q3() { psql_at "$W3" "$P3" app -At "$@"; }
+[ -n "${KEEP:-}" ] || trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
+# the nodes: x (wrong order), c (the coordinator: qc), w1, w2, w3 (workers: qw1, qw2, qw3), on database app
 
 # The nodes are set up by docs/citus.md's own blocks (test/meta/doc_blocks.py --steps), in page
 # order. What the test changes, and nothing else: the hosts (all nodes are 127.0.0.1, listening
@@ -59,11 +56,14 @@ page() {  # page FILE [N]: the page's block for node N (1, 2, 3: a worker; C: th
         -e "s/'WORKER1', 5432/'127.0.0.1', $P1/g" -e "s/'WORKER2', 5432/'127.0.0.1', $P2/g" \
         $( [ "$w" = C ] || [ "$w" = 1 ] || echo "-e s/keeper_w1/keeper_w$w/g -e s/w1-secret/w$w-secret/g" ) "$1"
 }
-# page_node DIR PORT N: a node made as the page says (its postgresql.conf lines: for a worker
+# page_node NAME DIR PORT N: node NAME made as the page says (its postgresql.conf lines: for a worker
 # with a store, N 1 2 3, the store's too; its pg_hba.conf line), started; then the page's
 # password and .pgpass step, and its database with Citus.
 page_node() {
-    local d=$1 p=$2 w=$3
+    local name=$1 d=$2 p=$3 w=$4
+    node_register "$name" "$d" "$p"
+    # shellcheck disable=SC2034  # NODE_DB: read by test/lib/node.sh
+    NODE_DB[$name]=app
     rm -rf "$d"; mkdir -p "$d"; chown "$PG_USER" "$d"; fresh_cluster "$d/data"
     { printf "port = %s\nunix_socket_directories = '%s'\nfsync = off\nmax_connections = 100\n" "$p" "$d"
       printf "cosid.ttl = '3s'\ncosid.owner_key = 'node-%s'\n" "$p"
@@ -74,7 +74,7 @@ page_node() {
     # lets a node in over TCP.
     { echo "local   all             postgres                                peer"
       page "$(block conf pg_hba.conf)" "$w"; } > "$d/data/pg_hba.conf"
-    PGPASSFILE="$base/pgpass.${w%%-*}" as_pg "$PG_BIN/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null
+    PGPASSFILE="$base/pgpass.${w%%-*}" node_start "$name"
     for sh in "$(block sh PGPASS)" "$(block sh createdb)"; do
         local status=0
         page "$sh" "${w%%-*}" > "$sh.$p.run"
@@ -88,19 +88,20 @@ page_node() {
 same_lines() { [ "$(page "$1")" = "$(grep -E '^(ERROR|DETAIL|HINT):' <<<"$2")" ] && echo t || { diff <(page "$1") <(grep -E '^(ERROR|DETAIL|HINT):' <<<"$2") | sed 's/^/#   /' >&2; echo f; }; }
 
 # 'cosid,citus' stops the server (Citus must be loaded first); cosid's line says what to set.
+node_register x "$X" "$PX"
 rm -rf "$X"; mkdir -p "$X"; chown "$PG_USER" "$X"; fresh_cluster "$X/data"
 printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nshared_preload_libraries = 'cosid,citus'\n" \
     "$PX" "$X" >> "$X/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$X/data" -l "$X/server.log" -w -t 20 start >/dev/null 2>&1 && started=t || started=f
+node_start x -t 20 2>/dev/null && started=t || started=f
 check "shared_preload_libraries = 'cosid,citus' does not start (Citus must be first)" f "$started"
 logged=$(sed -E 's/^[^]]*\] //' "$X/server.log")
 check_true "the log's lines are those docs/citus.md shows (LOG, DETAIL, HINT naming 'citus,cosid', Citus' FATAL)" \
     "$(while IFS= read -r l; do grep -qxF -- "$l" <<<"$logged" || echo "missing: $l"; done < "$(block output 'loaded before citus')" | grep -q . && echo f || echo t)"
 
 log "coordinator (the store) and two workers leasing from it: docs/citus.md's setup"
-page_node "$C" $PC C
-page_node "$W1" $P1 1
-page_node "$W2" $P2 2
+page_node c "$C" $PC C
+page_node w1 "$W1" $P1 1
+page_node w2 "$W2" $P2 2
 status=0
 page "$(block sql citus_add_node)" > "$base/setup.sql"; chown "$PG_USER" "$base/setup.sql"
 qc -f "$base/setup.sql" > "$base/setup.out" 2>&1 || status=$?
@@ -134,11 +135,10 @@ SELECT create_distributed_table('src', 'tenant', colocate_with => 'by_tenant');
 INSERT INTO src SELECT g % 16, g FROM generate_series(1, 64) g;
 SQL
 for n in C W1 W2; do
-    d=${!n}; p=$(eval echo \$P${n#W}); [ $n = C ] && p=$PC
-    check_true "cosid_next() works on $n" "$(wait_for 60 "a first id on $n" psql_at "$d" "$p" app -At \
+    check_true "cosid_next() works on $n" "$(wait_for 60 "a first id on $n" node_sql "${n,,}" \
         -c "SELECT cosid_next() > 0")"
     # the page's tables, through this node: its namespace (made on the coordinator) included
-    psql_at "$d" "$p" app -q -c "INSERT INTO orders(tenant, note) SELECT g, '$n' FROM generate_series(1, 5) g" \
+    node_sql "${n,,}" -c "INSERT INTO orders(tenant, note) SELECT g, '$n' FROM generate_series(1, 5) g" \
         -c "INSERT INTO events(payload) SELECT '{}' FROM generate_series(1, 5)" -c "INSERT INTO countries(name) VALUES ('$n')" 2>&1 | sed 's/^/# /' || true
 done
 check "docs/citus.md's tables took rows through every node (orders, events, countries)" "15 15 3" \
@@ -148,7 +148,7 @@ check "the orders rows' ids are in the page's namespace orders" 15 "$(qc -c "SEL
 # What Citus refuses, and the IMMUTABLE decoder that serves RETURNING instead (docs/citus.md).
 out=$(qc -c "INSERT INTO by_tenant(tenant, path) VALUES (1, 'values') RETURNING cosid_timestamp(id)" 2>&1 || true)
 check "Citus refuses RETURNING cosid_timestamp(id)" 1 "$(grep -c 'non-IMMUTABLE functions are not allowed' <<<"$out")"
-read -r rid rts <<<"$(q1 -F' ' -c "INSERT INTO by_tenant(tenant, path) VALUES (2, 'values')
+read -r rid rts <<<"$(qw1 -F' ' -c "INSERT INTO by_tenant(tenant, path) VALUES (2, 'values')
     RETURNING id, (cosid.unpack(id, 41, 10, 12, 1704067200000, 'ms')).ts_ms")"
 check_true "RETURNING (cosid.unpack(id, <layout>)).ts_ms gives the id's time (through a worker)" \
     "$(qc -c "SELECT cosid_timestamp($rid) = to_timestamp($rts / 1000.0)")"
@@ -159,9 +159,9 @@ qc -c "EXPLAIN INSERT INTO by_id(path) VALUES ('explain'), ('explain')" >/dev/nu
 check "a plain EXPLAIN of an INSERT consumes ids (Citus evaluates the defaults to route rows)" 2 \
     "$(( $(qc -c "SELECT ids_issued FROM cosid_stats()") - before ))"
 
-# client NODE_DIR PORT N: until $base/stop, rounds of every write path through that node.
+# client NODE N: until $base/stop, rounds of every write path through that node.
 client() {
-    local d=$1 p=$2 c=$3 round=0
+    local n=$1 c=$2 round=0
     (
         trap - EXIT; set +e
         while [ ! -e "$base/stop" ]; do
@@ -182,18 +182,18 @@ client() {
                 echo '\.'
                 echo "INSERT INTO by_tenant(tenant, path) SELECT tenant, 'insert-select' FROM src;"
                 echo "INSERT INTO by_id(path) SELECT 'insert-select' FROM src WHERE k % 4 = $((round % 4));"
-            } | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$d" -p "$p" -d app >/dev/null 2>>"$base/clients.err" \
+            } | node_sql "$n" >/dev/null 2>>"$base/clients.err" \
                 && echo ok || echo failed
-        done > "$base/client.$p.$c.log"
+        done > "$base/client.$n.$c.log"
     ) &
 }
-run_clients() {  # run_clients SECONDS NODE_DIR:PORT...
+run_clients() {  # run_clients SECONDS NODE...
     local secs=$1; shift
     rm -f "$base/stop"
-    local pids=() c=0 np
-    for np in "$@"; do
+    local pids=() c=0 n
+    for n in "$@"; do
         # shellcheck disable=SC2034  # k: two clients per node, the counter unused
-        for k in 1 2; do c=$((c + 1)); client "${np%:*}" "${np#*:}" $c; pids+=($!); done
+        for k in 1 2; do c=$((c + 1)); client "$n" $c; pids+=($!); done
     done
     sleep "$secs"  # the load's duration, not a wait for a condition
     touch "$base/stop"
@@ -202,21 +202,21 @@ run_clients() {  # run_clients SECONDS NODE_DIR:PORT...
 
 log "clients write through the coordinator and both workers"
 : > "$base/clients.err"
-run_clients 8 "$C:$PC" "$W1:$P1" "$W2:$P2"
+run_clients 8 c w1 w2
 check "no client statement failed" 0 "$(cat "$base"/client.*.log | grep -c failed || true)"
 if [ -s "$base/clients.err" ]; then head -5 "$base/clients.err" | sed 's/^/# /'; fi
 check_true "rows arrived through every node by every path" "$(qc -c "
     SELECT count(DISTINCT path) = 4 FROM by_tenant")"
 
 log "a server issuing from its own store, added as a third worker without cosid.store_dsn"
-page_node "$W3" $P3 3-no-store  # the page's node settings, its own store (no cosid.store_dsn)
-q3 -c "CREATE EXTENSION cosid" >/dev/null
-check_true "standalone, it issues from its own store" "$(q3 -c "SELECT cosid_next() > 0")"
+page_node w3 "$W3" $P3 3-no-store  # the page's node settings, its own store (no cosid.store_dsn)
+qw3 -c "CREATE EXTENSION cosid" >/dev/null
+check_true "standalone, it issues from its own store" "$(qw3 -c "SELECT cosid_next() > 0")"
 qc -c "SELECT citus_add_node('127.0.0.1', $P3)" >/dev/null
 # The keeper's guard looks every second: its lease is released, and no id comes after.
-check_true "within 10 s of citus_add_node it stops issuing" "$(wait_for 10 "cosid_next() refused on w3" q3 -c "
+check_true "within 10 s of citus_add_node it stops issuing" "$(wait_for 10 "cosid_next() refused on w3" qw3 -c "
     SELECT NOT EXISTS (SELECT 1 FROM cosid_pool() WHERE namespace = 'default')")"
-out=$(q3 -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+out=$(qw3 -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check "cosid_next() on a worker without cosid.store_dsn is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
 check_true "its ERROR, DETAIL and HINT (naming cosid.store_dsn and the coordinator) are those docs/citus.md shows" \
     "$(same_lines "$(block output 'ZC006')" "$out")"
@@ -225,50 +225,50 @@ grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/# /' || true
 # once (other tenants: no key to collide on): before the guard w3 issued from slot 0 of its
 # own store, and the two made the same ids.
 p0=$(qc -c "SELECT substr(owner_key, 6) FROM cosid_leases('default') WHERE slot = 0 AND state = 'held'")
-d0=$C; for n in W1 W2; do [ "$p0" = "$(eval echo \$P${n#W})" ] && d0=${!n}; done
+n0=c; for n in w1 w2; do [ "$p0" = "$(node_port $n)" ] && n0=$n; done
 burst() {  # burst TENANT PATH: 3 s of 50-row inserts, one after the other (ids in most ms)
     echo "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
           WHILE clock_timestamp() < t0 + interval '3 s' LOOP
               INSERT INTO by_tenant(tenant, path) SELECT $1, '$2' FROM generate_series(1, 50);
           END LOOP; END \$\$"
 }
-psql_at "$d0" "${p0:-$PC}" app -q -c "$(burst 2 values)" &
+node_sql "$n0" -c "$(burst 2 values)" &
 burst=$!
-out=$(q3 -v VERBOSITY=sqlstate -c "$(burst 1 w3-no-store)" 2>&1 || true)
+out=$(qw3 -v VERBOSITY=sqlstate -c "$(burst 1 w3-no-store)" 2>&1 || true)
 wait $burst
 check "an insert through it is refused with ZC006" 1 "$(grep -c 'ERROR:  ZC006' <<<"$out")"
-check "the worker's own store holds no live lease" 0 "$(q3 -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+check "the worker's own store holds no live lease" 0 "$(qw3 -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
 check "no row came from it" 0 "$(qc -c "SELECT count(*) FROM by_tenant WHERE path = 'w3-no-store'")"
 # Namespaces and adoption belong to the coordinator, whichever worker is asked.
-out=$(q1 -v VERBOSITY=verbose -c "SELECT cosid_namespace_create('elsewhere')" 2>&1 || true)
+out=$(qw1 -v VERBOSITY=verbose -c "SELECT cosid_namespace_create('elsewhere')" 2>&1 || true)
 check_true "cosid_namespace_create on a worker is refused (55000) naming the coordinator, as docs/citus.md shows" \
     "$(same_lines "$(block output '55000')" "$out")"
-q1 -c "CREATE TABLE legacy (id bigint)" -c "INSERT INTO legacy VALUES (42)" >/dev/null
-out=$(q1 -v VERBOSITY=sqlstate -c "SELECT * FROM cosid_adopt('legacy', 'id')" 2>&1 || true)
+qw1 -c "CREATE TABLE legacy (id bigint)" -c "INSERT INTO legacy VALUES (42)" >/dev/null
+out=$(qw1 -v VERBOSITY=sqlstate -c "SELECT * FROM cosid_adopt('legacy', 'id')" 2>&1 || true)
 check "cosid_adopt on a worker is refused (55000)" 1 "$(grep -c 'ERROR:  55000' <<<"$out")"
 check "cosid_namespace_create on the coordinator still works" "" "$(qc -c "SELECT cosid_namespace_create('elsewhere')")"
 
 log "the new worker given the coordinator's store joins"
 # its keeper role, made on the coordinator as the page makes worker 1's
 qc -c "$(page "$(block sql citus_add_node)" 3 | grep -m1 'CREATE ROLE keeper_w3')" >/dev/null
-stop_server "$W3"
+node_stop w3
 page "$(block conf cosid.store_dsn)" 3 >> "$W3/data/postgresql.conf"
-PGPASSFILE="$base/pgpass.3" as_pg "$PG_BIN/pg_ctl" -D "$W3/data" -l "$W3/server.log" -w start >/dev/null
-check_true "cosid_next() works on the new worker" "$(wait_for 60 "a first id on w3" q3 -c "SELECT cosid_next() > 0")"
-run_clients 4 "$C:$PC" "$W1:$P1" "$W2:$P2" "$W3:$P3"
+PGPASSFILE="$base/pgpass.3" node_start w3
+check_true "cosid_next() works on the new worker" "$(wait_for 60 "a first id on w3" qw3 -c "SELECT cosid_next() > 0")"
+run_clients 4 c w1 w2 w3
 check "no client statement failed with four nodes" 0 "$(cat "$base"/client.*.log | grep -c failed || true)"
 
 n=0
 log "time order across nodes: one writer going round the four nodes"
 {
     for i in $(seq 1 6); do
-        for np in "$C:$PC" "$W1:$P1" "$W2:$P2" "$W3:$P3"; do
-            echo "\\connect \"host=${np%:*} port=${np#*:} dbname=app\""
-            printf "INSERT INTO by_id(path) VALUES ('probe:%04d:%s');\n" "$n" "${np#*:}"
+        for node in c w1 w2 w3; do
+            echo "\\connect \"host=$(node_dir $node) port=$(node_port $node) dbname=app\""
+            printf "INSERT INTO by_id(path) VALUES ('probe:%04d:%s');\n" "$n" "$(node_port $node)"
             n=$((n + 1))
         done
     done
-} | as_pg "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$C" -p "$PC" -d app >/dev/null
+} | qc >/dev/null
 # Each insert happened after the one before it, on another node: its id must be larger.
 check "24 inserts going round the nodes: ids in the order they were made" 0 "$(qc -c "
     SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY path) AS before FROM by_id WHERE path LIKE 'probe:%') x

@@ -12,11 +12,13 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/doc_blocks"; PORT=29660
-trap 'stop_server "$DIR" immediate' EXIT
-start_server "$DIR" "$PORT"
+trap 'node_stop_all immediate' EXIT
+node_up main "$DIR" "$PORT"
 # README.md's step 2 first, as a reader comes to the pages: its SQL makes the extension and the
 # table orders that the pages' blocks use (README.md has sh blocks too, so doc_blocks.py leaves
-# it out of the pages below; readme_start.sh runs the whole page on Debian's clusters)
+# it out of the pages below; readme_start.sh runs the whole page on Debian's clusters).  The
+# blocks run through psql_at, as a reader's psql prints their answers (aligned: the checks read
+# them), not through the nodes' shorthands (-At).
 mkdir -p "$DIR/readme"
 for file in $(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/README.md" "$DIR/readme" | awk '$2 == "sql" {print $1}'); do
     chown -R "$PG_USER" "$DIR/readme"; status=0
@@ -71,20 +73,19 @@ check "upgrades.md: extversion after ALTER EXTENSION cosid UPDATE is the version
 STORE="$(dirname "$DIR")/doc_blocks_store"; SP=29661
 BOUNCER="$(dirname "$DIR")/doc_blocks_bouncer"; BP=29664
 bouncer_pid=""
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap '[ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null
-      for d in "$DIR" "$DIR"_a "$DIR"_b "$STORE" "$(dirname "$DIR")/doc_blocks_standby" "$(dirname "$DIR")/doc_blocks_static"; do stop_server "$d" immediate; done' EXIT
+      node_stop_all immediate' EXIT
 rm -rf "$BOUNCER"
-start_server "$STORE" "$SP" "listen_addresses = '127.0.0.1'" "password_encryption = 'scram-sha-256'"
+node_up store "$STORE" "$SP" "listen_addresses = '127.0.0.1'" "password_encryption = 'scram-sha-256'"
 printf 'local   all             postgres                                peer\n' > "$STORE/data/pg_hba.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$STORE/data" reload >/dev/null
+as_pg "$(node_bin store)/pg_ctl" -D "$STORE/data" reload >/dev/null  # (no node_ function reloads)
 substitute() {  # substitute FILE PGPASS
     sed -e "s/store\.example:5432:/127.0.0.1:$SP:/g" -e "s/host=store\.example port=5432/host=127.0.0.1 port=$SP/g" \
         -e "s/host=STORE_HOST port=5432/host=127.0.0.1 port=$SP/g" -e "s/PGBOUNCER_HOST:6432:/127.0.0.1:$BP:/g" \
         -e "s/host=PGBOUNCER_HOST port=6432/host=127.0.0.1 port=$BP/g" -e "s/^listen_addr = \*/listen_addr = 127.0.0.1/" \
         -e "s|10\.0\.0\.0/24|127.0.0.1/32|g" -e "s|~postgres/\.pgpass|$2|g" -e "s|/etc/pgbouncer/|$BOUNCER/|g" "$1"
 }
-# run_setup PAGE NAME INSTANCE_PORT: the page's blocks; its instance (DIR_NAME) started with the
+# run_setup PAGE NAME INSTANCE_PORT: the page's blocks; its instance (node NAME in DIR_NAME) started with the
 # page's postgresql.conf lines when its first SQL block comes, or at the end
 run_setup() {
     local page=$1 name=$2 ip=$3 steps file kind arg line where status conf=() started=""
@@ -93,7 +94,7 @@ run_setup() {
     steps=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/$page" "$out")
     chown -R "$PG_USER" "$out"
     start_instance() {
-        PGPASSFILE="$out/pgpass" start_server "$inst" "$ip" "${conf[@]}"; started=t
+        PGPASSFILE="$out/pgpass" node_up "$name" "$inst" "$ip" "${conf[@]}"; started=t
     }
     while read -r file kind arg line; do
         [ -n "$file" ] || continue
@@ -106,7 +107,7 @@ run_setup() {
             psql_at "$inst" "$ip" postgres -f "$file" > "$file.out" 2>&1 || status=$? ;;
         conf:pg_hba.conf:*)
             substitute "$file" "$out/pgpass" >> "$STORE/data/pg_hba.conf"
-            psql_at "$STORE" "$SP" postgres -qc "SELECT pg_reload_conf()" > "$file.out" 2>&1 || status=$? ;;
+            qstore -c "SELECT pg_reload_conf()" > "$file.out" 2>&1 || status=$? ;;
         conf:postgresql.conf:*)
             mapfile -t conf < <(substitute "$file" "$out/pgpass" | grep -v '^ *#') ;;
         conf:pgbouncer.ini:*)
@@ -160,10 +161,10 @@ PY
 }
 run_setup stores.md a 29662
 check "stores.md: instance a holds a slot of orders in the store, under keeper_a" "held keeper_a" \
-    "$(psql_at "$STORE" "$SP" postgres -At -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
+    "$(qstore -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held'" 2>&1)"
 check "stores.md: the instance's id is in its table, from namespace orders" 1 \
-    "$(psql_at "${DIR}_a" 29662 postgres -At -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
+    "$(qa -c "SELECT count(*) FROM orders WHERE id BETWEEN cosid_min_id(now() - interval '1 hour', 'orders') AND cosid_max_id(now(), 'orders')" 2>&1)"
 # docs/failover.md's on_role_change callback (the page's own block), as Patroni calls it (as
 # postgres, with the action, the role and the scope), on a streaming standby of this server,
 # which issued ids above: promoted, the standby's store is a fork until acknowledged. psql finds
@@ -176,39 +177,38 @@ rm -rf "$FO" "$DIR/failover"; mkdir -p "$FO" "$DIR/failover"; chown "$PG_USER" "
 callback=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/failover.md" "$DIR/failover" \
     | awk '$2 == "file" && $3 == "cosid-promoted" {print $1}')
 chmod 755 "$callback"; chown -R "$PG_USER" "$DIR/failover"
-as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$FO/data" -R -X stream -c fast >/dev/null
-sed -i -e "s/^port = .*/port = $FP/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$FO'|" "$FO/data/postgresql.conf"
-echo "cosid.test_keeper_ready_delay = '3s'" >> "$FO/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -l "$FO/server.log" -w start >/dev/null
+as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$FO/data" -R -X stream -c fast >/dev/null  # (no slot: not node_standby)
+node_attach fo "$FO" "$FP" "cosid.test_keeper_ready_delay = '3s'"
+node_start fo
 on_role_change() { as_pg env PATH="$PG_BIN:$PATH" PGHOST="$FO" PGPORT="$FP" "$callback" on_role_change "$1" doc; }
 status=0; out=$(on_role_change replica 2>&1) || status=$?
 check "failover.md's callback on a replica: does nothing, exits 0" "0 " "$status $out"
 on_role_change primary > "$DIR/failover/callback.out" 2>&1 &
 waiting=$!
 # Patroni calls it as it asks for the promotion: the callback waits for its end
-as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -w promote >/dev/null
+node_promote fo
 status=0; wait "$waiting" || status=$?
 check "failover.md's callback on the promoted standby exits 0" 0 "$status"
 check_true "failover.md's callback acknowledged the fork (cosid_fork_acknowledge() answered)" \
     "$(grep -q 'fork acknowledged' "$DIR/failover/callback.out" && echo t || { sed 's/^/#   /' "$DIR/failover/callback.out" >&2; echo f; })"
 check "the promoted standby issues after it (its keeper looked at the store after the acknowledgment was asked for)" t \
-    "$(psql_at "$FO" "$FP" postgres -At -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1)"
+    "$(qfo -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1)"
 check "the promoted standby's fork check is ok after it" ok \
-    "$(psql_at "$FO" "$FP" postgres -At -c "SELECT status FROM cosid_health() WHERE name = 'fork'" 2>&1)"
-stop_server "$FO" immediate
+    "$(qfo -c "SELECT status FROM cosid_health() WHERE name = 'fork'" 2>&1)"
+node_stop fo immediate
 # the page's SQL on another promoted standby, a fork that nobody acknowledged yet
 sqlblock=$(ls "$DIR"/failover/*.sql | head -1); chown "$PG_USER" "$sqlblock"
 rm -rf "$FO"; mkdir -p "$FO"; chown "$PG_USER" "$FO"
 as_pg "$PG_BIN/pg_basebackup" -h "$DIR" -p "$PORT" -D "$FO/data" -R -X stream -c fast >/dev/null
-sed -i -e "s/^port = .*/port = $FP/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$FO'|" "$FO/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -l "$FO/server.log" -w start >/dev/null
-as_pg "$PG_BIN/pg_ctl" -D "$FO/data" -w promote >/dev/null
-fork_critical() { [ "$(psql_at "$FO" "$FP" postgres -At -c "SELECT status FROM cosid_health() WHERE name = 'fork'")" = critical ] && echo t; }
+node_attach fo "$FO" "$FP"
+node_start fo
+node_promote fo
+fork_critical() { [ "$(qfo -c "SELECT status FROM cosid_health() WHERE name = 'fork'")" = critical ] && echo t; }
 check_true "failover.md: the promoted standby is a fork (its fork check critical)" "$(wait_for 10 "the fork declared" fork_critical)"
 status=0; psql_at "$FO" "$FP" postgres -f "$sqlblock" > "$sqlblock.out" 2>&1 || status=$?
 check "failover.md: its cosid_fork_acknowledge() block runs on the fork without an error" 0 "$status"
 [ "$status" = 0 ] || tail -5 "$sqlblock.out" | sed 's/^/#   /'
-stop_server "$FO" immediate
+node_stop fo immediate
 
 # docs/static-slots.md's settings on a server of their own: every namespace on slot 7, the
 # state file written before the first id
@@ -219,24 +219,24 @@ conf=$(python3 "$COSID_ROOT/test/meta/doc_blocks.py" --steps "$COSID_ROOT/docs/s
     | awk '$2 == "conf" && $3 == "postgresql.conf" {print $1}')
 # shellcheck disable=SC2128  # conf: a string here (a local array of that name in a function)
 mapfile -t static_conf < <(grep -v '^ *#' "$conf" | grep .)
-start_server "$SS" "$SSP" "${static_conf[@]}"
+node_up ss "$SS" "$SSP" "${static_conf[@]}"
 check "static-slots.md: its settings give slot 7 to every namespace" "7 7" \
-    "$(psql_at "$SS" "$SSP" postgres -At -F' ' -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
+    "$(qss -F' ' -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('orders')" \
         -c "SELECT cosid_slot(cosid_next()), cosid_slot(cosid_next('orders'))" 2>&1 | tail -1)"
 check_true "static-slots.md: the state file (cosid.state in the data directory) is written" \
     "$([ -s "$SS/data/cosid.state" ] && echo t || echo f)"
-stop_server "$SS" immediate
+node_stop ss immediate
 
 run_setup pooler.md b 29663
-psql_at "${DIR}_b" 29663 postgres -q -c "CREATE EXTENSION cosid" >/dev/null
+qb -c "CREATE EXTENSION cosid" >/dev/null
 t0=$(date +%s%3N)
 check_true "pooler.md: instance b issues an id of namespace orders through PgBouncer" \
-    "$(wait_for 30 "an id on instance b" psql_at "${DIR}_b" 29663 postgres -At -c "SELECT cosid_next('orders') > 0")"
+    "$(wait_for 30 "an id on instance b" qb -c "SELECT cosid_next('orders') > 0")"
 echo "# pooler.md: instance b's first id $(( $(date +%s%3N) - t0 )) ms after CREATE EXTENSION"
 check "pooler.md: instance b holds a slot of orders in the store, under keeper_b" "held keeper_b" \
-    "$(psql_at "$STORE" "$SP" postgres -At -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
+    "$(qstore -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held' AND x.owner_role = 'keeper_b'" 2>&1)"
 check "pooler.md: instance b's cosid.store_dsn names PgBouncer (port $BP), not the store" \
-    "host=127.0.0.1 port=$BP dbname=store user=keeper_b" "$(psql_at "${DIR}_b" 29663 postgres -At -c "SHOW cosid.store_dsn" 2>&1)"
+    "host=127.0.0.1 port=$BP dbname=store user=keeper_b" "$(qb -c "SHOW cosid.store_dsn" 2>&1)"
 assert_store_verified "$DIR" "$PORT" postgres "the store the pages' blocks ran on"
 exit $FAIL

@@ -17,22 +17,21 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/drop_guard_edges"
 S="$base/s"; PS=55730
-trap 'stop_server "$S" immediate' EXIT
-q() { local db=$1; shift; psql_at "$S" "$PS" "$db" -At "$@"; }
+trap 'node_stop_all immediate' EXIT
+qd() { local db=$1; shift; node_sql_db main "$db" "$@"; }  # qd DB [psql args...]: on database DB
 # err DB SQL [user]: the error of SQL run in DB (verbose), empty when it succeeded
-err() { as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -d "$1" -U "${3:-postgres}" -v ON_ERROR_STOP=1 \
-        -v VERBOSITY=verbose -c "$2" 2>&1 >/dev/null | grep -E '^(ERROR|DETAIL)' || true; }
-has_cosid() { q "$1" -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'"; }
+err() { node_sql_db main "$1" -U "${3:-postgres}" -v VERBOSITY=verbose -c "$2" 2>&1 >/dev/null | grep -E '^(ERROR|DETAIL)' || true; }
+has_cosid() { qd "$1" -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'"; }
 
-start_server "$S" "$PS" "cosid.ttl = '20s'"
-q postgres -c "CREATE EXTENSION cosid" -c "CREATE DATABASE scratch" -c "CREATE DATABASE half" \
+node_up main "$S" "$PS" "cosid.ttl = '20s'"
+q -c "CREATE EXTENSION cosid" -c "CREATE DATABASE scratch" -c "CREATE DATABASE half" \
   -c "CREATE DATABASE twice" -c "CREATE ROLE mallory LOGIN CREATEDB" >/dev/null
-q scratch -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" >/dev/null
-live() { q postgres -c "SELECT cosid_next() > 0" -c "SELECT count(*) > 0 FROM cosid.lease WHERE ceiling > cosid.store_now()" | tr '\n' ' '; }
+qd scratch -c "SET client_min_messages = error" -c "CREATE EXTENSION cosid" >/dev/null
+live() { q -c "SELECT cosid_next() > 0" -c "SELECT count(*) > 0 FROM cosid.lease WHERE ceiling > cosid.store_now()" | tr '\n' ' '; }
 
 echo "# 1. a database owner's search_path does not choose the check's operators"
-as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -U mallory -d postgres -c "CREATE DATABASE evil" >/dev/null
-as_pg "$PG_BIN/psql" -X -q -h "$S" -p "$PS" -U mallory -d evil -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+q -U mallory -c "CREATE DATABASE evil" >/dev/null
+node_sql_db main evil -U mallory >/dev/null <<'SQL'
 CREATE SCHEMA s;
 CREATE FUNCTION s.eq(name, name) RETURNS bool LANGUAGE plpgsql AS $$
 BEGIN
@@ -46,7 +45,7 @@ ALTER DATABASE evil SET search_path = s, pg_catalog;
 SQL
 out=$(err postgres "DROP DATABASE evil" mallory)
 check "mallory drops her database evil" "" "$out"
-check "mallory is not superuser after it" f "$(q postgres -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")"
+check "mallory is not superuser after it" f "$(q -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")"
 
 echo "# 2. drops that reach extension cosid as a cascade, with a live window"
 check "S's store has a window ahead" "t t " "$(live)"
@@ -59,21 +58,21 @@ out=$(err postgres "BEGIN; ALTER EXTENSION cosid DROP TABLE cosid.lease; DROP TA
 check "DROP TABLE cosid.lease taken out of the extension first: 55006" 55006 "$(sqlstate_of "$out")"
 check "S still has cosid and issues" "1 t t " "$(has_cosid postgres) $(live)"
 # what is not cosid's goes as before, also a cascade to a column default of cosid_next()
-q postgres -c "CREATE SCHEMA app" -c "CREATE TABLE app.t (id bigint DEFAULT cosid_next())" >/dev/null
+q -c "CREATE SCHEMA app" -c "CREATE TABLE app.t (id bigint DEFAULT cosid_next())" >/dev/null
 check "DROP SCHEMA app CASCADE (a table with a cosid_next() default) goes through" "" \
     "$(err postgres "DROP SCHEMA app CASCADE")"
 check "DROP SCHEMA public CASCADE in a store without windows ahead goes through" " 0" \
     "$(err scratch "DROP SCHEMA public CASCADE") $(has_cosid scratch)"
 
 echo "# 3. a database an interrupted DROP DATABASE left invalid"
-q postgres -c "UPDATE pg_database SET datconnlimit = -2 WHERE datname = 'half'" >/dev/null
+q -c "UPDATE pg_database SET datconnlimit = -2 WHERE datname = 'half'" >/dev/null
 check "DROP DATABASE of it goes through" " 0" \
-    "$(err postgres "DROP DATABASE half") $(q postgres -c "SELECT count(*) FROM pg_database WHERE datname = 'half'")"
+    "$(err postgres "DROP DATABASE half") $(q -c "SELECT count(*) FROM pg_database WHERE datname = 'half'")"
 
 echo "# 4. two renames of one database in one transaction"
 out=$(err postgres "SET statement_timeout = '20s'; BEGIN; ALTER DATABASE twice RENAME TO twice2;
                     ALTER DATABASE twice2 RENAME TO twice3; COMMIT")
 check "both go through (no wait for the check's worker)" " twice3" \
-    "$out $(q postgres -c "SELECT datname FROM pg_database WHERE datname LIKE 'twice%'")"
+    "$out $(q -c "SELECT datname FROM pg_database WHERE datname LIKE 'twice%'")"
 assert_store_verified "$S" "$PS" postgres
 exit $FAIL

@@ -4,8 +4,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/model"; port=55442
-start_server "$dir" "$port"
-trap 'stop_server "$dir" immediate' EXIT
+trap 'node_stop_all immediate' EXIT
+node_up main "$dir" "$port"
 make -C "$COSID_ROOT" -s test/model/model_compare >/dev/null
 for seed in 1 2 3 4 5; do
     t0=$(( $(date +%s) / 100 * 100000 ))
@@ -14,8 +14,8 @@ for seed in 1 2 3 4 5; do
     # function reads it through cosid.store_now(), replaced here in this database only.  An
     # offset from the real clock let a loaded machine's delays count (CI: a first call
     # compiling its PL/pgSQL took 150 ms before the namespace read its clock, floor 200 for 0).
-    psql_at "$dir" "$port" postgres -q -c "CREATE DATABASE model_$seed" >/dev/null
-    psql_at "$dir" "$port" "model_$seed" -q -c "CREATE EXTENSION cosid" \
+    q -c "CREATE DATABASE model_$seed" >/dev/null
+    node_sql_db main "model_$seed" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_store_settings(max_ttl => '4500 ms', max_tolerance => '1 s')" \
         -c "CREATE OR REPLACE FUNCTION cosid_r100(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS
             \$\$ SELECT ((v - '$t0' + 50) / 100 * 100 - CASE WHEN v - '$t0' + 50 < 0 THEN 100 ELSE 0 END)::text \$\$" \
@@ -25,7 +25,7 @@ for seed in 1 2 3 4 5; do
             \$\$ SELECT current_setting('cosid_model.now')::bigint \$\$" >/dev/null
     "$COSID_ROOT/test/model/model_compare" "$seed" 200 "$dir/ops.sql" "$dir/expected.txt" "$t0"
     chmod a+r "$dir/ops.sql"
-    psql_at "$dir" "$port" "model_$seed" -f "$dir/ops.sql" > "$dir/actual.txt"
+    node_sql_db main "model_$seed" -f "$dir/ops.sql" > "$dir/actual.txt"
     if diff -u "$dir/expected.txt" "$dir/actual.txt" > "$dir/diff.txt"; then
         echo "ok - seed $seed: $(wc -l < "$dir/expected.txt") operations, SQL store equals model"
     else

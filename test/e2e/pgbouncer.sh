@@ -10,16 +10,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 apt_install_missing pgbouncer
 base="${1:-/tmp/cosid-e2e}/pgbouncer"
-S="$base/store"; A="$base/a"; B="$base/b"; P="$base/bouncer"
+S="$base/store"; A="$base/a"; P="$base/bouncer"
+# shellcheck disable=SC2034  # B: read as ${!s}
+B="$base/b"
 PS=55481; PA=55482; PB=55483; PP=55484
 trap 'kill $(jobs -p) 2>/dev/null || true; [ -f "$P/pgbouncer.pid" ] && kill "$(cat "$P/pgbouncer.pid")" 2>/dev/null
-      for d in "$A" "$B" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
+      node_stop_all immediate' EXIT
 now_ms() { date +%s%3N; }
 
-start_server "$S" "$PS"
+node_up s "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('pb', slot_bits => 5, tolerance => '300 ms')" \
    -c "SELECT cosid_namespace_create('pb' || g, slot_bits => 5, tolerance => '300 ms') FROM generate_series(2, 3) g" \
    -c "CREATE TABLE observed (namespace text, slot int, fence bigint, incarnation uuid, floor bigint, ceiling bigint)" \
@@ -55,9 +54,9 @@ chown "$PG_USER" "$P/pgbouncer.ini"
 # A and B point at PgBouncer, which is not running yet.
 for s in A B; do
     d=${!s}; p=$([ $s = A ] && echo $PA || echo $PB)
-    start_server "$d" "$p" "cosid.store_dsn = 'host=$P port=$PP dbname=postgres'" "cosid.ttl = '2s'" \
+    node_up "${s,,}" "$d" "$p" "cosid.store_dsn = 'host=$P port=$PP dbname=postgres'" "cosid.ttl = '2s'" \
         "cosid.namespace = 'pb'"
-    psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+    node_sql "${s,,}" -c "CREATE EXTENSION cosid" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" >/dev/null
 done
 
@@ -86,26 +85,26 @@ check_true "a keeper's transaction ran on the store through PgBouncer (applicati
 
 # Clients: one psql per statement, each recording ok or the SQLSTATE of its failure.
 mkdir -p "$base/clients"; chown "$PG_USER" "$base/clients"; rm -f "$base/stop"
-client() {  # client DIR PORT NAME
+client() {  # client NODE NAME (its psql without ON_ERROR_STOP, as a plain psql runs)
     trap - EXIT; set +e
     while [ ! -e "$base/stop" ]; do
-        if out=$(as_pg "$PG_BIN/psql" -X -q -h "$1" -p "$2" -d postgres -v VERBOSITY=sqlstate \
+        if out=$(node_sql "$1" -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate \
               -c "SET cosid.acquire_timeout = '5s'" -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 50) g" 2>&1)
         then echo "$(now_ms) ok"
         else code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-); echo "$(now_ms) ${code:-conn}"; sleep 0.05
         fi
-    done > "$base/clients/$3.log"
+    done > "$base/clients/$2.log"
 }
-for c in 1 2; do client "$A" "$PA" "a$c" & client "$B" "$PB" "b$c" & done
+for c in 1 2; do client a "a$c" & client b "b$c" & done
 sleep 3
 echo "# the store restarts behind PgBouncer while both servers insert"
 # Down until each keeper has seen a renewal fail (a restart between two renewals can go by
 # unseen: PgBouncer connects again before the next one), so that each has an outage to log.
 f0a=$(qa -c "SELECT renewal_failures FROM cosid_stats()"); f0b=$(qb -c "SELECT renewal_failures FROM cosid_stats()")
-as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w stop >/dev/null
+node_stop s fast
 check_true "A's keeper finds the store down" "$(wait_for 30 "a renewal failure on A" qa -c "SELECT renewal_failures > $f0a FROM cosid_stats()")"
 check_true "B's keeper finds the store down" "$(wait_for 30 "a renewal failure on B" qb -c "SELECT renewal_failures > $f0b FROM cosid_stats()")"
-as_pg "$PG_BIN/pg_ctl" -D "$S/data" -w start -l "$S/server.log" >/dev/null; t_restart=$(now_ms)
+node_start s; t_restart=$(now_ms)
 for s in A B; do
     q=q${s,,}; r0=$($q -c "SELECT renewals FROM cosid_stats()")
     check_true "$s renews again after the store's restart" \

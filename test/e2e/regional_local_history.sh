@@ -10,17 +10,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/regional_local_history"
 S="$base/s"; A="$base/a"; T="$base/t"; PS=55493; PA=55494; PT=55480
-trap 'stop_server "$A" immediate; stop_server "$S" immediate; stop_server "$T" immediate' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+trap 'node_stop_all immediate' EXIT
 
-start_server "$S" "$PS"
+node_up s "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('default', slot_range => '[4,8)')" >/dev/null
-start_server "$A" "$PA"
+node_up a "$A" "$PA"
 qa -c "CREATE EXTENSION cosid" -c "SELECT cosid_next()" >/dev/null   # issued from its own store
-stop_server "$A"
+node_stop a
 echo "cosid.store_dsn = 'host=$S port=$PS dbname=postgres'" >> "$A/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+node_start a
 out=$(qa -c "SELECT cosid_next()" 2>&1) && rc=0 || rc=$?
 echo "cosid_next() through the regional store: rc=$rc $out"
 check "cosid_next() through the regional store succeeds" 0 "$rc"
@@ -30,14 +28,14 @@ check "the instance recorded the store's range" "[4,8)" "$(qa -c "SELECT slot_ra
 # keeps the range fails with 42883 from inside (a helper it calls is gone): before, the keeper
 # read that SQLSTATE as "cosid here is older than 1.5, nothing kept", and took every slot of
 # the new store although A had seen [4,8).
-start_server "$T" "$PT"
-psql_at "$T" "$PT" postgres -At -c "CREATE EXTENSION cosid" >/dev/null
+node_up t "$T" "$PT"
+qt -c "CREATE EXTENSION cosid" >/dev/null
 original=$(qa -c "SELECT pg_get_functiondef('cosid._namespace_range_seen(text,int4range)'::regprocedure)")
 qa -c "CREATE OR REPLACE FUNCTION cosid._namespace_range_seen(p_name text, p_range int4range) RETURNS int4range
        LANGUAGE plpgsql AS \$\$ BEGIN PERFORM cosid._a_helper_that_is_gone(); RETURN NULL; END \$\$" >/dev/null
-stop_server "$A"
+node_stop a
 sed -i "s|^cosid.store_dsn = .*|cosid.store_dsn = 'host=$T port=$PT dbname=postgres'|" "$A/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+node_start a
 out=$(qa -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next()" 2>&1) && rc=0 || rc=$?
 echo "# cosid_next() through a store without a range, the range function broken: rc=$rc $(echo "$out" | head -2 | tr '\n' ' ')"
 check "a 42883 from inside the range function refuses the store, naming what is missing" "1 1" \

@@ -10,14 +10,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/remote_store_edges"
 S="$base/store"; A="$base/a"; PS=55454; PA=55455
 stopped=""
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
-      for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+      node_stop_all immediate' EXIT
 astat() { qa -c "SELECT $1 FROM cosid_stats()"; }
 
-start_server "$S" "$PS"
+node_up s "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('r', slot_bits => 3, tolerance => '300 ms')" \
    -c "CREATE TABLE fail_commit (x int)" \
    -c "CREATE FUNCTION fail_at_commit() RETURNS trigger LANGUAGE plpgsql AS \$\$
@@ -29,7 +26,7 @@ qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('r', slot_bits 
        END \$\$" \
    -c "CREATE CONSTRAINT TRIGGER fail_at_commit AFTER UPDATE ON cosid.lease DEFERRABLE INITIALLY DEFERRED
        FOR EACH ROW EXECUTE FUNCTION fail_at_commit()" >/dev/null
-start_server "$A" "$PA" "cosid.store_dsn = 'host=$S port=$PS dbname=postgres user=postgres'" "cosid.ttl = '3s'" \
+node_up a "$A" "$PA" "cosid.store_dsn = 'host=$S port=$PS dbname=postgres user=postgres'" "cosid.ttl = '3s'" \
     "cosid.namespace = 'r'"
 qa -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" >/dev/null
 load() {  # load PHASE SECONDS: 3 clients inserting, errors included (they are data here)

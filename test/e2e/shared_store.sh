@@ -12,12 +12,9 @@ S="$base/store"; A="$base/a"; B="$base/b"
 PS=55444; PA=55445; PB=55446
 frozen=""
 trap '[ -n "$frozen" ] && kill -CONT $frozen; kill $(jobs -p) 2>/dev/null || true
-      for d in "$A" "$B" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
+      node_stop_all immediate' EXIT
 
-start_server "$S" "$PS"
+node_up s "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('shared', slot_bits => 5, tolerance => '300 ms')" \
    -c "CREATE ROLE keeper_b LOGIN IN ROLE cosid_keeper" >/dev/null
 # A's keeper logs in to the store as a superuser, B's as a plain member of cosid_keeper.
@@ -27,13 +24,13 @@ for s in A B; do
     # A's leases outlive its crash restart by far (a restart under load on 2 cores can take
     # longer than a 2 s lease), so its new incarnation is sure to meet them still live.
     ttl=$([ $s = A ] && echo 12s || echo 2s)
-    start_server "$d" "$p" "cosid.store_dsn = '$dsn'" "cosid.ttl = '$ttl'" "cosid.namespace = 'shared'"
-    psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+    node_up "${s,,}" "$d" "$p" "cosid.store_dsn = '$dsn'" "cosid.ttl = '$ttl'" "cosid.namespace = 'shared'"
+    node_sql "${s,,}" -c "CREATE EXTENSION cosid" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" >/dev/null
 done
 # A defines the namespace itself, with the store's values; B leaves it to its keeper.
 qa -c "SELECT cosid_namespace_create('shared', slot_bits => 5, tolerance => '300 ms')" >/dev/null
-denied=$(psql_at "$S" "$PS" postgres -U keeper_b -v VERBOSITY=sqlstate -c "UPDATE cosid.lease SET fence = 0" 2>&1 || true)
+denied=$(qs -U keeper_b -v VERBOSITY=sqlstate -c "UPDATE cosid.lease SET fence = 0" 2>&1 || true)
 check "cosid_keeper may not write the lease table directly" 1 "$(grep -c 'ERROR:  42501' <<<"$denied")"
 check "B has no local definition of 'shared' before its first id" 0 "$(qb -c "SELECT count(*) FROM cosid.namespace WHERE name = 'shared'")"
 
@@ -66,8 +63,8 @@ check "both servers loaded without a failed transaction" 0 "$(cat "$A"/[pc].log 
 client_errors
 qs -c "SELECT slot, owner_key, fence, state FROM cosid_leases('shared') WHERE state <> 'free'" | sed 's/^/#   store: /'
 
-dump_ids() { psql_at "$1" "$2" postgres -At -c "SELECT id FROM t" > "$3"; }
-dump_ids "$A" "$PA" "$base/a.ids"; dump_ids "$B" "$PB" "$base/b.ids"
+dump_ids() { node_sql "$1" -c "SELECT id FROM t" > "$2"; }  # dump_ids NODE FILE
+dump_ids a "$base/a.ids"; dump_ids b "$base/b.ids"
 check "zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)"
 slots_a=$(qa -c "SELECT string_agg(DISTINCT (cosid_parse(id, 'shared')).slot::text, ',') FROM t")
 slots_b=$(qb -c "SELECT string_agg(DISTINCT (cosid_parse(id, 'shared')).slot::text, ',') FROM t")
@@ -86,8 +83,8 @@ check "the store lists A's slots under A's owner key" 0 "$(qs -c "
 echo "# A crashes (immediate stop: nothing released) and restarts while B keeps inserting"
 load "$B" "$PB" 5
 sleep 1
-as_pg "$PG_BIN/pg_ctl" -D "$A/data" -m immediate -w stop >/dev/null
-as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+node_stop a immediate
+node_start a
 load "$A" "$PA" 3; wait
 check_dup=$(qa -c "SELECT duplicate_owner_keys FROM cosid_stats()")
 check_true "A's new incarnation saw its old, still live leases and left them alone" "$([ "$check_dup" -gt 0 ] && echo t)"
@@ -104,7 +101,7 @@ bsession=$!
 exec 7> "$base/b.in"
 echo "SELECT 'bound ' || (cosid_next() > 0);" >&7
 wait_for 60 "B's session on its lease" bash -c "grep -q '^bound true' '$base/b.out' && echo t" >/dev/null
-pm=$(head -1 "$S/data/postmaster.pid")
+pm=$(node_pid s)
 frozen="$pm $(pgrep -P "$pm" | tr '\n' ' ')"
 kill -STOP $frozen; t_freeze=$(now_ms)
 echo "SELECT 'issued ' || count(cosid_next()) FROM generate_series(1, 1000);" >&7
@@ -122,7 +119,7 @@ check "past its windows, a caller on B gets a clear error (ZC002 or ZC006)" 1 "$
 check_true "B's keeper is not stuck in a read from the frozen store: its calls time out and count" \
     "$(qb -c "SELECT renewal_failures > $fails0 FROM cosid_stats()")"
 t0=$(now_ms)
-as_pg "$PG_BIN/pg_ctl" -D "$B/data" -m fast -t 30 -w stop >/dev/null 2>&1 || true
+PGCTLTIMEOUT=30 node_stop b fast  # (pg_ctl's wait at most 30 s)
 stop_ms=$(( $(now_ms) - t0 ))
 echo "# B's fast shutdown with the store frozen took $stop_ms ms"
 check_true "B shuts down while the store is frozen, within 10 s" "$([ "$stop_ms" -le 10000 ] && echo t)"
@@ -131,7 +128,7 @@ check_true "the frozen store is still frozen (the checks above ran against a sto
 kill -CONT $frozen; frozen=""; t_thaw=$(now_ms)
 echo "# the store was frozen for $(( t_thaw - t_freeze )) ms"
 echo "# slots of 'shared' held in the store when B starts again: $(qs -c "SELECT count(*) FROM cosid_leases('shared') WHERE state = 'held'") of 32"
-as_pg "$PG_BIN/pg_ctl" -D "$B/data" -l "$B/server.log" -w start >/dev/null
+node_start b
 again=$(qb -c "SET cosid.acquire_timeout = '10s'" -c "SELECT cosid_next() > 0" 2>&1 || true)
 echo "# B issues again $(( $(now_ms) - t_thaw )) ms after the store thawed"
 check "B issues again once the store answers" "t" "$(tail -1 <<<"$again")"
@@ -142,7 +139,7 @@ client_errors
 echo "# The store restarts (its connections break) while both servers insert"
 load "$A" "$PA" 5; load "$B" "$PB" 5
 sleep 1.5
-as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w restart -l "$S/server.log" >/dev/null; t_restart=$(now_ms)
+node_restart s fast; t_restart=$(now_ms)
 wait
 echo "# pgbench after the store restart: $(cat "$A"/[pc].log "$B"/[pc].log | grep -c 'aborted' || true) client(s) aborted"
 client_errors
@@ -151,7 +148,7 @@ check "B issues after the store restarted" "t" "$(qb -c "SET cosid.acquire_timeo
 check_true "B's keeper renewed through a new connection" "$(qs -c "
     SELECT count(*) > 0 FROM pg_stat_activity WHERE usename = 'keeper_b' AND application_name = 'cosid keeper'
        AND backend_start > to_timestamp($t_restart / 1000.0) - interval '2 s'")"
-dump_ids "$A" "$PA" "$base/a.ids"; dump_ids "$B" "$PB" "$base/b.ids"
+dump_ids a "$base/a.ids"; dump_ids b "$base/b.ids"
 check "still zero duplicate ids across the two servers" 0 "$(sort "$base/a.ids" "$base/b.ids" | uniq -d | wc -l)"
 echo "# rows: A $(wc -l < "$base/a.ids"), B $(wc -l < "$base/b.ids")"
 # The store names the issuer of an id: B's keeper role for a sample of B's ids, A's for A's.

@@ -27,24 +27,19 @@ FAIL=0
 now_ms() { date +%s%3N; }
 B="$PG_BIN"; D="$ROOT"
 OPORT=55701; NPORT=55702
-RUNNING=()
-cleanup() { local d; for d in "${RUNNING[@]}"; do as_pg "$B/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true; done; }
-trap cleanup EXIT
-start_pg() { as_pg "$B/pg_ctl" -D "$1" -l "$1/../server.log" -w start >/dev/null; RUNNING+=("$1"); }
-stop_pg() { as_pg "$B/pg_ctl" -D "$1" -m fast -w stop >/dev/null; }
-qo() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
-qn() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
+trap 'node_stop_all immediate' EXIT
 rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
 as_pg "$B/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
 as_pg "$B/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
-conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
+# the servers' settings after their port and socket (node_attach's: each its own socket directory)
+conf=("listen_addresses = ''" "shared_preload_libraries = 'cosid'"
       "max_connections = 30" "fsync = off" "cosid.static_slots = 'st:5'" "cosid.acquire_timeout = '30s'")
-printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
-printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+node_attach o "$D/old" "$OPORT" "${conf[@]}"   # qo
+node_attach n "$D/new" "$NPORT" "${conf[@]}"   # qn
 NS="SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)"
 
 # --- b) stale cache --------------------------------------------------------------------------
-start_pg "$D/old/data"
+node_start o
 qo -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" >/dev/null
 qo -c "ALTER SYSTEM SET cosid.pool_idle_timeout = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
 wait_for 30 "the static window released" qo -c "SELECT count(*) = 0 FROM cosid_pool() WHERE kind = 'static'" >/dev/null
@@ -53,23 +48,23 @@ got=$(qo -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
 check "b) a 1.4 catalog made again in the keeper's database: static ids still issued" "t" "$got"
 qo -c "ALTER SYSTEM RESET cosid.pool_idle_timeout" -c "SELECT pg_reload_conf()" >/dev/null
 qo -c "DROP EXTENSION cosid" >/dev/null
-stop_pg "$D/old/data"
+node_stop o
 
 # --- c) synchronous standby not answering ----------------------------------------------------
-start_pg "$D/old/data"
+node_start o
 qo -c "CREATE EXTENSION cosid VERSION '1.4'" -c "$NS" >/dev/null
 qo -c "ALTER EXTENSION cosid UPDATE" >/dev/null
 qo -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
 got=$(qo -c "SET cosid.acquire_timeout = '15s'" -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
 check "c) synchronous standby down: a static id within 15 s (static slots need no store)" "t" "$got"
-assert_store_verified "$D" "$OPORT" postgres "c) the store updated from 1.4"
+assert_store_verified "$D/old" "$OPORT" postgres "c) the store updated from 1.4"
 qo -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
 qo -c "DROP EXTENSION cosid" >/dev/null
-stop_pg "$D/old/data"
+node_stop o
 rm -f "$D/old/data/cosid.state"
 
 # --- e) failed record writes ratchet the file's ceiling ----------------------------------------
-start_pg "$D/old/data"
+node_start o
 qo -c "CREATE EXTENSION cosid" -c "$NS" >/dev/null
 qo -c "ALTER SYSTEM SET default_transaction_read_only = on" -c "SELECT pg_reload_conf()" >/dev/null
 t0=$SECONDS
@@ -79,16 +74,16 @@ qo -c "ALTER SYSTEM RESET default_transaction_read_only" -c "SELECT pg_reload_co
 got=$(qo -c "SET cosid.acquire_timeout = '20s'" -c "SELECT cosid_next('st') > 0" 2>&1 | head -1 || true)
 check "e) 10 s with the database read-only: the state file's ceiling at most static_ahead (10 s) ahead; an id within 20 s after" \
     "ahead<=10|t" "ahead<=$([ "$ahead" -le 10 ] && echo 10 || echo "$ahead")|$got"
-assert_store_verified "$D" "$OPORT" postgres "e) the store after its read-only time"
+assert_store_verified "$D/old" "$OPORT" postgres "e) the store after its read-only time"
 qo -c "DROP EXTENSION cosid" >/dev/null
-stop_pg "$D/old/data"
+node_stop o
 rm -f "$D/old/data/cosid.state"
 
 # --- g) DROP and CREATE EXTENSION under a running keeper ------------------------------------------
 # The table made again is empty: the keeper writes the file's windows and not-befores into it
 # again (within a second), not only at the next static window, so that a pg_upgrade right
 # after it still finds them.  Before, nothing was written until the next window.
-start_pg "$D/old/data"
+node_start o
 qo -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" >/dev/null
 # the window released first: no renewal would write its row again
 qo -c "ALTER SYSTEM SET cosid.pool_idle_timeout = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
@@ -100,11 +95,11 @@ check_true "g) DROP and CREATE EXTENSION: the state file's window is in the new 
     "$(wait_for 10 "the window's row in the table made again" qo -c "
         SELECT coalesce(max(ceiling_ms) >= $(file_ceiling), false) FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = 5")"
 qo -c "DROP EXTENSION cosid" >/dev/null
-stop_pg "$D/old/data"
+node_stop o
 rm -f "$D/old/data/cosid.state"
 
 # --- a) 1.4 -> 1.5 with a window open, then pg_upgrade ---------------------------------------
-start_pg "$D/old/data"
+node_start o
 qo -c "CREATE EXTENSION cosid VERSION '1.4'" -c "$NS" \
    -c "CREATE TABLE t_static (id bigint PRIMARY KEY DEFAULT cosid_next('st'), phase text)" >/dev/null
 pids=()
@@ -115,12 +110,12 @@ for c in "${pids[@]}"; do wait "$c"; done
 qo -c "ALTER EXTENSION cosid UPDATE" >/dev/null
 qo -c "INSERT INTO t_static(phase) VALUES ('before')" >/dev/null
 before=$(qo -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_static")
-stop_pg "$D/old/data"
+node_stop o
 max_id=${before%%|*}; max_ms=${before#*|}
 (cd "$D" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$D/old/data" -D "$D/new/data" -p "$OPORT" -P "$NPORT" \
      -s "$D" -U postgres --no-sync --link) > "$D/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade failed"; tail "$D/pg_upgrade.out"; exit 1; }
 echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$D/new/data/postgresql.conf"
-start_pg "$D/new/data"
+node_start n
 pids=()
 for c in 1 2 3 4; do qn -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 500)" >/dev/null 2>>"$D/after.err" & pids+=($!); done
 for c in "${pids[@]}"; do wait "$c" || true; done
@@ -128,64 +123,59 @@ check "a) the old cluster's row came over: its stop recorded the window opened u
     "$(qn -c "SELECT count(*) FROM cosid.static_ceiling c, pg_control_system() s WHERE c.system_identifier <> s.system_identifier")"
 check "a) 2000 ids after pg_upgrade, all above $max_id, none refused" "2000|true|" \
     "$(qn -c "SELECT count(*) || '|' || coalesce(min(id) > $max_id, false) FROM t_static WHERE phase = 'after'")|$(head -1 "$D/after.err")"
-assert_store_verified "$D" "$NPORT" postgres "a) the upgraded cluster's store"
-stop_pg "$D/new/data"
+assert_store_verified "$D/new" "$NPORT" postgres "a) the upgraded cluster's store"
+node_stop n
 
 # --- f) cosid_adopt into a static namespace, then pg_upgrade -------------------------------------
-F="$D/adopt"; mkdir -p "$F"; chown "$PG_USER" "$F"
-qfo() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$F" -p 55705 -d postgres -At "$@"; }
-qfn() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$F" -p 55706 -d postgres -At "$@"; }
+F="$D/adopt"; mkdir -p "$F/old" "$F/new"; chown -R "$PG_USER" "$F"
 for n in old:55705 new:55706; do
-    d=${n%%:*}; as_pg "$B/initdb" -D "$F/$d" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+    d=${n%%:*}; as_pg "$B/initdb" -D "$F/$d/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
     # (no TCP: a listening port in the ephemeral range can be taken by another lane's
     # outgoing connection, and the server then fails to start: seen on a CI run)
-    printf '%s\n' "port = ${n##*:}" "listen_addresses = ''" "unix_socket_directories = '$F'" "${conf[@]:2}" >> "$F/$d/postgresql.conf"
+    node_attach "f${d:0:1}" "$F/$d" "${n##*:}" "${conf[@]}"   # qfo, qfn
 done
-echo "cosid.static_slots = 'st:2'" >> "$F/new/postgresql.conf"   # the last line wins: slot 2 after the upgrade
-as_pg "$B/pg_ctl" -D "$F/old" -l "$F/old.log" -w start >/dev/null; RUNNING+=("$F/old")
+echo "cosid.static_slots = 'st:2'" >> "$F/new/data/postgresql.conf"   # the last line wins: slot 2 after the upgrade
+node_start fo
 # ids of another generator, 5 s ahead of the clock, on slot 2 (the new cluster's static slot)
 qfo -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_adopt (id bigint PRIMARY KEY, phase text)" \
     -c "INSERT INTO t_adopt SELECT cosid_min_id(now() + interval '5 s', 'st') + (2 << 8) + k, 'adopted' FROM generate_series(0, 99) k" \
     -c "SELECT cosid_adopt('t_adopt', 'id', 'st')" >/dev/null
 before=$(qfo -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_adopt")
 max_id=${before%%|*}; max_ms=${before#*|}
-as_pg "$B/pg_ctl" -D "$F/old" -m fast -w stop >/dev/null
-(cd "$F" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$F/old" -D "$F/new" -p 55705 -P 55706 \
+node_stop fo
+(cd "$F" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$F/old/data" -D "$F/new/data" -p 55705 -P 55706 \
      -s "$F" -U postgres --no-sync --link) > "$F/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade (f) failed"; tail "$F/pg_upgrade.out"; exit 1; }
 # the new cluster's clock 5 s below the adopted ids (pg_upgrade took some of their lead)
-echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$F/new/postgresql.conf"
-as_pg "$B/pg_ctl" -D "$F/new" -l "$F/new.log" -w start >/dev/null; RUNNING+=("$F/new")
+echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$F/new/data/postgresql.conf"
+node_start fn
 qfn -c "INSERT INTO t_adopt(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$F/after.err" || true
 check "f) cosid_adopt into a static namespace, then pg_upgrade onto another static slot: 2000 ids after it, all above the adopted $max_id" "2000|" \
     "$(qfn -c "SELECT count(*) FROM t_adopt WHERE phase = 'after' AND id > $max_id")|$(head -1 "$F/after.err")"
-assert_store_verified "$F" 55706 postgres "f) the upgraded cluster's store"
-as_pg "$B/pg_ctl" -D "$F/new" -m fast -w stop >/dev/null
+assert_store_verified "$F/new" 55706 postgres "f) the upgraded cluster's store"
+node_stop fn
 
 # --- d) logical replication switchover ----------------------------------------------------------
-L="$D/logical"; mkdir -p "$L"; chown "$PG_USER" "$L"
-qa() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$L" -p 55703 -d postgres -At "$@"; }
-qb() { as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$L" -p 55704 -d postgres -At "$@"; }
-for n in pub:55703 sub:55704; do
-    d=${n%%:*}; as_pg "$B/initdb" -D "$L/$d" -A trust -U postgres -E UTF8 --locale=C >/dev/null
-    printf '%s\n' "port = ${n##*:}" "listen_addresses = ''" "unix_socket_directories = '$L'" "wal_level = logical" "${conf[@]:2}" >> "$L/$d/postgresql.conf"
-    mkdir -p "$L/$d-run"; chown "$PG_USER" "$L/$d-run"
-    as_pg "$B/pg_ctl" -D "$L/$d" -l "$L/$d-run/server.log" -w start >/dev/null; RUNNING+=("$L/$d")
+L="$D/logical"; mkdir -p "$L/pub" "$L/sub"; chown -R "$PG_USER" "$L"
+for n in a:pub:55703 b:sub:55704; do   # qa the publisher, qb the subscriber
+    d=${n#*:}; d=${d%%:*}; as_pg "$B/initdb" -D "$L/$d/data" -A trust -U postgres -E UTF8 --locale=C >/dev/null
+    node_attach "${n%%:*}" "$L/$d" "${n##*:}" "listen_addresses = ''" "wal_level = logical" "${conf[@]:1}"
+    node_start "${n%%:*}"
 done
 for q in qa qb; do $q -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_static (id bigint PRIMARY KEY DEFAULT cosid_next('st'), phase text)" >/dev/null; done
 qa -c "INSERT INTO t_static(phase) SELECT 'before' FROM generate_series(1, 2000)" -c "CREATE PUBLICATION p FOR ALL TABLES" >/dev/null
-qb -c "CREATE SUBSCRIPTION s CONNECTION 'host=$L port=55703 dbname=postgres user=postgres' PUBLICATION p" >/dev/null 2>&1
+qb -c "CREATE SUBSCRIPTION s CONNECTION '$(node_dsn a)' PUBLICATION p" >/dev/null 2>&1
 wait_for 60 "2000 rows on the subscriber" qb -c "SELECT count(*) = 2000 FROM t_static" >/dev/null
 before=$(qa -c "SELECT max(id) || '|' || (extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)::bigint FROM t_static")
 max_id=${before%%|*}; max_ms=${before#*|}
 rows=$(qb -c "SELECT count(*) FROM cosid.static_ceiling")
-assert_store_verified "$L" 55703 postgres "d) the publisher's store"
-as_pg "$B/pg_ctl" -D "$L/pub" -m fast -w stop >/dev/null
+assert_store_verified "$L/pub" 55703 postgres "d) the publisher's store"
+node_stop a
 qb -c "ALTER SUBSCRIPTION s DISABLE" >/dev/null
-as_pg "$B/pg_ctl" -D "$L/sub" -m fast -w stop >/dev/null
-echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$L/sub/postgresql.conf"
-as_pg "$B/pg_ctl" -D "$L/sub" -l "$L/sub-run/server.log" -w start >/dev/null
+node_stop b
+echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$L/sub/data/postgresql.conf"
+node_start b
 qb -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$L/after.err" || true
 check "d) after a logical-replication switchover: the publisher's ceiling on the subscriber, 2000 ids above $max_id" "1|2000|" \
     "$rows|$(qb -c "SELECT count(*) FROM t_static WHERE phase = 'after' AND id > $max_id")|$(head -1 "$L/after.err")"
-assert_store_verified "$L" 55704 postgres "d) the subscriber's store"
+assert_store_verified "$L/sub" 55704 postgres "d) the subscriber's store"
 exit $FAIL

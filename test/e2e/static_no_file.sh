@@ -45,7 +45,7 @@ check "$ROWS ids in one statement" 0 "$(insert server $ROWS)"
 ahead=$(ahead server)
 check_true "without a state file no id is issued ahead of the clock (the last: $ahead ms ahead)" \
     "$([ "$ahead" -le 0 ] && echo t)"
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -m fast -w restart >/dev/null
+node_restart main fast
 check "after the restart, 0 of 5,000 ids repeat one issued before it" 0 "$(insert server_after 5000)"
 check_true "the first id after the restart is in a later tick than every id before it" "$(later server_after)"
 out=$(q -v VERBOSITY=sqlstate -c "INSERT INTO t(phase) SELECT 'server_plain' FROM generate_series(1, 1000)" 2>&1 || true)

@@ -13,10 +13,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/static_switch"; S="$base/s"; P=55740
-trap 'stop_server "$S" immediate' EXIT
-stop_server "$S" immediate; rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
-q() { psql_at "$S" "$P" postgres -At "$@"; }
-start_server "$S" "$P" "cosid.ttl = '30s'" "cosid.static_ahead = '30s'" "cosid.static_slots = 'back:0, spare:0'"
+trap 'node_stop_all immediate' EXIT
+node_register main "$S" "$P"; node_stop main immediate  # a run killed before its trap
+rm -rf "$base"; mkdir -p "$base"; chown "$PG_USER" "$base"
+node_up main "$S" "$P" "cosid.ttl = '30s'" "cosid.static_ahead = '30s'" "cosid.static_slots = 'back:0, spare:0'"
 q -c "CREATE EXTENSION cosid" \
   -c "SELECT cosid_namespace_create(n, slot_bits => 2, unit => 's', sequence_bits => 12, total_bits => 53) FROM unnest(ARRAY['moved', 'back', 'spare']) n" \
   -c "CREATE TABLE t (ns text, phase text, id bigint)" >/dev/null
@@ -34,7 +34,7 @@ check "other owners hold slots 1, 2 and 3 of 'back'" "1,2,3" \
 slot=$(q -c "SELECT slot FROM cosid_pool() WHERE namespace = 'moved'")
 sed -i "/cosid.static_slots/d" "$S/data/postgresql.conf"
 echo "cosid.static_slots = 'moved:$slot'" >> "$S/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$S/data" -m fast -w restart -l "$S/server.log" >/dev/null
+node_restart main fast
 # Only a switch while the ids are ahead of the clock can repeat them: make sure they are.
 for ns in moved back; do
     check_true "the ids of '$ns' before the restart are still ahead of the clock" \
@@ -71,7 +71,7 @@ check "300 ids of 'moved' and 'back': each has one issuer, a lease or the static
 q -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null  # a copy of the store, its original gone
 raised=$(q -c "SELECT max(next_floor) FROM cosid.lease WHERE namespace = 'moved' AND slot = $slot")
 q -c "SELECT cosid_release('moved', $slot)" >/dev/null
-id=$(as_pg "$PG_BIN/psql" -X -q -At -h "$S" -p "$P" -d postgres -c "SET cosid.acquire_timeout = '2s'" \
+id=$(q -c "SET cosid.acquire_timeout = '2s'" \
          -c "INSERT INTO t SELECT 'moved', 'raised', cosid_next('moved') RETURNING id" 2>&1 || true)
 check_true "after a raise, a new static window of 'moved' issues above the raised next_floor at once ($id)" \
     "$(q -c "SELECT (extract(epoch FROM ts) * 1000)::bigint > $raised FROM cosid_parse($id, 'moved')" 2>/dev/null || echo f)"

@@ -18,25 +18,25 @@ P="$base/p"; SB="$base/sb"; A="$base/a"; B="$base/b"
 PP=55456; PSB=55457; PA=55458; PB=55459
 stopped=""
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true
-      for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done' EXIT
+      node_stop_all immediate' EXIT
 now_ms() { date +%s%3N; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
 DSN="host=$P,$SB port=$PP,$PSB dbname=postgres user=postgres target_session_attrs=read-write"
+# qstore: the store that is primary now, through the multi-host DSN (no one node's)
 qstore() { as_pg "$PG_BIN/psql" -X -q -At -d "$DSN connect_timeout=2" "$@"; }
 
 # store_pair MODE: a fresh primary P with a standby SB (replication slot, -R), MODE sync or async.
 store_pair() {
-    for d in "$A" "$B" "$P" "$SB"; do stop_server "$d" immediate; done
-    start_server "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" \
+    node_stop_all immediate
+    node_up p "$P" "$PP" "wal_level = replica" "max_wal_senders = 4" "wal_keep_size = '64MB'" \
         "cosid.store_only = on"  # a store for A and B only: its failover is not a fork
-    psql_at "$P" "$PP" postgres -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
+    qp -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '300 ms')" \
         -c "SELECT cosid_store_settings(max_ttl => '${TTL}s', max_tolerance => '1s')" >/dev/null  # the keepers' ttl and the largest tolerance (default's): the raise covers them
-    check_true "[$1] the standby streams from the primary" "$(start_standby "$P" "$PP" "$SB" "$PSB" sb)"
+    node_register sb "$SB" "$PSB"  # (node_standby runs in a subshell below: the node is known here too)
+    check_true "[$1] the standby streams from the primary" "$(node_standby sb "$SB" "$PSB" p sb)"
     if [ "$1" = sync ]; then  # only now: before, every commit on P would wait for a standby not there yet
-        psql_at "$P" "$PP" postgres -q -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
-        check_true "[sync] the standby is synchronous" "$(wait_until 10 psql_at "$P" "$PP" postgres -At -c "
+        qp -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+        check_true "[sync] the standby is synchronous" "$(wait_until 10 qp -c "
             SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'sync'")"
     fi
     for s in A B; do
@@ -44,9 +44,9 @@ store_pair() {
         # B prefers slot 0, A's (A acquires first, the lowest free slot): where the promoted
         # store shows A's lease expired, B takes it over rather than a free slot, so that the
         # drill without the raise meets the hazard and the others show the raise keeps B above A.
-        start_server "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '${TTL}s'" "cosid.namespace = 'ha'" \
+        node_up "${s,,}" "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '${TTL}s'" "cosid.namespace = 'ha'" \
             "cosid.acquire_timeout = '10s'" "cosid.preferred_slot = $([ $s = B ] && echo 0 || echo -1)"
-        psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+        node_sql "${s,,}" -c "CREATE EXTENSION cosid" \
             -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" -c "CREATE TABLE other (id bigint)" \
             -c "CREATE TABLE win (slot int, fence bigint, floor bigint, ceiling bigint, owner_key text)" >/dev/null
     done
@@ -116,7 +116,7 @@ final() {
     # (without the raise the overlap lies in the tail the promoted store never received: its
     # history cannot show it)
     if [ "${2:-}" = expect_hazard ]; then
-        echo "# [$1] cosid_verify() on the promoted store: $(psql_at "$SB" "$PSB" postgres -At -c \
+        echo "# [$1] cosid_verify() on the promoted store: $(qsb -c \
             "SELECT count(*) FROM cosid_verify()") overlapping pairs in its history"
     fi
 }
@@ -126,14 +126,14 @@ drill() {
     local mode="$1" raise="$2"
     echo "# drill $mode (floor raise $raise)"
     store_pair "$mode"
-    [ "$raise" = off ] && psql_at "$P" "$PP" postgres -q -c "SELECT cosid_store_settings(raise_floors_on_new_timeline => false)" >/dev/null
+    [ "$raise" = off ] && qp -c "SELECT cosid_store_settings(raise_floors_on_new_timeline => false)" >/dev/null
     sample_windows
     load "$A" "$PA" $((2 * TTL + 6)); sleep 2   # A inserts through the failover, up to a ttl past the kill
     if [ "$mode" = async ]; then
         # The standby stops receiving: the primary's WAL sender is frozen while A goes on
         # acquiring and renewing on the primary, longer than ttl + tolerance, so that on the
         # standby A's leases look expired when B asks; what was not sent dies with the primary.
-        stopped=$(psql_at "$P" "$PP" postgres -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender'")
+        stopped=$(qp -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'walsender'")
         kill -STOP $stopped
         sleep $((TTL + 1))
     else
@@ -146,13 +146,13 @@ drill() {
     # The primary's last windows, sampled once more now that no keeper can renew there (the
     # sampler's 100 ms may have missed the last renewal, and A issues up to its end).
     sleep 0.3
-    psql_at "$P" "$PP" postgres -At -c "COPY (SELECT slot, fence, floor, ceiling, owner_key FROM cosid.lease
+    qp -c "COPY (SELECT slot, fence, floor, ceiling, owner_key FROM cosid.lease
         WHERE namespace = 'ha' AND incarnation IS NOT NULL) TO STDOUT" >> "$base/windows.tsv"
     t_kill=$(now_ms)
-    pm=$(head -1 "$P/data/postmaster.pid")
+    pm=$(node_pid p)
     kill -9 $pm $(pgrep -P "$pm")   # the store's primary dies, all of it at once
     stopped="$akeeper"
-    if ! as_pg "$PG_BIN/pg_ctl" -D "$SB/data" -w promote >/dev/null; then
+    if ! node_promote sb; then
         # (seen once in a loaded full run: the standby's postmaster was gone; its log says why)
         echo "not ok - [$mode] the standby is promoted"; FAIL=1
         tail -15 "$SB/server.log" | sed 's/^/#   standby: /'

@@ -10,13 +10,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/store_refusal"
 S="$base/store"; A="$base/a"; PS=56633; PA=56634
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
-trap 'for d in "$A" "$S"; do stop_server "$d" immediate; done' EXIT
-qs() { psql_at "$S" "$PS" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
+trap 'node_stop_all immediate' EXIT
 
 # The store S asks every role but postgres for a password (scram), as Debian's pg_hba.conf does.
-start_server "$S" "$PS" "password_encryption = 'scram-sha-256'"
+node_up s "$S" "$PS" "password_encryption = 'scram-sha-256'"
 qs -c "CREATE EXTENSION cosid" -c "CREATE ROLE keeper_a LOGIN PASSWORD 'RightPass33' IN ROLE cosid_keeper" \
     -c "CREATE ROLE keeper_nologin NOLOGIN PASSWORD 'RightPass33' IN ROLE cosid_keeper" >/dev/null
 sed -i 's/^local\(.*\)trust$/local\1scram-sha-256/' "$S/data/pg_hba.conf"
@@ -38,14 +35,14 @@ first=1
 while IFS=$'\t' read -r name reason hintword dsn; do
     conf="cosid.store_dsn = '$dsn'"
     if [ "$first" = 1 ]; then
-        start_server "$A" "$PA" "$conf" "cosid.acquire_timeout = '20s'"
+        node_up a "$A" "$PA" "$conf" "cosid.acquire_timeout = '20s'"
         qa -c "CREATE EXTENSION cosid" >/dev/null
         first=0
     else
-        stop_server "$A"
+        node_stop a
         sed -i '/^cosid.store_dsn = /d' "$A/data/postgresql.conf"
         echo "$conf" >> "$A/data/postgresql.conf"
-        as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+        node_start a
     fi
     for call in 1 2; do  # the first call after the start, and one more
         t0=$(date +%s%3N)
@@ -64,16 +61,16 @@ while IFS=$'\t' read -r name reason hintword dsn; do
 done < "$base/cases"
 
 # The store lets the keeper in: the password in the DSN becomes the role's.  No restart.
-stop_server "$A"
+node_stop a
 sed -i '/^cosid.store_dsn = /d' "$A/data/postgresql.conf"
 echo "cosid.store_dsn = '$(sed -n 1p "$base/cases" | cut -f4)'" >> "$A/data/postgresql.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$A/data" -l "$A/server.log" -w start >/dev/null
+node_start a
 out=$(qa -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 check "wrong password: refused first" ZC006 "$(sqlstate_of "$out")"
 qs -c "ALTER ROLE keeper_a PASSWORD 'WrongPass33'" >/dev/null
 check "the store takes the password now: the next call issues an id, without a restart" t \
     "$(wait_for 10 "an id" qa -c "SELECT cosid_next() > 0" 2>/dev/null)"
-stop_server "$A"
+node_stop a
 check "the server log never shows a password" 0 "$(grep -c 'WrongPass33\|RightPass33' "$A/server.log" || true)"
 assert_store_verified "$S" "$PS" postgres "S, once it granted A a window"
 exit $FAIL
