@@ -48,7 +48,8 @@ setup() {
     qp -q -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
         -c "SELECT cosid_namespace_create('lr', slot_bits => 1, sequence_bits => 8, tolerance => '1s', total_bits => 60)" >/dev/null
-    check_true "[$1] the standby streams from the primary" "$(node_standby sb "$SB" "$PSB" p sb)"
+    node_standby sb "$SB" "$PSB" p sb
+    check_true "[$1] the standby streams from the primary" "$(node_streams p sb)"
     for n in a b; do
         d=$([ $n = a ] && echo "$A" || echo "$B"); p=$([ $n = a ] && echo $PA || echo $PB)
         node_up $n "$d" "$p" "cosid.store_dsn = '$DSN'" "cosid.ttl = '6s'" "cosid.namespace = 'lr'" \

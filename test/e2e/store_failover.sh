@@ -32,8 +32,8 @@ store_pair() {
     qp -c "SELECT pg_create_physical_replication_slot('sb')" -c "CREATE EXTENSION cosid" \
         -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '300 ms')" \
         -c "SELECT cosid_store_settings(max_ttl => '${TTL}s', max_tolerance => '1s')" >/dev/null  # the keepers' ttl and the largest tolerance (default's): the raise covers them
-    node_register sb "$SB" "$PSB"  # (node_standby runs in a subshell below: the node is known here too)
-    check_true "[$1] the standby streams from the primary" "$(node_standby sb "$SB" "$PSB" p sb)"
+    node_standby sb "$SB" "$PSB" p sb
+    check_true "[$1] the standby streams from the primary" "$(node_streams p sb)"
     if [ "$1" = sync ]; then  # only now: before, every commit on P would wait for a standby not there yet
         qp -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
         check_true "[sync] the standby is synchronous" "$(wait_until 10 qp -c "

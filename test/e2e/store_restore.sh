@@ -42,9 +42,11 @@ mkdir -p "$ST2"; fresh_cluster "$ST2/data"
 node_attach st2 "$ST2" "$PST" "listen_addresses = ''" "shared_preload_libraries = 'cosid'" "cosid.store_only = on" \
     "fsync = off" "cosid.ttl = '6s'" "cosid.test_reach_cap = '1ms'"
 # restore_store NODE: the dump into ST2, started at NODE's socket directory, st2 or st (ST2 stays up).
+# Restored beside the store (st2), it runs without the library: its own keeper would make a
+# store call as soon as the extension is there, and raise the floors then, not when it takes over.
 restore_store() {
     sed -i "s|^unix_socket_directories = .*|unix_socket_directories = '$(node_dir "$1")'|" "$ST2/data/postgresql.conf"
-    node_start st2
+    if [ "$1" = st2 ]; then node_start st2 -o "-c shared_preload_libraries=''"; else node_start st2; fi
     if [ "${RESTORE:-whole}" = whole ]; then
         as_pg "$PG_BIN/pg_restore" -h "$(node_dir "$1")" -p "$PST" -d postgres "$base/store.dump" 2>"$base/restore.err" || true
     else

@@ -14,8 +14,9 @@
 #                                       backup, a copy): its port and socket set, LINEs added
 #   node_standby NAME DIR PORT FROM SLOT
 #                                       a streaming standby of node FROM (pg_basebackup -R
-#                                       through replication slot SLOT), started; "t" once FROM
-#                                       shows it streaming
+#                                       through replication slot SLOT), started; returns once
+#                                       FROM shows it streaming (at most 20 s)
+#   node_streams FROM SLOT              "t" while FROM streams to a standby through SLOT
 #   node_start NAME [pg_ctl -o OPTIONS] starts it and waits until it accepts connections
 #   node_stop NAME [MODE]               fast (default), immediate or smart; quiet when it is down
 #   node_restart NAME [MODE]            stop, then start
@@ -31,7 +32,8 @@
 #
 # A node's shorthand: node_init defines qNAME (qa for node a) as node_sql NAME; the node named
 # main is q.  The bin directory is PG_BIN when the node is made (COSID_PG_BIN, or another
-# major's, for a node of that major).
+# major's, for a node of that major).  Make a node in the script's own shell, not inside $(...):
+# a subshell's node is gone when it ends.
 declare -gA NODE_DIR=() NODE_PORT=() NODE_BIN=() NODE_DB=()
 declare -ga NODE_NAMES=()
 
@@ -79,9 +81,12 @@ node_standby() {
         -X stream -S "$slot" -c fast >/dev/null
     node_attach "$name" "$dir" "$port" "wal_retrieve_retry_interval = '100ms'"
     node_start "$name"
-    node_wait "$from" 20 "SELECT count(*) = 1 FROM pg_stat_replication r
-                            JOIN pg_replication_slots s ON s.active_pid = r.pid
-                           WHERE s.slot_name = '$slot' AND r.state = 'streaming'"
+    wait_until 20 node_streams "$from" "$slot" >/dev/null
+}
+
+node_streams() {
+    node_sql "$1" -c "SELECT count(*) = 1 FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid
+                      WHERE s.slot_name = '$2' AND r.state = 'streaming'"
 }
 
 node_start() {
