@@ -6,9 +6,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/adopt"; PORT=55474
 TARGET="$DIR/target"; TPORT=55475
-stop_server "$TARGET" immediate; node_stop main immediate  # a run killed before its trap
+# (the target's data directory is in main's: a target a killed run left behind is stopped first)
+node_register t "$TARGET" "$TPORT"; node_stop t immediate
 node_up main "$DIR" "$PORT" "cosid.ttl = '3s'" "max_connections = 40"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$TARGET" immediate; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 mkdir -p "$DIR/clients"; chown "$PG_USER" "$DIR/clients"
 # The foreign generator: Twitter's layout (41 bits of ms since its epoch, 10 machine bits, 12
 # sequence bits), three machines, its newest ids 3 s ahead of this clock (a clock running
@@ -82,7 +83,7 @@ for c in $(seq 1 8); do
     (
         trap - EXIT; set +e
         for _ in $(seq 1 13); do
-            if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -U app -v VERBOSITY=sqlstate -v ON_ERROR_STOP=1 \
+            if out=$(q -U app -v VERBOSITY=sqlstate \
                   -c "INSERT INTO serial_t(phase) SELECT 'new' FROM generate_series(1, 20)" \
                   -c "INSERT INTO ident_t(phase) SELECT 'new' FROM generate_series(1, 20)" \
                   -c "INSERT INTO foreign_t(phase) SELECT 'new' FROM generate_series(1, 20)" 2>&1); then
@@ -102,30 +103,31 @@ done
 echo "# pg_dump / pg_restore into another server, then adopt again there"
 q -c "SELECT cosid_release()" >/dev/null
 as_pg pg_dump -h "$DIR" -p "$PORT" -Fc -f "$DIR/adopted.dump" postgres
-start_server "$TARGET" "$TPORT" "cosid.database = 'dst'" "cosid.ttl = '3s'" \
+# shellcheck disable=SC2034  # NODE_DB: read by node_sql (test/lib/node.sh)
+NODE_DB["t"]=dst  # qt: the restored database
+node_up t "$TARGET" "$TPORT" "cosid.database = 'dst'" "cosid.ttl = '3s'" \
     "cosid.acquire_timeout = '10s'"  # the restored store keeps its origin's max_ttl, and raises its floors by max_ttl + 2 x max_tolerance
-psql_at "$TARGET" "$TPORT" postgres -c "CREATE DATABASE dst" -c "CREATE ROLE app LOGIN" >/dev/null
+node_sql_db t postgres -c "CREATE DATABASE dst" -c "CREATE ROLE app LOGIN" >/dev/null
 restore_errors=$(as_pg pg_restore -h "$TARGET" -p "$TPORT" -d dst "$DIR/adopted.dump" 2>&1 | grep -c 'error' || true)
 check "pg_restore reports no error" 0 "$restore_errors"
-tq() { psql_at "$TARGET" "$TPORT" dst -At "$@"; }
 check "the restored store keeps 'legacy''s floor" "$(q -c "SELECT not_before_ms FROM cosid.namespace WHERE name = 'legacy'")" \
-    "$(tq -c "SELECT not_before_ms FROM cosid.namespace WHERE name = 'legacy'")"
+    "$(qt -c "SELECT not_before_ms FROM cosid.namespace WHERE name = 'legacy'")"
 check "adopting the restored tables on the new store" "3" \
-    "$(tq -c "SELECT count(*) FROM (SELECT cosid_adopt('serial_t', 'id') UNION ALL SELECT cosid_adopt('ident_t', 'id')
+    "$(qt -c "SELECT count(*) FROM (SELECT cosid_adopt('serial_t', 'id') UNION ALL SELECT cosid_adopt('ident_t', 'id')
                                    UNION ALL SELECT cosid_adopt('foreign_t', 'id', 'legacy')) a")"
 # The dump was taken while this server issued from its store: the restored store is a fork of
 # it and grants nothing until an administrator acknowledges it (here the origin goes on: the
 # copy is a separate system, whose ids are compared only among themselves below).
-out=$(tq -v VERBOSITY=verbose -c "INSERT INTO serial_t(phase) VALUES ('restored')" 2>&1 || true)
+out=$(qt -v VERBOSITY=verbose -c "INSERT INTO serial_t(phase) VALUES ('restored')" 2>&1 || true)
 check "the restored store, a copy of an issuing server's, grants nothing before it is acknowledged (ZC009)" ZC009 \
     "$(sqlstate_of "$out")"
-tq -c "SELECT cosid_fork_acknowledge()" >/dev/null
-tq -c "INSERT INTO serial_t(phase) SELECT 'restored' FROM generate_series(1, 500)" \
+qt -c "SELECT cosid_fork_acknowledge()" >/dev/null
+qt -c "INSERT INTO serial_t(phase) SELECT 'restored' FROM generate_series(1, 500)" \
    -c "INSERT INTO ident_t(phase) SELECT 'restored' FROM generate_series(1, 500)" \
    -c "INSERT INTO foreign_t(phase) SELECT 'restored' FROM generate_series(1, 500)" >/dev/null
 for t in serial_t ident_t foreign_t; do
     check_true "$t on the restored server: new ids above every restored one" \
-        "$(tq -c "SELECT min(id) FILTER (WHERE phase = 'restored') > max(id) FILTER (WHERE phase <> 'restored') FROM $t")"
+        "$(qt -c "SELECT min(id) FILTER (WHERE phase = 'restored') > max(id) FILTER (WHERE phase <> 'restored') FROM $t")"
 done
 assert_store_verified "$DIR" "$PORT" postgres "the first server's store"
 assert_store_verified "$TARGET" "$TPORT" dst "the restored store (its history came with the dump)"

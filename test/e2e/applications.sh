@@ -18,15 +18,16 @@ WORK="${1:-/tmp/cosid-e2e}/applications"; PORT=29670
 DIR="$WORK/server"; APP="$WORK/reader"; STEPS="$WORK/steps"
 PAGE="$COSID_ROOT/docs/applications.md"
 started=$SECONDS
-trap 'stop_server "$DIR" immediate' EXIT
-start_server "$DIR" "$PORT" "listen_addresses = 'localhost'" "password_encryption = 'scram-sha-256'"
+trap 'node_stop_all immediate' EXIT
+node_up main "$DIR" "$PORT" "listen_addresses = 'localhost'" "password_encryption = 'scram-sha-256'"
 cat > "$DIR/data/pg_hba.conf" <<'HBA'
 local all all trust
 host all all 127.0.0.1/32 scram-sha-256
 host all all ::1/128 scram-sha-256
 HBA
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" reload >/dev/null
-q() { psql_at "$DIR" "$PORT" app -At "$@"; }
+node_reload main
+# shellcheck disable=SC2034  # NODE_DB: read by node_sql (test/lib/node.sh)
+NODE_DB["main"]=app  # q: the page's database (made by its SQL)
 
 # What the page's programs need, said plainly when missing (not skipped).
 missing=""
@@ -58,6 +59,7 @@ while read -r file kind arg line; do
     case "$kind" in
     sql)
         chown "$PG_USER" "$STEPS" "$file"
+        # (as the reader runs it: psql's own output format, not the shorthand's -At)
         status=0; psql_at "$DIR" "$PORT" postgres -f "$file" > "$file.out" 2>&1 || status=$?
         check "$where: the SQL block runs as postgres without an error" 0 "$status"
         [ "$status" = 0 ] || tail -5 "$file.out" | sed 's/^/#   /' ;;

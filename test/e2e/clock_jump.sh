@@ -27,11 +27,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 DIR="${1:-/tmp/cosid-e2e}/clock_jump"; PORT=${COSID_CLOCK_JUMP_PORT:-55487}
 DAY=86400000
-stop_server "$DIR" immediate
-start_server "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cosid.static_ahead = '500ms'" \
+node_up main "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cosid.static_ahead = '500ms'" \
     "cosid.state_file = '$DIR/cosid.state'" "max_connections = 30"
-trap 'kill $(jobs -p) 2>/dev/null || true; stop_server "$DIR" immediate' EXIT
-q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 now_ms() { date +%s%3N; }
 # jump MS: the host clock MS ahead (0: corrected), for the keeper and the local store (a
 # reload) and for the clients (which read it before each statement: a session inside a

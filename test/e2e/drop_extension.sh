@@ -10,12 +10,11 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/drop_extension"; port=55494
-start_server "$dir" "$port" "cosid.ttl = '2s'"
+node_up main "$dir" "$port" "cosid.ttl = '2s'"
 keeper=""
-trap '[ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null; stop_server "$dir" immediate' EXIT
-q() { psql_at "$dir" "$port" postgres -At "$@"; }
+trap '[ -n "$keeper" ] && kill -CONT "$keeper" 2>/dev/null; node_stop_all immediate' EXIT
 # shellcheck disable=SC2069  # stderr to the caller, stdout discarded
-err() { as_pg "$PG_BIN/psql" -X -q -h "$dir" -p "$port" -d postgres -v VERBOSITY=verbose -c "$1" 2>&1 >/dev/null || true; }
+err() { q -v VERBOSITY=verbose -c "$1" 2>&1 >/dev/null || true; }
 
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_tolerance => '30s')" \
   -c "SELECT cosid_namespace_create('d', slot_bits => 2, tolerance => '30s')" \
@@ -45,7 +44,7 @@ kill -CONT "$keeper"; keeper=""
 q -c "SELECT cosid_release(namespace, slot) FROM (SELECT DISTINCT namespace, slot FROM cosid_pool() WHERE slot IS NOT NULL) p" >/dev/null
 check_true "released" "$(wait_until 10 q -c "SELECT count(*) = 0 FROM cosid.lease WHERE incarnation IS NOT NULL")"
 # (one session for both: a loaded machine's psql start between them must not use up the 3 s)
-out=$(as_pg "$PG_BIN/psql" -X -q -h "$dir" -p "$port" -d postgres -v VERBOSITY=verbose \
+out=$(q -v VERBOSITY=verbose \
       -c "UPDATE cosid.lease SET next_floor = cosid.store_now() + 3000 WHERE namespace = 'd' AND slot = 1" \
       -c "DROP EXTENSION cosid" 2>&1 >/dev/null || true)
 check "refused while a free slot's next_floor is ahead" "55006" "$(sqlstate_of "$out")"

@@ -4,7 +4,7 @@
 # rows locked for longer than a window, and bad input through every function and setting.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 fault_server "${1:-/tmp/cosid-e2e}/faults_clock_store" 55451
-trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'touch "$DIR/stop"; kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 only_errors() {  # only_errors PHASE CODES...: every client error of the phase is one of CODES
     local bad
     bad=$(cat "$DIR"/clients/"$1".*.log | awk '$2 != "ok" {print $2}' | sort -u | grep -vxF -f <(printf '%s\n' "${@:2}") || true)
@@ -79,7 +79,7 @@ barrier_close 22005
 # time taken after the COMMIT came after the keeper's renewal that had waited for the rows:
 # its row in observed, stamped as it ran, was then before it, and the next one ttl/3 later
 # not always there yet.)
-as_pg "$PG_BIN/psql" -X -q -At -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
+q -c "BEGIN" \
     -c "SELECT slot FROM cosid.lease WHERE namespace = 'f' FOR UPDATE" \
     -c "SELECT 'go' FROM pg_advisory_lock_shared(22005)" \
     -c "SELECT 'unlocked ' || to_char(clock_timestamp(), 'YYYY-MM-DD HH24:MI:SS.US')" -c "COMMIT" > "$DIR/locker.out" &
@@ -157,14 +157,14 @@ bad=(
 )
 unclear=0
 for stmt in "${bad[@]}"; do
-    out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=verbose -c "$stmt" 2>&1 || true)
+    out=$(q -v VERBOSITY=verbose -c "$stmt" 2>&1 || true)
     if ! grep -qE 'ERROR:  [0-9A-Z]{5}: ' <<<"$out"; then echo "#   no clear error for: $stmt => $out"; unclear=$((unclear + 1)); fi
 done
 app_bad=("SELECT cosid_release('f', 0)" "SELECT cosid_namespace_create('z')" "UPDATE cosid.lease SET fence = 0"
          "SELECT * FROM cosid.revoke('f', 0)" "SET cosid.clock_offset = 1" "SET cosid.store_clock_offset = 1"
          "SELECT * FROM cosid.acquire('f', 'k', gen_random_uuid(), 1000)")
 for stmt in "${app_bad[@]}"; do
-    out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -U app -v VERBOSITY=verbose -c "$stmt" 2>&1 || true)
+    out=$(q -U app -v VERBOSITY=verbose -c "$stmt" 2>&1 || true)
     grep -q 'ERROR:  42501' <<<"$out" || { echo "#   no 42501 for role app: $stmt => $out"; unclear=$((unclear + 1)); }
 done
 check "every bad call ($(( ${#bad[@]} + ${#app_bad[@]} ))) failed with a clear SQLSTATE" 0 "$unclear"

@@ -15,9 +15,8 @@
 # tells neither apart.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/keeper_pass_large_pool"; PORT=${PORT:-28460}; N=200
-node_stop main immediate
 node_up main "$DIR" "$PORT" "cosid.max_namespaces = 65536"
-trap 'node_stop main immediate' EXIT
+trap 'node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT count(cosid_namespace_create('n' || i)) FROM generate_series(1, $N + 1) i" >/dev/null
 kpid=$(q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")
 cpu_ms() { echo $(( $(awk '{print $14 + $15}' "/proc/$kpid/stat") * 1000 / $(getconf CLK_TCK) )); }

@@ -25,9 +25,8 @@
 # failed for 10 s on a loaded CI machine).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/keeper_transient"; PORT=55493
-node_stop main immediate  # a run killed before its trap
 node_up main "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cosid.state_file = 'cosid.state'"
-trap 'kill $(jobs -p) 2>/dev/null || true; barrier_open 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; barrier_open 2>/dev/null || true; node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" \
   -c "SELECT cosid_namespace_create('s', slot_bits => 4)" \
   -c "SELECT cosid_namespace_create('j', slot_bits => 4)" \

@@ -55,14 +55,15 @@ cleanup() {
     # Patroni first, at once (a Patroni told to stop may still start its server again)
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
     for p in "${CLIENT_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for d in "$A" "$B" "$base"/n1 "$base"/n2; do [ ! -f "$d/data/postmaster.pid" ] || stop_server "$d" immediate; done
+    node_stop_all immediate
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
 now_ms() { date +%s%3N; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
-qnode() { local i=$1; shift; as_pg "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$base/n$(( i + 1 ))" -p "${PGP[$i]}" -d postgres "$@"; }
+# The nodes: the members n1 and n2 (qn1, qn2; Patroni makes and runs their servers) and the
+# instances a and b (qa, qb), registered here: instance() makes them in the background.
+node_register n1 "$base/n1" "${PGP[0]}"; node_register n2 "$base/n2" "${PGP[1]}"
+node_register a "$A" "$PA"; node_register b "$B" "$PB"
 rest() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:${REST[$1]}/$2"; }
 rest_is() { [ "$(rest "$1" "$2")" = 200 ] && echo t || echo f; }   # rest_is NODE ENDPOINT: 200 there
 ms_since() { echo $(( $1 - $2 )); }
@@ -114,7 +115,7 @@ check_true "etcd answers" "$(wait_for 30 "etcd's health" etcd_up)"
 # drill's leases follow the page's rule for it), synchronous_mode and cosid.store_only as the
 # drill sets them, no watchdog (none on a test machine: the drill kills Patroni and its
 # postmaster together, as a watchdog reset would), and the suite's copy of one initdb instead
-# of an initdb per node.  As on every server of the suite (start_server, scripts/lib.sh), the
+# of an initdb per node.  As on every server of the suite (server_conf, scripts/lib.sh), the
 # members' cosid.test_reach_cap is 1 ms: the issuer drill's fork acknowledgement raises the
 # floors over the store's limits, not the 120 s reach cap (which test/e2e/unseen_limits.sh
 # tests; with it, A and B waited 110 s of a 120 s deadline for their first id).  The replica's
@@ -176,7 +177,7 @@ EOF
     spawn_as_pg "$d/patroni.log" patroni "$d/patroni.yml"
     PATRONI_PID[$2]=$SPAWNED
 }
-in_recovery() { qnode "$1" -c "SELECT pg_is_in_recovery()" 2>/dev/null; }
+in_recovery() { node_sql "n$(( $1 + 1 ))" -c "SELECT pg_is_in_recovery()" 2>/dev/null; }
 not_in_recovery() { [ "$(in_recovery "$1")" = f ] && echo t || echo f; }
 # the store's lease changes, each with the server's clock, as fault_server records them
 record_windows_sql="
@@ -202,23 +203,23 @@ instance() {
                             -e "s/user=keeper_a /user=keeper_$name /" "$(page_block conf postgresql.conf)")
     [ -n "$TTL" ] && extra+=("cosid.ttl = '$TTL'")
     [ -n "$ACQ" ] && extra+=("cosid.acquire_timeout = '$ACQ'")
-    start_server "$d" "$p" "${conf[@]}" "cosid.owner_key = '$name'" "cosid.namespace = 'ha'" \
+    node_up "$name" "$d" "$p" "${conf[@]}" "cosid.owner_key = '$name'" "cosid.namespace = 'ha'" \
         "cosid.pool_idle_timeout = '1h'" "${extra[@]}"
-    psql_at "$d" "$p" postgres -q -c "CREATE EXTENSION cosid" \
+    node_sql "$name" -q -c "CREATE EXTENSION cosid" \
         -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), client int, at timestamptz DEFAULT clock_timestamp())" \
         -c "CREATE TABLE other (id bigint, client int, at timestamptz)" \
         -c "CREATE TABLE win (src text, at_ms bigint, slot int, fence bigint, owner_key text, floor bigint, ceiling bigint)" >/dev/null
     mkdir -p "$d/clients"; chown "$PG_USER" "$d/clients"
 }
-# clients DIR PORT N: N clients inserting 20 rows per statement (one connection each
+# clients NODE N: N clients inserting 20 rows per statement (one connection each
 # statement), each logging "ms ok" or "ms SQLSTATE", until $base/stop.
 clients() {
-    local d=$1 p=$2 c
-    for c in $(seq 1 "$3"); do
+    local n=$1 d c; d=$(node_dir "$1")
+    for c in $(seq 1 "$2"); do
         (
             trap - EXIT; set +e
             while [ ! -e "$base/stop" ]; do
-                if out=$(as_pg "$PG_BIN/psql" -X -q -h "$d" -p "$p" -d postgres -v VERBOSITY=sqlstate \
+                if out=$(node_sql "$n" -v VERBOSITY=sqlstate \
                       -c "INSERT INTO t(client) SELECT $c FROM generate_series(1, 20)" 2>&1); then
                     echo "$(now_ms) ok"; else
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
@@ -260,7 +261,7 @@ switchover() {
     if [ "$(wait_for 60 "n$(( to + 1 )) as Patroni's leader" rest_is "$to" primary)" != t ]; then
         sed 's/^/#   patronictl: /' "$base/switchover-$to.log" >&2; echo f; return
     fi
-    wait_for 90 "n$(( from + 1 )) streaming from n$(( to + 1 ))" qnode "$to" -c "
+    wait_for 90 "n$(( from + 1 )) streaming from n$(( to + 1 ))" node_sql "n$(( to + 1 ))" -c "
         SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n$(( from + 1 ))'"
 }
 # window_report DIR FROM TO: the longest time (ms) between two committed inserts of an
@@ -298,29 +299,29 @@ drill() {
     # the page's step 2 as written (its roles and passwords, its max_ttl), then the drill's
     # namespace and limits
     local status=0
-    qnode 0 -f "$(page_block sql -)" > "$base/step2.out" 2>&1 || status=$?
+    qn1 -f "$(page_block sql -)" > "$base/step2.out" 2>&1 || status=$?
     check "[$mode] docs/patroni.md step 2 runs on the leader as written" 0 "$status"
-    qnode 0 -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
-    [ "${#limits[@]}" -eq 0 ] || qnode 0 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
-    qnode 0 -c "$record_windows_sql" >/dev/null
-    [ "$mode" = issuer ] && qnode 0 -c "CREATE TABLE tn (id bigint PRIMARY KEY DEFAULT cosid_next('ha'),
+    qn1 -c "SELECT cosid_namespace_create('ha', slot_bits => 4, tolerance => '${MAX_TOL:-1s}')" >/dev/null
+    [ "${#limits[@]}" -eq 0 ] || qn1 -c "SELECT cosid_store_settings($(IFS=,; echo "${limits[*]}"))" >/dev/null
+    qn1 -c "$record_windows_sql" >/dev/null
+    [ "$mode" = issuer ] && qn1 -c "CREATE TABLE tn (id bigint PRIMARY KEY DEFAULT cosid_next('ha'),
                                                          at timestamptz DEFAULT clock_timestamp())" >/dev/null
     # the replica and the instances start together
     start_patroni "$mode" 1
     instance a "$A" "$PA" & local ia=$!
     instance b "$B" "$PB" & local ib=$!
-    check_true "[$mode] n2 runs as a streaming replica" "$(wait_for 90 "n2 as a streaming replica" qnode 0 -c "
+    check_true "[$mode] n2 runs as a streaming replica" "$(wait_for 90 "n2 as a streaming replica" qn1 -c "
         SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")"
     if [ "$mode" = sync ]; then
         check_true "[sync] Patroni made n2 the synchronous standby" "$(wait_for 30 "n2 in /sync" rest_is 1 sync)"
     fi
     wait "$ia" && wait "$ib" || { echo "not ok - [$mode] the instances start"; FAIL=1; return; }
     echo "# [$mode] store cluster and instances ready after $(( ($(now_ms) - t0) / 1000 )) s"
-    clients "$A" "$PA" 3; clients "$B" "$PB" 3
+    clients a 3; clients b 3
     [ "$mode" = issuer ] && node_clients 2
     check_true "[$mode] both instances insert" "$(wait_for 60 "rows on A and B" both_insert)"
     [ "$mode" = issuer ] && check_true "[issuer] the leader issues ids itself" \
-        "$(wait_for 60 "rows in tn on the leader" qnode 0 -c "SELECT count(*) > 100 FROM tn")"
+        "$(wait_for 60 "rows in tn on the leader" qn1 -c "SELECT count(*) > 100 FROM tn")"
     if [ "$mode" = sync ]; then
         # Two planned switchovers, to n2 and back, with the store's raise on (the default):
         # nothing was lost, and the instances go on without an error or a pause.
@@ -343,7 +344,7 @@ drill() {
                 "$([ "${r[0]}" -lt 2000 ] && echo t || echo f)"
         done
         check "[sync] the store raised its floors at each switchover" 2 \
-            "$(qnode 0 -c "SELECT failovers FROM cosid.store_state")"
+            "$(qn1 -c "SELECT failovers FROM cosid.store_state")"
     fi
     local pm; pm=$(head -1 "$base/n1/data/postmaster.pid")
     if [ "$mode" != sync ]; then
@@ -351,13 +352,13 @@ drill() {
         # leader dies with lease changes the replica never saw (a few kB: well inside
         # maximum_lag_on_failover, so Patroni promotes all the same).
         local ws t_freeze
-        check_true "[async] the replica streams" "$(wait_for 30 "n2 streaming" qnode 0 -c "
+        check_true "[async] the replica streams" "$(wait_for 30 "n2 streaming" qn1 -c "
             SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")"
-        ws=$(qnode 0 -c "SELECT pid FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")
-        t_freeze=$(qnode 0 -c "SELECT clock_timestamp()")
+        ws=$(qn1 -c "SELECT pid FROM pg_stat_replication WHERE state = 'streaming' AND application_name = 'n2'")
+        t_freeze=$(qn1 -c "SELECT clock_timestamp()")
         kill -STOP $ws; stopped="$ws"
         check_true "[async] the leader commits lease changes its replica does not receive" \
-            "$(wait_for 30 "3 lease changes on the leader after its WAL sender froze" qnode 0 -c "
+            "$(wait_for 30 "3 lease changes on the leader after its WAL sender froze" qn1 -c "
                 SELECT count(*) >= 3 FROM observed WHERE at > '$t_freeze'")"
     fi
     local t_kill; t_kill=$(now_ms)
@@ -373,6 +374,8 @@ drill() {
     { wait "${PATRONI_PID[0]}"; } 2>/dev/null || true   # (quiet: bash reports the SIGKILL)
     wait_for 20 "n1's processes to end" gone "$pm" >/dev/null
     mkdir -p "$base/old"; chown "$PG_USER" "$base/old"
+    # (n1's data directory under another port and socket, its log elsewhere: no node, which
+    # binds one directory to all three)
     as_pg "$PG_BIN/pg_ctl" -D "$base/n1/data" -l "$base/old/server.log" -w start -o \
         "-c port=$POLD -c listen_addresses='' -c unix_socket_directories='$base/old' -c shared_preload_libraries='' -c synchronous_standby_names='' -c archive_mode=off" >/dev/null 2>&1
     as_pg "$PG_BIN/psql" -X -q -At -h "$base/old" -p "$POLD" -d postgres -c "$observed_copy" > "$base/old.tsv"
@@ -395,9 +398,9 @@ drill() {
         check_true "[issuer] Patroni's on_role_change callback acknowledged the fork on n2" \
             "$(wait_for 60 "the callback's acknowledgement" bash -c "grep -q 'fork acknowledged' '$base/n2/callback.log' 2>/dev/null && echo t")"
         sed 's/^/# callback: /' "$base/n2/callback.log" 2>/dev/null
-        check "[issuer] cosid_health() on n2: fork ok" ok "$(qnode 1 -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
+        check "[issuer] cosid_health() on n2: fork ok" ok "$(qn2 -c "SELECT status FROM cosid_health() WHERE name = 'fork'")"
         check_true "[issuer] the members' own clients issue again, on n2" \
-            "$(wait_for 120 "new rows in tn on n2" qnode 1 -c "SELECT count(*) > 0 FROM tn WHERE at > to_timestamp($t_promote / 1000.0)")"
+            "$(wait_for 120 "new rows in tn on n2" qn2 -c "SELECT count(*) > 0 FROM tn WHERE at > to_timestamp($t_promote / 1000.0)")"
     fi
     # the ceilings the old leader granted each instance: an id above them is from a window
     # the new leader granted or renewed
@@ -433,23 +436,23 @@ drill() {
         "$(cat "$A"/clients/*.log "$B"/clients/*.log | grep -c ' ZC001$' || true)"
     final "$mode"
     if [ "$mode" = issuer ]; then
-        qnode 1 -c "CREATE TABLE old_tn (id bigint, at timestamptz)" >/dev/null
-        qnode 1 -c "COPY old_tn FROM STDIN" < "$base/old_tn.tsv"
-        check "[issuer] ids issued by both the dead leader and n2 ($(wc -l < "$base/old_tn.tsv") of the leader's, $(qnode 1 -c "SELECT count(*) FROM tn WHERE at > to_timestamp($t_promote / 1000.0)") of n2's)" 0 \
-            "$(qnode 1 -c "SELECT count(*) FROM tn JOIN old_tn o USING (id) WHERE tn.at <> o.at")"
+        qn2 -c "CREATE TABLE old_tn (id bigint, at timestamptz)" >/dev/null
+        qn2 -c "COPY old_tn FROM STDIN" < "$base/old_tn.tsv"
+        check "[issuer] ids issued by both the dead leader and n2 ($(wc -l < "$base/old_tn.tsv") of the leader's, $(qn2 -c "SELECT count(*) FROM tn WHERE at > to_timestamp($t_promote / 1000.0)") of n2's)" 0 \
+            "$(qn2 -c "SELECT count(*) FROM tn JOIN old_tn o USING (id) WHERE tn.at <> o.at")"
         check "[issuer] no unique violation (23505) in the members' clients" 0 "$(cat "$base"/nodeclients/*.log | grep -c ' 23505' || true)"
         echo "# [issuer] the members' clients: errors $(cat "$base"/nodeclients/*.log | awk '$2 != "ok" {print $2}' | sort | uniq -c | tr -s ' \n' ' ')"
     fi
     # the next drill starts from nothing
     kill -9 "${PATRONI_PID[1]}" 2>/dev/null || true; { wait "${PATRONI_PID[1]}"; } 2>/dev/null || true
-    for d in "$A" "$B" "$base/n2"; do [ ! -f "$d/data/postmaster.pid" ] || stop_server "$d" immediate; done
+    node_stop a immediate; node_stop b immediate; node_stop n2 immediate
     echo "# [$mode] drill took $(( ($(now_ms) - t0) / 1000 )) s"
 }
 
 # final MODE: every id of A and B against the windows both leaders recorded.
 final() {
     local mode=$1
-    qnode 1 -c "$observed_copy" > "$base/new.tsv"
+    qn2 -c "$observed_copy" > "$base/new.tsv"
     local lost; lost=$(sort "$base/old.tsv" | comm -23 - <(sort "$base/new.tsv") | wc -l)
     echo "# [$mode] lease changes the old leader committed that the new one never got: $lost"
     if [ "$mode" = sync ]; then
@@ -457,14 +460,14 @@ final() {
     else
         check_true "[async] the failover lost lease changes (the drill is an asynchronous loss)" "$([ "$lost" -gt 0 ] && echo t || echo f)"
         check_true "[async] the new leader raised the floors on its new timeline" \
-            "$(qnode 1 -c "SELECT failovers >= 1 AND raise_floors_on_new_timeline FROM cosid.store_state")"
+            "$(qn2 -c "SELECT failovers >= 1 AND raise_floors_on_new_timeline FROM cosid.store_state")"
     fi
     qb -c "COPY t(id, client, at) TO STDOUT" | qa -c "TRUNCATE other" -c "COPY other FROM STDIN"
     { sed 's/^/old\t/' "$base/old.tsv"; sed 's/^/new\t/' "$base/new.tsv"; } | qa -c "TRUNCATE win" -c "COPY win FROM STDIN"
     check "[$mode] zero duplicate ids within and across A and B over $(qa -c "SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM other)") rows" 0 \
         "$(qa -c "SELECT (SELECT count(*) FROM (SELECT id FROM t UNION ALL SELECT id FROM other) x) - (SELECT count(DISTINCT id) FROM (SELECT id FROM t UNION ALL SELECT id FROM other) x)")"
     check "[$mode] cosid_health() on the store's leader: store_max_ttl ok (its own cosid.ttl does not count where it only serves the store)" ok \
-        "$(qnode 1 -c "SELECT status FROM cosid_health() WHERE name = 'store_max_ttl'")"
+        "$(qn2 -c "SELECT status FROM cosid_health() WHERE name = 'store_max_ttl'")"
     check "[$mode] no unique violation (23505) in any client" 0 "$(cat "$A"/clients/*.log "$B"/clients/*.log | grep -c ' 23505' || true)"
     local ids="WITH w AS (SELECT src, slot, fence, owner_key, min(floor) AS floor, max(ceiling) AS ceiling FROM win GROUP BY 1, 2, 3, 4),
                     ids AS (SELECT 'a' AS owner, p.slot, (extract(epoch FROM p.ts) * 1000)::bigint AS ts FROM t, cosid_parse(t.id, 'ha') p

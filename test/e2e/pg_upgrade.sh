@@ -34,63 +34,54 @@ has_cosid() {  # has_cosid BIN: a server and this tree's cosid installed into it
 }
 now_ms() { date +%s%3N; }
 
-# Servers started here, stopped at exit whatever happened.
-RUNNING=()
-cleanup() {
-    local d
-    for d in "${RUNNING[@]}"; do as_pg "${d%%|*}/pg_ctl" -D "${d#*|}" -m immediate -w stop >/dev/null 2>&1 || true; done
-}
+# A case's servers are nodes (test/lib/node.sh) of its own subshell: o the old cluster (qo),
+# n the new one (qn), b a standby (qb), each of its major's bin directory; stopped at exit
+# whatever happened.
+cleanup() { node_stop_all immediate; }
 trap cleanup EXIT
-start_pg() {  # start_pg BIN DATA [postgres options]
-    local opts=()
-    [ -n "${3:-}" ] && opts=(-o "$3")
-    as_pg "$1/pg_ctl" -D "$2" -l "$2/../server.log" -w "${opts[@]}" start >/dev/null
-    RUNNING+=("$1|$2")
-}
-stop_pg() { as_pg "$1/pg_ctl" -D "$2" -m fast -w stop >/dev/null; }
 
 # Debian's 15.20 stamps every new column with an attribute option of its own, pg_attver,
 # which the builds of 16.4 to 19beta1 do not know: pg_restore into them fails on the first
 # table ('unrecognized parameter "pg_attver"'), whatever the table, cosid or not.
-# attver_gap OBIN NBIN D: prints the new major's error when the pair has that gap.
+# attver_gap: prints the new major's error when the pair (nodes o and n) has that gap.
 attver_gap() {
     local opt err
-    start_pg "$1" "$3/old/data" "-c shared_preload_libraries=''"
-    opt=$(as_pg "$1/psql" -X -q -h "$3" -p "$OPORT" -d postgres -At -c "BEGIN" -c "CREATE TABLE probe (a int)" \
+    node_start o -o "-c shared_preload_libraries=''"
+    opt=$(qo -c "BEGIN" -c "CREATE TABLE probe (a int)" \
               -c "SELECT array_to_string(attoptions, ', ') FROM pg_attribute WHERE attrelid = 'probe'::regclass AND attnum = 1" \
               -c "ROLLBACK")
-    stop_pg "$1" "$3/old/data"
+    node_stop o
     case "$opt" in *pg_attver*) ;; *) return 1 ;; esac
-    start_pg "$2" "$3/new/data" "-c shared_preload_libraries=''"
-    err=$(as_pg "$2/psql" -X -q -v ON_ERROR_STOP=1 -h "$3" -p "$NPORT" -d postgres -At -c "BEGIN" \
+    node_start n -o "-c shared_preload_libraries=''"
+    err=$(qn -c "BEGIN" \
               -c "CREATE TABLE probe (a int)" -c "ALTER TABLE probe ALTER COLUMN a SET ($opt)" -c "ROLLBACK" 2>&1 >/dev/null || true)
-    stop_pg "$2" "$3/new/data"
+    node_stop n
     [ -n "$err" ] && echo "$err"
 }
 
 # init_pair OBIN NBIN D SETTING...: the old and the new cluster under D, alike (same locale,
 # encoding and data checksums, which pg_upgrade requires; 18 turns checksums on by default),
-# the new one with the old one's settings, as an operator copies postgresql.conf.
+# the new one with the old one's settings, as an operator copies postgresql.conf: nodes o and
+# n (each with its socket in its own directory; pg_upgrade's servers have theirs in D).
 init_pair() {
     local obin=$1 nbin=$2 D=$3 i1 i2; shift 3
     rm -rf "$D"; mkdir -p "$D/old" "$D/new"; chown -R "$PG_USER" "$D"
     as_pg "$obin/initdb" -D "$D/old/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i1=$!
     as_pg "$nbin/initdb" -D "$D/new/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null & i2=$!
     wait "$i1"; wait "$i2"
-    local conf=("listen_addresses = ''" "unix_socket_directories = '$D'" "shared_preload_libraries = 'cosid'"
+    local conf=("listen_addresses = ''" "shared_preload_libraries = 'cosid'"
                 "max_connections = 30" "fsync = off" "cosid.test_reach_cap = '1ms'" "$@")
-    printf '%s\n' "port = $OPORT" "${conf[@]}" >> "$D/old/data/postgresql.conf"
-    printf '%s\n' "port = $NPORT" "${conf[@]}" >> "$D/new/data/postgresql.conf"
+    PG_BIN=$obin node_attach o "$D/old" "$OPORT" "${conf[@]}"
+    PG_BIN=$nbin node_attach n "$D/new" "$NPORT" "${conf[@]}"
 }
 
-# refused_as_fork WHAT TABLE REASON: an INSERT into TABLE on the new cluster (port NPORT,
-# binaries nbin) fails with ZC009, and the store's fork_pending starts with REASON.
+# refused_as_fork WHAT TABLE REASON: an INSERT into TABLE on the new cluster (node n) fails
+# with ZC009, and the store's fork_pending starts with REASON.
 refused_as_fork() {
     local out
-    out=$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At -v VERBOSITY=verbose \
-              -c "INSERT INTO $2(phase) VALUES ('refused')" 2>&1 || true)
+    out=$(qn -v VERBOSITY=verbose -c "INSERT INTO $2(phase) VALUES ('refused')" 2>&1 || true)
     check "$name: $1" "ZC009|t" \
-        "$(sqlstate_of "$out")|$(as_pg "$nbin/psql" -X -q -h "$D" -p "$NPORT" -d postgres -At \
+        "$(sqlstate_of "$out")|$(qn \
               -c "SELECT fork_pending LIKE '$3%' FROM cosid.store_state")"
 }
 
@@ -103,18 +94,16 @@ upgrade_case() {
     D="$ROOT/$old-$new"
     local name="$old -> $new (${mode}, cosid $from)"
     echo "# pg_upgrade $name"
-    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
-    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
     # acquire_timeout above max_ttl + 2 x tolerance: the first acquires after the upgrade wait that long
     init_pair "$obin" "$nbin" "$D" "cosid.ttl = '2s'" "cosid.acquire_timeout = '15s'"
 
     local gap
-    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+    if [ "$old" != "$new" ] && gap=$(attver_gap); then
         echo "# skipped $name: $old stamps every new column with the attribute option pg_attver, which $new refuses ($gap): pg_upgrade fails on the first table, with or without cosid"
         return 3
     fi
 
-    start_pg "$obin" "$D/old/data"
+    node_start o
     # 'default' keeps CREATE EXTENSION's tolerance (1 s), 'orders' has 200 ms: the waits after
     # the upgrade differ by their 2 x tolerance.
     qo -c "CREATE EXTENSION cosid VERSION '$from'" \
@@ -137,9 +126,9 @@ upgrade_case() {
     # the next acquire raises its fence; the clean stop releases the leases again.
     qo -c "SELECT cosid_release(namespace, slot) FROM cosid_pool() WHERE state = 'active'" >/dev/null
     insert_rows qo before
-    stop_pg "$obin" "$D/old/data"
+    node_stop o
     # The store as the shutdown left it, read without the library (no keeper: nothing writes).
-    start_pg "$obin" "$D/old/data" "-c shared_preload_libraries=''"
+    node_start o -o "-c shared_preload_libraries=''"
     local store_before ids_before history failovers_before
     # A lease the old server still held at its stop (its store unreachable then): taken here
     # in its name, it must be freed by the new cluster's first store call.
@@ -151,7 +140,7 @@ upgrade_case() {
                     -c "SELECT 'orders:' || count(*) || ':' || max(id) FROM t_orders")
     history=$(qo -c "SELECT string_agg(namespace || ':' || slot || ':' || fence || ':' || next_floor, ',')
                      FROM cosid.lease WHERE fence > 0")
-    stop_pg "$obin" "$D/old/data"
+    node_stop o
     check "$name: before the upgrade, 6000 ids per namespace and slots with a lease history" "2|t" \
         "$(grep -c ':6000:' <<<"$ids_before" || true)|$([ -n "$history" ] && echo t)"
 
@@ -174,17 +163,17 @@ upgrade_case() {
         "$(grep -c 'cosid keeper started' <<<"$slog" || true)|$(grep -c 'cosid: binary-upgrade mode' <<<"$slog" || true)"
 
     # The store came over as it was: namespaces and every lease row, read without the library.
-    start_pg "$nbin" "$D/new/data" "-c shared_preload_libraries=''"
+    node_start n -o "-c shared_preload_libraries=''"
     check "$name: namespaces and every lease row (fence, floor, ceiling, next_floor) unchanged by pg_upgrade" "" \
         "$(diff <(echo "$store_before") <(qn -c "SELECT n::text FROM cosid.namespace n ORDER BY name" \
                                              -c "SELECT l::text FROM cosid.lease l ORDER BY namespace, slot") | head -5)"
-    stop_pg "$nbin" "$D/new/data"
+    node_stop n
 
     # The new cluster as an operator starts it: another system identifier, so the first store
     # call frees every lease and raises the floors; the first ids wait for them.  (From 1.6 on
     # its binary-upgrade server names it in a cosid.upgraded file: the old cluster's record of
     # a server issuing from its store is then not taken for a copy of that server, a fork.)
-    start_pg "$nbin" "$D/new/data"
+    node_start n
     local t0 first_orders first_default
     t0=$(now_ms)
     [ "$from" = "$CURRENT" ] &&
@@ -237,8 +226,8 @@ upgrade_case() {
                   FROM b JOIN cosid.lease l ON l.namespace = b.ns AND l.slot = b.slot")"
     check "$name: namespaces after the upgrade" "default,orders" \
         "$(qn -c "SELECT string_agg(name, ',' ORDER BY name) FROM cosid.namespace")"
-    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
-    stop_pg "$nbin" "$D/new/data"
+    assert_store_verified "$D/new" "$NPORT" postgres "$name: the upgraded store"
+    node_stop n
 
     # The same old data directory (copy mode) upgraded a second time, into another new cluster,
     # after the first one issued: a second history from the same store.  pg_upgrade's read
@@ -248,10 +237,11 @@ upgrade_case() {
         as_pg "$nbin/initdb" -D "$D/new2/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
         cp "$D/new/data/postgresql.conf" "$D/new2/data/postgresql.conf"; chown "$PG_USER" "$D/new2/data/postgresql.conf"
         if upgrade_from "$D/old/data" "$OPORT" "$D/new2/data"; then
-            start_pg "$nbin" "$D/new2/data"
+            PG_BIN=$nbin node_attach n "$D/new2" "$NPORT"  # node n: now this second new cluster
+            node_start n
             refused_as_fork "the old directory upgraded again grants nothing (ZC009): the first new cluster issued" \
                 t_orders "A cosid.fork file in the data directory pg_upgrade read: pg_upgrade copied"
-            stop_pg "$nbin" "$D/new2/data"
+            node_stop n
         fi
     fi
     # The rollback pg_upgrade's docs describe for copy mode: the old cluster started again,
@@ -260,13 +250,12 @@ upgrade_case() {
     [ "$mode" = copy ] || return 0
     check_true "$name: pg_upgrade's read of the old cluster left a cosid.fork file in it" \
         "$([ -f "$D/old/data/cosid.fork" ] && echo t || echo f)"
-    start_pg "$obin" "$D/old/data"
+    node_start o
     local out
-    out=$(as_pg "$obin/psql" -X -q -h "$D" -p "$OPORT" -d postgres -At -v VERBOSITY=verbose \
-              -c "INSERT INTO t_orders(phase) VALUES ('rollback')" 2>&1 || true)
+    out=$(qo -v VERBOSITY=verbose -c "INSERT INTO t_orders(phase) VALUES ('rollback')" 2>&1 || true)
     check "$name: the old cluster started again grants nothing (ZC009) while the new one may issue" ZC009 \
         "$(sqlstate_of "$out")"
-    stop_pg "$obin" "$D/old/data"
+    node_stop o
 }
 
 # static_case MAJOR: static slots across pg_upgrade (MAJOR -> MAJOR, --link).  Their state
@@ -280,10 +269,8 @@ static_case() {
     local bin D name="$1 -> $1 (link, static slots)"
     bin=$(bin_of "$1"); D="$ROOT/static-$1"
     echo "# pg_upgrade $name"
-    qo() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
-    qn() { as_pg "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
     init_pair "$bin" "$bin" "$D" "cosid.static_slots = 'st:5'" "cosid.acquire_timeout = '30s'"
-    start_pg "$bin" "$D/old/data"
+    node_start o
     qo -c "CREATE EXTENSION cosid" \
        -c "SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)" \
        -c "CREATE TABLE t_static (id bigint PRIMARY KEY DEFAULT cosid_next('st'), phase text)" >/dev/null
@@ -295,7 +282,7 @@ static_case() {
                         || '|' || (SELECT count(*) FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = 5
                                       AND ceiling_ms >= extract(epoch FROM cosid_timestamp(max(id), 'st')) * 1000)
                     FROM t_static")
-    stop_pg "$bin" "$D/old/data"
+    node_stop o
     check "$name: 2000 static ids before, their ceiling recorded in cosid.static_ceiling" "2000|1" \
         "$(cut -d'|' -f1,4 <<<"$before")"
     local max_id max_ms
@@ -308,7 +295,7 @@ static_case() {
     check "$name: no state file in the new data directory" "absent" \
         "$([ -e "$D/new/data/cosid.state" ] && echo present || echo absent)"
     echo "cosid.clock_offset = $(( max_ms - 5000 - $(now_ms) ))" >> "$D/new/data/postgresql.conf"
-    start_pg "$bin" "$D/new/data"
+    node_start n
     pids=()
     for c in 1 2 3 4; do
         qn -c "INSERT INTO t_static(phase) SELECT 'after' FROM generate_series(1, 500)" >/dev/null 2>>"$D/after.err" & pids+=($!)
@@ -322,8 +309,8 @@ static_case() {
         "$(qn -c "SELECT count(*) = 2 AND bool_or(c.system_identifier = s.system_identifier
                          AND c.ceiling_ms >= (SELECT max(extract(epoch FROM cosid_timestamp(id, 'st')) * 1000) FROM t_static))
                   FROM cosid.static_ceiling c, pg_control_system() s WHERE c.namespace = 'st' AND c.slot = 5")"
-    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store (static windows of both clusters)"
-    stop_pg "$bin" "$D/new/data"
+    assert_store_verified "$D/new" "$NPORT" postgres "$name: the upgraded store (static windows of both clusters)"
+    node_stop n
 }
 
 # fault_case_setup KIND OLD NEW SETTING...: for the fault cases below: obin, nbin, D and the
@@ -333,11 +320,9 @@ fault_case_setup() {
     obin=$(bin_of "$old"); nbin=$(bin_of "$new")
     D="$ROOT/$kind-$old-$new"
     echo "# pg_upgrade $name"
-    qo() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$OPORT" -d postgres -At "$@"; }
-    qn() { as_pg "$nbin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$NPORT" -d postgres -At "$@"; }
     init_pair "$obin" "$nbin" "$D" "$@"
     local gap
-    if [ "$old" != "$new" ] && gap=$(attver_gap "$obin" "$nbin" "$D"); then
+    if [ "$old" != "$new" ] && gap=$(attver_gap); then
         echo "# skipped $name: the pg_attver gap ($gap)"; return 3
     fi
 }
@@ -365,18 +350,18 @@ upgrade_from() {
 lost_tail_case() {
     local obin nbin D name="$1 -> $2 (copy, a promoted standby that lost a tail)" BPORT=$((OPORT + 100))
     fault_case_setup lost-tail "$1" "$2" "cosid.ttl = '2s'" "cosid.acquire_timeout = '15s'" || return
-    qb() { as_pg "$obin/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$BPORT" -d postgres -At "$@"; }
-    start_pg "$obin" "$D/old/data"
+    node_start o
     qo -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s')" \
        -c "SELECT cosid_namespace_create('orders', slot_bits => 4, tolerance => '200 ms')" \
        -c "CREATE TABLE t_orders (id bigint PRIMARY KEY DEFAULT cosid_next('orders'), phase text)" \
        -c "INSERT INTO t_orders(phase) SELECT 'before' FROM generate_series(1, 1000)" >/dev/null
-    as_pg "$obin/pg_basebackup" -h "$D" -p "$OPORT" -U postgres -D "$D/standby/data" -R -X stream >/dev/null
-    start_pg "$obin" "$D/standby/data" "-p $BPORT -c shared_preload_libraries=''"
+    as_pg "$obin/pg_basebackup" -h "$D/old" -p "$OPORT" -U postgres -D "$D/standby/data" -R -X stream >/dev/null
+    PG_BIN=$obin node_attach b "$D/standby" "$BPORT"
+    node_start b -o "-c shared_preload_libraries=''"
     qo -c "INSERT INTO t_orders(phase) SELECT 'seen' FROM generate_series(1, 1000)" >/dev/null
     check_true "$name: the standby replayed the original's first rows" \
         "$(wait_until 30 qb -c "SELECT count(*) = 2000 FROM t_orders")"
-    as_pg "$obin/pg_ctl" -D "$D/standby/data" -w promote >/dev/null
+    node_promote b
     # The tail the standby never sees: the original goes on, its keeper renewing and
     # acquiring, windows past anything the standby's store knows.
     local i
@@ -387,14 +372,14 @@ lost_tail_case() {
     local tail_ceilings
     tail_ceilings=$(qo -c "SELECT string_agg(slot || ':' || greatest(ceiling, next_floor), ',') FROM cosid.lease WHERE namespace = 'orders'")
     qo -c "SELECT id FROM t_orders WHERE phase = 'tail'" > "$D/tail.ids"
-    stop_pg "$obin" "$D/old/data"
-    stop_pg "$obin" "$D/standby/data"
+    node_stop o
+    node_stop b
     check "$name: the standby's store last wrote on timeline 1, its server is on timeline 2" "1|2" \
-        "$(start_pg "$obin" "$D/standby/data" "-p $BPORT -c shared_preload_libraries=''"
+        "$(node_start b -o "-c shared_preload_libraries=''"
            qb -c "SELECT (SELECT timeline FROM cosid.store_state) || '|' || cosid._timeline()"
-           stop_pg "$obin" "$D/standby/data")"
+           node_stop b)"
     upgrade_from "$D/standby/data" "$BPORT" || return
-    start_pg "$nbin" "$D/new/data"
+    node_start n
     # The standby was a copy of a server issuing from its own store: pg_upgrade's read of it
     # declared the fork, and the new cluster grants nothing until the origin is known to have
     # stopped, as the promoted standby itself would.
@@ -417,8 +402,8 @@ lost_tail_case() {
         "$(qn -c "CREATE TEMP TABLE tail (id bigint)" -c "\\copy tail FROM '$D/tail.ids'" \
               -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM tail)) FROM t_orders WHERE phase = 'after'")"
     # (its history lacks the original's tail: no overlap among what it has)
-    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
-    stop_pg "$nbin" "$D/new/data"
+    assert_store_verified "$D/new" "$NPORT" postgres "$name: the upgraded store"
+    node_stop n
 }
 
 # marked_copy_case OLD NEW: a copy of an issuing server's data directory, marked with a
@@ -429,25 +414,25 @@ lost_tail_case() {
 marked_copy_case() {
     local obin nbin D name="$1 -> $2 (copy, a cosid.fork-marked copy of an issuing server)" CPORT=$((OPORT + 100))
     fault_case_setup marked-copy "$1" "$2" "cosid.ttl = '2s'" "cosid.acquire_timeout = '5s'" || return
-    start_pg "$obin" "$D/old/data"
+    node_start o
     qo -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
        -c "INSERT INTO t(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null
-    stop_pg "$obin" "$D/old/data"
+    node_stop o
     cp -a "$D/old/data" "$D/copy"; mkdir -p "$D/copydir"; mv "$D/copy" "$D/copydir/data"; chown -R "$PG_USER" "$D/copydir"
     echo "a copy of the issuing server's data directory, made while it was stopped" > "$D/copydir/data/cosid.fork"
     # made before pg_upgrade starts the copy: a mark counts only when older than the server's
     # start, to the second, and on an idle machine the start can come within the same second
     touch -d "@$(( $(date +%s) - 2 ))" "$D/copydir/data/cosid.fork"
     chown "$PG_USER" "$D/copydir/data/cosid.fork"
-    start_pg "$obin" "$D/old/data"
+    node_start o
     qo -c "INSERT INTO t(phase) SELECT 'original' FROM generate_series(1, 500)" >/dev/null
-    stop_pg "$obin" "$D/old/data"
+    node_stop o
     upgrade_from "$D/copydir/data" "$CPORT" || return
-    start_pg "$nbin" "$D/new/data"
+    node_start n
     refused_as_fork "the new cluster grants nothing (ZC009): the copy's mark was declared by pg_upgrade's read" t \
         "A cosid.fork file in the data directory pg_upgrade read: a copy of the issuing server"
-    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store (the original's windows until the copy)"
-    stop_pg "$nbin" "$D/new/data"
+    assert_store_verified "$D/new" "$NPORT" postgres "$name: the upgraded store (the original's windows until the copy)"
+    node_stop n
 }
 
 # stale_note_case OLD NEW: the store carries a note of pg_upgrade's read from another run (one
@@ -456,24 +441,24 @@ marked_copy_case() {
 stale_note_case() {
     local obin nbin D name="$1 -> $2 (copy, a note from another run, cosid not loaded in the old cluster)"
     fault_case_setup stale-note "$1" "$2" "cosid.ttl = '2s'" "cosid.acquire_timeout = '20s'" || return
-    start_pg "$obin" "$D/old/data"
+    node_start o
     qo -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3s')" \
        -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
        -c "INSERT INTO t(phase) SELECT 'before' FROM generate_series(1, 500)" >/dev/null
-    stop_pg "$obin" "$D/old/data"
-    start_pg "$obin" "$D/old/data" "-c shared_preload_libraries=''"
+    node_stop o
+    node_start o -o "-c shared_preload_libraries=''"
     qo -c "UPDATE cosid.store_state s SET upgrade_origin_system = c.system_identifier, upgrade_origin_timeline = s.timeline,
                   upgrade_read_id = repeat('a', 32) FROM pg_control_system() c" >/dev/null
-    stop_pg "$obin" "$D/old/data"
+    node_stop o
     echo "shared_preload_libraries = ''" >> "$D/old/data/postgresql.conf"
     upgrade_from "$D/old/data" "$OPORT" || return
-    start_pg "$nbin" "$D/new/data"
+    node_start n
     check_true "$name: the first id after the upgrade" "$(wait_until 30 qn -c \
         "WITH i AS (INSERT INTO t(phase) VALUES ('after') RETURNING 1) SELECT count(*) = 1 FROM i")"
     check "$name: the store raised its floors: the note was not of this run" "1|1" \
         "$(grep -c 'next_floor raised' "$D/new/server.log" || true)|$(grep -c 'with no note of its own' "$D/new/server.log" || true)"
-    assert_store_verified "$D" "$NPORT" postgres "$name: the upgraded store"
-    stop_pg "$nbin" "$D/new/data"
+    assert_store_verified "$D/new" "$NPORT" postgres "$name: the upgraded store"
+    node_stop n
 }
 
 # spawn N OLD NEW MODE FROM: the case in the background, with ports of its own and its output
@@ -483,7 +468,7 @@ PIDS=(); LOGS=()
 spawn() {
     local n=$1; shift
     (
-        RUNNING=(); trap cleanup EXIT
+        trap cleanup EXIT
         OPORT=$((55490 + 2 * n)); NPORT=$((OPORT + 1))
         rc=0
         if [ "$2" = static ]; then static_case "$1"; exit "$FAIL"; fi

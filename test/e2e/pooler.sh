@@ -6,10 +6,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 dir="${1:-/tmp/cosid-e2e}/pooler"; port=55466; bport=55467
-start_server "$dir" "$port" "cosid.ttl = '3s'"
+node_up main "$dir" "$port" "cosid.ttl = '3s'"
 trap 'kill $(jobs -p) 2>/dev/null || true; [ -f "$dir/pgbouncer.pid" ] && kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null;
-      stop_server "$dir" immediate' EXIT
-q() { psql_at "$dir" "$port" postgres -At "$@"; }
+      node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), client int)" >/dev/null
 
 cat > "$dir/pgbouncer.ini" <<INI

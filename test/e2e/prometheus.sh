@@ -14,10 +14,9 @@ apt_install_missing prometheus prometheus-postgres-exporter curl
 CONTRIB="$COSID_ROOT/contrib/prometheus"
 DIR="${1:-/tmp/cosid-e2e}/prometheus"; PORT=28020; EXPORTER_PORT=28021
 exporter=""
-trap '[ -s "$DIR/exporter.pid" ] && kill "$(cat "$DIR/exporter.pid")" 2>/dev/null; stop_server "$DIR" immediate' EXIT
+trap '[ -s "$DIR/exporter.pid" ] && kill "$(cat "$DIR/exporter.pid")" 2>/dev/null; node_stop_all immediate' EXIT
 # A port still taken (an exporter left by an earlier run) would answer in this one's place.
 if curl -s -o /dev/null "http://127.0.0.1:$EXPORTER_PORT/"; then echo "not ok - port $EXPORTER_PORT is taken"; exit 1; fi
-q() { psql_at "$DIR" "$PORT" postgres -At "$@"; }
 
 echo "# the rules: promtool check rules, promtool test rules"
 check_true "promtool check rules" "$(promtool check rules "$CONTRIB/cosid_alerts.yml" >/dev/null && echo t)"
@@ -31,7 +30,7 @@ check "every alert rule is unit-tested" "$rules" "$tested"
 echo "# docs/monitoring.md's own blocks: the exporter wired as the page says, against a test server"
 # The server authenticates as Debian's pg_createcluster writes pg_hba.conf: peer on the socket,
 # a password (scram-sha-256) over localhost.
-start_server "$DIR" "$PORT" "cosid.ttl = '3s'" "listen_addresses = 'localhost'" "password_encryption = 'scram-sha-256'"
+node_up main "$DIR" "$PORT" "cosid.ttl = '3s'" "listen_addresses = 'localhost'" "password_encryption = 'scram-sha-256'"
 cat > "$DIR/data/pg_hba.conf" <<'HBA'
 local   all             postgres                                peer
 local   all             all                                     peer
@@ -39,7 +38,7 @@ host    all             all             127.0.0.1/32            scram-sha-256
 host    all             all             ::1/128                 scram-sha-256
 HBA
 : > "$DIR/data/pg_ident.conf"
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" reload >/dev/null
+node_reload main
 # (store limits that fit cosid.ttl 3 s, as docs/monitoring.md#floor_raise asks)
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '3 s', max_tolerance => '1 s')" >/dev/null
 q -c "SELECT count(cosid_next()) FROM generate_series(1, 1000)" >/dev/null
@@ -84,6 +83,7 @@ while read -r file kind arg line; do
     where="monitoring.md:$line"
     case "$kind" in
     sql)
+        # (as the reader runs it: psql's own output format, not the shorthand's -At)
         status=0; psql_at "$DIR" "$PORT" postgres -f "$file" > "$file.out" 2>&1 || status=$?
         check "$where: the SQL block runs as postgres without an error" 0 "$status"
         last_sql_out="$file.out" ;;
@@ -175,8 +175,7 @@ check_true "cosid_health_status{check=floor_raise} 0 at max_ttl 3 s" \
     "$(wait_for 20 "floor_raise 0" has_value cosid_health_status 'check="floor_raise"' 0)"
 
 echo "# a planted renewal failure: the lease table locked against the keeper's renewals"
-as_pg env PGAPPNAME=locker "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres \
-    -c "BEGIN" -c "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+PGAPPNAME=locker q -c "BEGIN" -c "LOCK TABLE cosid.lease IN EXCLUSIVE MODE" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
 locker=$!
 check_true "cosid_health_status{check=renewals} 2 once the window held has less than ttl/4 left" \
     "$(wait_for 20 "renewals 2" has_value cosid_health_status 'check="renewals"' 2)"

@@ -13,7 +13,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 base="${1:-/tmp/cosid-e2e}/raise_clock_behind"
 DIR="$base"; PORT=57411
-trap 'node_stop main immediate' EXIT
+trap 'node_stop_all immediate' EXIT
 node_up main "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.acquire_timeout = '10s'"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '1s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \

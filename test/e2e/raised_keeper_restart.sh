@@ -13,9 +13,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 how=${COSID_KEEPER_HOW:-term}
 if [ "$how" = exit ]; then DIR="${1:-/tmp/cosid-e2e}/raised_keeper_exit"; PORT=${PORT:-28430}
 else DIR="${1:-/tmp/cosid-e2e}/raised_keeper_restart"; PORT=${PORT:-28420}; fi
-node_stop main immediate
 node_up main "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'" "cosid.max_namespaces = 2"
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('v', tolerance => '1s', unit => 's', total_bits => 50, sequence_bits => 8)" >/dev/null

@@ -13,9 +13,8 @@
 # cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_max_namespaces"; PORT=${PORT:-27051}
-node_stop main immediate  # a run killed before its trap
 node_up main "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '3s'" "cosid.max_namespaces = 2"
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create(n, tolerance => '1s') FROM unnest(ARRAY['f', 'g', 'h']) n" >/dev/null
 ids_table

@@ -10,11 +10,9 @@
 # before its statement began, per namespace; ids unique; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_mixed_release"; PORT=${PORT:-28450}
-node_stop main immediate
-mkdir -p "$DIR"
 node_up main "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '20s'" "cosid.static_slots = 's:9'" \
     "cosid.state_file = 'cosid.state'"
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('w', tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('s', tolerance => '1s')" >/dev/null

@@ -13,9 +13,8 @@
 # unique; every id inside a window the store granted this server on its slot; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/raised_other_slot_order"; PORT=${PORT:-28470}
-node_stop main immediate
 node_up main "$DIR" "$PORT" "cosid.ttl = '6s'" "cosid.acquire_timeout = '30s'" "cosid.store_clock_offset = -800"
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_store_settings(max_ttl => '6s', max_tolerance => '1s')" \
   -c "SELECT cosid_namespace_create('o', unit => 's', slot_bits => 4, sequence_bits => 2, total_bits => 40, tolerance => '1s')" \
   -c "CREATE TABLE observed (slot int, fence bigint, owner_key text, floor bigint, ceiling bigint)" >/dev/null

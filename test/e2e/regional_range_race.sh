@@ -14,14 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 base="${1:-/tmp/cosid-e2e}/regional_range_race"
 SA="$base/sa"; SB="$base/sb"; A="$base/a"; B="$base/b"
 PSA=55496; PSB=55497; PA=55498; PB=55499
-# shellcheck disable=SC2154  # d: the for loop's variable inside the trap string
-trap 'kill $(jobs -p) 2>/dev/null || true; for d in "$A" "$B" "$SA" "$SB"; do stop_server "$d" immediate; done' EXIT
-qsa() { psql_at "$SA" "$PSA" postgres -At "$@"; }
-qsb() { psql_at "$SB" "$PSB" postgres -At "$@"; }
-qa() { psql_at "$A" "$PA" postgres -At "$@"; }
-qb() { psql_at "$B" "$PB" postgres -At "$@"; }
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 
-start_server "$SA" "$PSA"; start_server "$SB" "$PSB"
+node_up sa "$SA" "$PSA"; node_up sb "$SB" "$PSB"
 qsa -c "CREATE EXTENSION cosid" >/dev/null
 qsa <<'SQL' >/dev/null
 CREATE FUNCTION public.slow_grant() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -32,8 +27,8 @@ END $$;
 CREATE TRIGGER slow_grant AFTER UPDATE ON cosid.lease FOR EACH ROW EXECUTE FUNCTION public.slow_grant();
 SQL
 qsb -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('default', slot_range => '[0,512)')" >/dev/null
-start_server "$A" "$PA" "cosid.store_dsn = 'host=$SA port=$PSA dbname=postgres'" "cosid.ttl = '30s'"
-start_server "$B" "$PB" "cosid.store_dsn = 'host=$SB port=$PSB dbname=postgres'" "cosid.ttl = '10s'"
+node_up a "$A" "$PA" "cosid.store_dsn = 'host=$SA port=$PSA dbname=postgres'" "cosid.ttl = '30s'"
+node_up b "$B" "$PB" "cosid.store_dsn = 'host=$SB port=$PSB dbname=postgres'" "cosid.ttl = '10s'"
 for q in qa qb; do $q -c "CREATE EXTENSION cosid" -c "CREATE TABLE ids (id bigint)" >/dev/null; done
 
 qa -c "SELECT cosid_next()" >/dev/null &   # A's first acquire, in flight for 2 s

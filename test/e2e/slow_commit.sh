@@ -22,10 +22,9 @@
 # commit's wait for a synchronous standby takes still fails the call: lease_edges.sh.)
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/slow_commit"; PORT=55637
-node_stop main immediate  # a run killed before its trap
 node_up main "$DIR" "$PORT" "cosid.ttl = '300ms'" "cosid.static_slots = 's:3'" "cosid.state_file = 'cosid.state'" \
     "cosid.acquire_timeout = '2s'" "fsync = on" "commit_delay = 100000" "commit_siblings = 0" "synchronous_commit = off"
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 # What one durable commit takes here (as the store's are: synchronous whatever the server
 # says), before the keeper writes anything (its flush would carry the probe's along): the
 # longest of psql's \timing of three one-row INSERTs.

@@ -26,167 +26,162 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 D="${1:-/tmp/cosid-e2e}/static_ceiling_ops"
 B="$PG_BIN"; FAIL=0; PORT0=55707
-RUNNING=()
 # shellcheck disable=SC2046  # one argument per pid
-cleanup() { local d; kill $(jobs -p) 2>/dev/null || true
-            for d in "${RUNNING[@]}"; do as_pg "$B/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true; done; }
+cleanup() { kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate; }
 trap cleanup EXIT
 rm -rf "$D"; mkdir -p "$D"; chown -R "$PG_USER" "$D"
 NS="SELECT cosid_namespace_create('st', slot_bits => 4, sequence_bits => 8, unit => 's', total_bits => 55)"
-mk() {  # mk NAME PORT settings...
+mk() {  # mk NAME PORT settings...: node NAME in $D/NAME, its own initdb (not the suite's template)
     local n=$1 p=$2; shift 2
-    as_pg "$B/initdb" -D "$D/$n" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
-    printf '%s\n' "port = $p" "listen_addresses = ''" "unix_socket_directories = '$D'" \
-        "shared_preload_libraries = 'cosid'" "fsync = off" "cosid.acquire_timeout = '30s'" "cosid.test_reach_cap = '1ms'" "$@" \
-        >> "$D/$n/postgresql.conf"
+    mkdir -p "$D/$n"; chown "$PG_USER" "$D/$n"
+    as_pg "$B/initdb" -D "$D/$n/data" -A trust -U postgres -E UTF8 --locale=C -k >/dev/null
+    node_attach "$n" "$D/$n" "$p" "listen_addresses = ''" \
+        "shared_preload_libraries = 'cosid'" "fsync = off" "cosid.acquire_timeout = '30s'" "cosid.test_reach_cap = '1ms'" "$@"
 }
-up() { as_pg "$B/pg_ctl" -D "$D/$1" -l "$D/$1.log" -w start >/dev/null; RUNNING+=("$D/$1"); }
-down() { as_pg "$B/pg_ctl" -D "$D/$1" -m fast -w stop >/dev/null; }
-q() { local p=$1; shift; as_pg "$B/psql" -X -q -v ON_ERROR_STOP=1 -h "$D" -p "$p" -d postgres -At "$@"; }
 
 # --- h) restore with a cosid_next() between its sections --------------------------------------
 PA=$PORT0; PB=$((PORT0 + 1))
 mk a $PA "cosid.static_slots = 'default:5'"
 mk b $PB "cosid.static_slots = 'default:5'"
-up a
+node_start a
 # A's ids spread over a few seconds, so that B's clock can be put in their middle
-q $PA -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+qa -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
     -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
-max_id=$(q $PA -c "SELECT max(id) FROM t")
-mid_ms=$(q $PA -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
-as_pg "$B/pg_dump" -h "$D" -p $PA -Fc -f "$D/a.dump" postgres
-assert_store_verified "$D" $PA postgres "h) A"
-down a
+max_id=$(qa -c "SELECT max(id) FROM t")
+mid_ms=$(qa -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
+as_pg "$B/pg_dump" -h "$D/a" -p $PA -Fc -f "$D/a.dump" postgres
+assert_store_verified "$D/a" $PA postgres "h) A"
+node_stop a
 # B's clock in the middle of A's ids (another host's clock)
-echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/postgresql.conf"
-up b
+echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/data/postgresql.conf"
+node_start b
 # B issues before the restore too: its window, open when the restore starts, must be closed
-q $PB -c "CREATE EXTENSION cosid" -c "SELECT cosid_next()" >/dev/null
-as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --clean --if-exists --section=pre-data "$D/a.dump" 2>"$D/h.err0" || true
+qb -c "CREATE EXTENSION cosid" -c "SELECT cosid_next()" >/dev/null
+as_pg "$B/pg_restore" -h "$D/b" -p $PB -d postgres --clean --if-exists --section=pre-data "$D/a.dump" 2>"$D/h.err0" || true
 refused() {  # (psql's own status is an error here: not through a pipe under pipefail)
-    local out; out=$(as_pg "$B/psql" -X -q -h "$D" -p $PB -d postgres -At -v VERBOSITY=sqlstate -c "SELECT cosid_next()" 2>&1 || true)
+    local out; out=$(qb -v VERBOSITY=sqlstate -c "SELECT cosid_next()" 2>&1 || true)
     grep -q 'ERROR:  55000' <<<"$out" && echo t || echo f
 }
 check_true "h) the window open when the restore began is closed: cosid_next() refused within 10 s" \
     "$(wait_for 10 "the open window closed for the restore" refused)"
-first=$(as_pg "$B/psql" -X -q -h "$D" -p $PB -d postgres -At -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
+first=$(qb -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 echo "# h) cosid_next() between the restore's sections: $(echo "$first" | head -1)"
 check "h) no static window between the restore's sections: refused (55000) with a hint" "55000 1" \
     "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$first" | head -1 | cut -c9-) $(grep -c '^HINT: ' <<<"$first")"
-as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=data "$D/a.dump"
-as_pg "$B/pg_restore" -h "$D" -p $PB -d postgres --section=post-data "$D/a.dump"
-q $PB -c "CREATE TABLE t_after (id bigint)" -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/h.err" || true
+as_pg "$B/pg_restore" -h "$D/b" -p $PB -d postgres --section=data "$D/a.dump"
+as_pg "$B/pg_restore" -h "$D/b" -p $PB -d postgres --section=post-data "$D/a.dump"
+qb -c "CREATE TABLE t_after (id bigint)" -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/h.err" || true
 check "h) after the restore: 20000 ids on B, none at or below A's $max_id, none of A's" "20000|0|0|" \
-    "$(q $PB -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM t)) FROM t_after")|$(head -1 "$D/h.err")"
-assert_store_verified "$D" $PB postgres "h) B after the restore of A"
-down b
+    "$(qb -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) || '|' || count(*) FILTER (WHERE id IN (SELECT id FROM t)) FROM t_after")|$(head -1 "$D/h.err")"
+assert_store_verified "$D/b" $PB postgres "h) B after the restore of A"
+node_stop b
 
 # --- i) DELETE FROM cosid.static_ceiling after an adopt, then pg_upgrade onto another slot -------
 PO=$((PORT0 + 2)); PN=$((PORT0 + 3))
 mk o $PO "cosid.static_slots = 'st:5'"
 mk n $PN "cosid.static_slots = 'st:2'"
-up o
-q $PO -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_adopt (id bigint, phase text)" \
+node_start o
+qo -c "CREATE EXTENSION cosid" -c "$NS" -c "CREATE TABLE t_adopt (id bigint, phase text)" \
     -c "INSERT INTO t_adopt SELECT cosid_min_id(now() + interval '8 s', 'st') + (2 << 8) + k, 'adopted' FROM generate_series(0, 99) k" \
     -c "SELECT cosid_adopt('t_adopt', 'id', 'st')" >/dev/null
-max_id=$(q $PO -c "SELECT max(id) FROM t_adopt")
-adopted_ms=$(q $PO -c "SELECT (extract(epoch FROM cosid_timestamp($max_id, 'st')) * 1000)::bigint")
-q $PO -c "DELETE FROM cosid.static_ceiling" >/dev/null   # a DBA emptying it by hand
+max_id=$(qo -c "SELECT max(id) FROM t_adopt")
+adopted_ms=$(qo -c "SELECT (extract(epoch FROM cosid_timestamp($max_id, 'st')) * 1000)::bigint")
+qo -c "DELETE FROM cosid.static_ceiling" >/dev/null   # a DBA emptying it by hand
 check_true "i) the namespace's adopt row written again after a DELETE of every row" \
-    "$(wait_for 10 "the adopt row back" q $PO -c "SELECT count(*) = 1 FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = -1 AND ceiling_ms >= $adopted_ms")"
-down o
-(cd "$D" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$D/o" -D "$D/n" -p $PO -P $PN -s "$D" -U postgres --no-sync --link) \
+    "$(wait_for 10 "the adopt row back" qo -c "SELECT count(*) = 1 FROM cosid.static_ceiling WHERE namespace = 'st' AND slot = -1 AND ceiling_ms >= $adopted_ms")"
+node_stop o
+(cd "$D" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$D/o/data" -D "$D/n/data" -p $PO -P $PN -s "$D" -U postgres --no-sync --link) \
     > "$D/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade failed"; tail "$D/pg_upgrade.out"; exit 1; }
-echo "cosid.clock_offset = $(( adopted_ms - 5000 - $(date +%s%3N) ))" >> "$D/n/postgresql.conf"
-up n
-q $PN -c "INSERT INTO t_adopt SELECT cosid_next('st'), 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$D/i.err" || true
+echo "cosid.clock_offset = $(( adopted_ms - 5000 - $(date +%s%3N) ))" >> "$D/n/data/postgresql.conf"
+node_start n
+qn -c "INSERT INTO t_adopt SELECT cosid_next('st'), 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$D/i.err" || true
 check "i) then pg_upgrade onto slot 2: 2000 ids, none at or below the adopted $max_id" "2000|0|" \
-    "$(q $PN -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_adopt WHERE phase = 'after'")|$(head -1 "$D/i.err")"
-assert_store_verified "$D" $PN postgres "i) N after pg_upgrade"
-down n
+    "$(qn -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_adopt WHERE phase = 'after'")|$(head -1 "$D/i.err")"
+assert_store_verified "$D/n" $PN postgres "i) N after pg_upgrade"
+node_stop n
 
 # --- j) the table locked after a TRUNCATE: the keeper is not held up ------------------------------
 PJ=$((PORT0 + 4))
 mk j $PJ "cosid.static_slots = 'st:5'"
-up j
-q $PJ -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" -c "SELECT cosid_namespace_create('d1')" \
+node_start j
+qj -c "CREATE EXTENSION cosid" -c "$NS" -c "SELECT cosid_next('st')" -c "SELECT cosid_namespace_create('d1')" \
     -c "SELECT cosid_next('d1')" >/dev/null
-q $PJ -c "SELECT cosid_release('st', 5)" >/dev/null   # no static window: no renewal writes the table
+qj -c "SELECT cosid_release('st', 5)" >/dev/null   # no static window: no renewal writes the table
 # the TRUNCATE commits straight into a lock queued behind it, which holds the table 30 s
-q $PJ -c "BEGIN" -c "TRUNCATE cosid.static_ceiling" -c "SELECT pg_sleep(2)" -c "COMMIT" >/dev/null &
-wait_for 10 "the TRUNCATE's lock" q $PJ -c "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'cosid.static_ceiling'::regclass AND mode = 'AccessExclusiveLock' AND granted" >/dev/null
-q $PJ -c "BEGIN" -c "LOCK TABLE cosid.static_ceiling" -c "SELECT pg_sleep(30)" -c "COMMIT" >/dev/null 2>&1 &
+qj -c "BEGIN" -c "TRUNCATE cosid.static_ceiling" -c "SELECT pg_sleep(2)" -c "COMMIT" >/dev/null &
+wait_for 10 "the TRUNCATE's lock" qj -c "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'cosid.static_ceiling'::regclass AND mode = 'AccessExclusiveLock' AND granted" >/dev/null
+qj -c "BEGIN" -c "LOCK TABLE cosid.static_ceiling" -c "SELECT pg_sleep(30)" -c "COMMIT" >/dev/null 2>&1 &
 check_true "j) the keeper's comparison gave up on the lock and said so" \
-    "$(wait_for 20 "the keeper's log of the locked table" bash -c "grep -q 'could not compare its static ceilings with cosid.static_ceiling' '$D/j.log' && echo t")"
+    "$(wait_for 20 "the keeper's log of the locked table" bash -c "grep -q 'could not compare its static ceilings with cosid.static_ceiling' '$D/j/server.log' && echo t")"
 # How much of its time the keeper spends waiting for that lock: 20 looks, 0.2 s apart.  A
 # comparison gives up after 100 ms once a second (about one look in ten); a write waiting out
 # the store bound (10 s at ttl 60 s) at every loop, as before, is seen in nearly every look.
 waits=0
 for _ in $(seq 1 20); do
-    [ "$(q $PJ -c "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")" = Lock ] && waits=$((waits + 1))
+    [ "$(qj -c "SELECT wait_event_type FROM pg_stat_activity WHERE backend_type = 'cosid keeper'")" = Lock ] && waits=$((waits + 1))
     sleep 0.2
 done
 check_true "j) the keeper waited for the lock in fewer than half of 20 looks ($waits)" "$([ "$waits" -lt 10 ] && echo t || echo f)"
-got=$(q $PJ -c "SET cosid.acquire_timeout = '8s'" -c "SELECT count(cosid_next('d1')) FROM generate_series(1, 1000)" 2>&1 | head -1 || true)
+got=$(qj -c "SET cosid.acquire_timeout = '8s'" -c "SELECT count(cosid_next('d1')) FROM generate_series(1, 1000)" 2>&1 | head -1 || true)
 check "j) meanwhile a dynamic namespace leased before issues 1,000 ids within cosid.acquire_timeout = 8 s" "1000" "$got"
 # shellcheck disable=SC2046  # one argument per pid
 kill $(jobs -p) 2>/dev/null || true
-assert_store_verified "$D" $PJ postgres "j) J"
-down j
+assert_store_verified "$D/j" $PJ postgres "j) J"
+node_stop j
 
 # --- k) pg_restore --clean into the same cluster ---------------------------------------------------
 PK=$((PORT0 + 5))
 mk k $PK "cosid.static_slots = 'default:5'"
-up k
-q $PK -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" \
+node_start k
+qk -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), v int)" \
     -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 1000) g" >/dev/null
-max_id=$(q $PK -c "SELECT max(id) FROM t")
-as_pg "$B/pg_dump" -h "$D" -p $PK -Fc -f "$D/k.dump" postgres
-as_pg "$B/pg_restore" -h "$D" -p $PK -d postgres --clean --if-exists --section=pre-data "$D/k.dump" 2>"$D/k.err" || true
+max_id=$(qk -c "SELECT max(id) FROM t")
+as_pg "$B/pg_dump" -h "$D/k" -p $PK -Fc -f "$D/k.dump" postgres
+as_pg "$B/pg_restore" -h "$D/k" -p $PK -d postgres --clean --if-exists --section=pre-data "$D/k.dump" 2>"$D/k.err" || true
 # the restore's CREATE EXTENSION left its mark: the keeper's rewrite (within a second) must not come
 check "k) during the restore, no row written into the new cosid.static_ceiling (3 s)" "f" \
-    "$(wait_until 3 q $PK -c "SELECT count(*) > 0 FROM cosid.static_ceiling")"
-as_pg "$B/pg_restore" -h "$D" -p $PK -d postgres --section=data "$D/k.dump" 2>>"$D/k.err" || true
-as_pg "$B/pg_restore" -h "$D" -p $PK -d postgres --section=post-data "$D/k.dump" 2>>"$D/k.err" || true
+    "$(wait_until 3 qk -c "SELECT count(*) > 0 FROM cosid.static_ceiling")"
+as_pg "$B/pg_restore" -h "$D/k" -p $PK -d postgres --section=data "$D/k.dump" 2>>"$D/k.err" || true
+as_pg "$B/pg_restore" -h "$D/k" -p $PK -d postgres --section=post-data "$D/k.dump" 2>>"$D/k.err" || true
 check "k) the restore reports no error; its rows are there" "0 1000" \
-    "$(grep -c 'error' "$D/k.err") $(q $PK -c "SELECT count(*) FROM t")"
-q $PK -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 1000) g" >/dev/null 2>"$D/k2.err" || true
+    "$(grep -c 'error' "$D/k.err") $(qk -c "SELECT count(*) FROM t")"
+qk -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 1000) g" >/dev/null 2>"$D/k2.err" || true
 check "k) after it, 1000 more ids, all above $max_id" "1000|" \
-    "$(q $PK -c "SELECT count(*) FROM t WHERE id > $max_id")|$(head -1 "$D/k2.err")"
-assert_store_verified "$D" $PK postgres "k) K after pg_restore --clean"
-down k
+    "$(qk -c "SELECT count(*) FROM t WHERE id > $max_id")|$(head -1 "$D/k2.err")"
+assert_store_verified "$D/k" $PK postgres "k) K after pg_restore --clean"
+node_stop k
 
 # --- l) a data-only restore into an extension made beforehand, a window already open ---------------
 PL=$((PORT0 + 6)); PM=$((PORT0 + 7))
 mk la $PL "cosid.static_slots = 'default:5'"
 mk lb $PM "cosid.static_slots = 'default:5'"
-up la
-q $PL -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+node_start la
+qla -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
     -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
-max_id=$(q $PL -c "SELECT max(id) FROM t")
-mid_ms=$(q $PL -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
-as_pg "$B/pg_dump" -h "$D" -p $PL -Fc -f "$D/l.dump" postgres
-assert_store_verified "$D" $PL postgres "l) LA"
-down la
-echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/lb/postgresql.conf"
-up lb
-q $PM -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \
+max_id=$(qla -c "SELECT max(id) FROM t")
+mid_ms=$(qla -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
+as_pg "$B/pg_dump" -h "$D/la" -p $PL -Fc -f "$D/l.dump" postgres
+assert_store_verified "$D/la" $PL postgres "l) LA"
+node_stop la
+echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/lb/data/postgresql.conf"
+node_start lb
+qlb -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \
     -c "CREATE TABLE t_after (id bigint)" -c "SELECT cosid_next()" >/dev/null   # a window opens before the rows come
-as_pg "$B/pg_restore" -h "$D" -p $PM -d postgres --data-only "$D/l.dump" 2>"$D/l.err" || true
+as_pg "$B/pg_restore" -h "$D/lb" -p $PM -d postgres --data-only "$D/l.dump" 2>"$D/l.err" || true
 check_true "l) the keeper closed the window that opened below the restored rows" \
-    "$(wait_for 15 "the keeper's log of the closed window" bash -c "grep -q 'a ceiling above the open window.s floor was recorded' '$D/lb.log' && echo t")"
-q $PM -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/l2.err" || true
+    "$(wait_for 15 "the keeper's log of the closed window" bash -c "grep -q 'a ceiling above the open window.s floor was recorded' '$D/lb/server.log' && echo t")"
+qlb -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/l2.err" || true
 check "l) then 20000 ids, none at or below the restored $max_id" "20000|0|" \
-    "$(q $PM -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_after")|$(head -1 "$D/l2.err")"
+    "$(qlb -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_after")|$(head -1 "$D/l2.err")"
 # The history shows what the restore came too late for, as an audit should: the window LB
 # opened on slot 5 before LA's rows arrived (its one id lies among LA's ticks: same slot and
 # tick, another sequence) overlaps LA's restored windows; no other window of LB does.  (The
 # docs: let a restore finish before the application issues ids.)
-max_ms=$(q $PM -c "SELECT (extract(epoch FROM cosid_timestamp($max_id)) * 1000)::bigint")
+max_ms=$(qlb -c "SELECT (extract(epoch FROM cosid_timestamp($max_id)) * 1000)::bigint")
 check_true "l) cosid_verify() on LB reports the window opened before the restore, against LA's, and nothing else" \
-    "$(q $PM -c "SELECT count(*) > 0
+    "$(qlb -c "SELECT count(*) > 0
                         AND bool_and((first_holder LIKE '%(this server)%') <> (second_holder LIKE '%(this server)%'))
                         AND bool_and(CASE WHEN first_holder LIKE '%(this server)%' THEN first_floor ELSE second_floor END < $max_ms)
                    FROM cosid_verify()")"
-down lb
+node_stop lb
 exit $FAIL

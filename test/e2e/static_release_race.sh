@@ -7,9 +7,8 @@
 # The state file must never hold less than the last timestamp issued on its slot.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/static_release_race"; PORT=55476
-node_stop main immediate
 node_up main "$DIR" "$PORT" "cosid.static_slots = 'st:3'" "cosid.static_ahead = '2s'" "cosid.ttl = '30s'"
-trap 'kill $(jobs -p) 2>/dev/null || true; node_stop main immediate' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
 FILE="$DIR/data/cosid.state"
 q -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('st')" \
   -c "SELECT cosid_namespace_create('blk', slot_bits => 2)" >/dev/null
@@ -19,7 +18,7 @@ check "st is static, blk leased" "st|static blk|lease" \
 
 # A locker holds blk's lease row: its next renewal (every 10 s) waits out the keeper's lock
 # timeout (ttl/6 = 5 s), with the keeper past st's entry in its pass.
-as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -c "BEGIN" \
+q -c "BEGIN" \
     -c "SELECT count(*) FROM (SELECT 1 FROM cosid.lease WHERE namespace = 'blk' AND incarnation IS NOT NULL FOR UPDATE) l" \
     -c "SELECT pg_sleep(20)" -c "COMMIT" >/dev/null 2>&1 &
 check_true "the keeper waits on the locked row, past st's entry in its pass" \

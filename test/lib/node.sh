@@ -21,6 +21,7 @@
 #   node_stop NAME [MODE]               fast (default), immediate or smart; quiet when it is down
 #   node_restart NAME [MODE]            stop, then start
 #   node_promote NAME                   a standby promoted, waited for
+#   node_reload NAME                    pg_ctl reload (its configuration files read again)
 #   node_sql NAME [psql args...]        psql -At on the node's database (NODE_DB[NAME], else
 #                                       postgres), stopping at the first error
 #   node_sql_db NAME DB [psql args...]  the same on database DB
@@ -104,6 +105,8 @@ node_stop() {
 node_restart() { node_stop "$1" "${2:-fast}"; node_start "$1"; }
 
 node_promote() { as_pg "${NODE_BIN[$1]}/pg_ctl" -D "${NODE_DIR[$1]}/data" -w promote >/dev/null; }
+
+node_reload() { as_pg "${NODE_BIN[$1]}/pg_ctl" -D "${NODE_DIR[$1]}/data" reload >/dev/null; }
 
 node_sql() { local name="$1"; shift; node_sql_db "$name" "${NODE_DB[$name]:-postgres}" "$@"; }
 
