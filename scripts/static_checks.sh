@@ -2,13 +2,14 @@
 # The checks that need no server, each with a finding count of zero:
 #   - shellcheck on every shell script of the tree (scripts/lint_shell.sh);
 #   - cppcheck on the C++ that has no PostgreSQL in it (src/core, test/model);
+#   - clang-tidy on all of src/, with PostgreSQL's headers (.clang-tidy says which checks);
 #   - clang-format --dry-run --Werror on the C++ of src/, test/unit and test/model (.clang-format);
 #   - no include cycle between the modules of src/ (scripts/include_cycles.py);
 #   - no function in src/ longer than 80 lines, signature to closing brace (scripts/long_functions.py);
 #   - the unit tests, and the model checker to smaller bounds than the test command's, built
 #     with AddressSanitizer and UndefinedBehaviorSanitizer (the first report stops the run).
-# (src/pg is compiled with -Wall -Wextra -Werror against every major instead: cppcheck with
-# PostgreSQL's headers takes longer than the whole test command.)
+# (src/pg is also compiled with -Wall -Wextra -Werror against every major; cppcheck with
+# PostgreSQL's headers takes longer than the whole test command, clang-tidy about 40 CPU-s.)
 #
 #   bash scripts/static_checks.sh        prints "ok - ..." / "not ok - ..."; non-zero on a finding
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -34,6 +35,16 @@ cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --s
     --inline-suppr -I src/core src/core test/model > "$work/cppcheck.log" 2>&1
 [ $? = 0 ] && [ ! -s "$work/cppcheck.log" ] && say OK "cppcheck src/core test/model: no finding" ||
     say FAIL "cppcheck src/core test/model" "$work/cppcheck.log"
+
+# clang-tidy on every source of src/ (the headers of src/ through them), two at a time, against
+# the PostgreSQL the tree is built for.  A finding is a "warning:" line.
+mapfile -t tidy_files < <(find src -name '*.cpp' | sort)
+pg_server=$(pg_config --includedir-server); pg_inc=$(pg_config --includedir)
+printf '%s\n' "${tidy_files[@]}" | nice xargs -P2 -I{} clang-tidy -quiet {} -- -std=c++17 -Isrc/core -Isrc/pg \
+    -isystem "$pg_server" -isystem "$pg_inc" > "$work/clang-tidy.log" 2>/dev/null
+n=$(grep -c 'warning:' "$work/clang-tidy.log")
+[ "$n" = 0 ] && [ "${#tidy_files[@]}" -gt 0 ] && say OK "clang-tidy on ${#tidy_files[@]} sources of src/: no finding" ||
+    say FAIL "clang-tidy: $n findings" "$work/clang-tidy.log"
 
 # The C++ as .clang-format has it: a finding is a line clang-format would change.
 mapfile -t cxx_files < <(find src \( -name '*.cpp' -o -name '*.hpp' \) -print; ls test/unit/*.cpp test/model/*.cpp)

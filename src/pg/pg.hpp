@@ -58,7 +58,7 @@ extern "C" {
 // expression_tree_mutator takes a function pointer without prototype until 15 (in C++: no
 // parameters), a typed one from 16 on; through void (*)(void), which casts to and from any.
 #if PG_VERSION_NUM < 160000
-#define COSID_TREE_MUTATOR(f) reinterpret_cast<Node* (*)()>(reinterpret_cast<void (*)()>(f))
+#define COSID_TREE_MUTATOR(f) (reinterpret_cast<Node* (*)()>(reinterpret_cast<void (*)()>(f)))
 #else
 #define COSID_TREE_MUTATOR(f) (f)
 #endif

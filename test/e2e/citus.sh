@@ -66,7 +66,9 @@ page_node() {
     NODE_DB[$name]=app
     rm -rf "$d"; mkdir -p "$d"; chown "$PG_USER" "$d"; fresh_cluster "$d/data"
     { printf "port = %s\nunix_socket_directories = '%s'\nfsync = off\nmax_connections = 100\n" "$p" "$d"
-      printf "cosid.ttl = '3s'\ncosid.owner_key = 'node-%s'\n" "$p"
+      # (no lease handed back for being idle: on a loaded machine a node's lease sat idle past
+      # the 60 s default between the phases, and its next acquire got another slot)
+      printf "cosid.ttl = '3s'\ncosid.owner_key = 'node-%s'\ncosid.pool_idle_timeout = '1h'\n" "$p"
       page "$(block conf "shared_preload_libraries")" "$w"
       case "$w" in [0-9]) page "$(block conf cosid.store_dsn)" "$w" ;; esac
     } >> "$d/data/postgresql.conf"

@@ -114,8 +114,14 @@ unlocked_at=$(sed -n 's/^unlocked //p' "$DIR/locker.out")
 resumed_ms=$(q -c "SELECT (extract(epoch FROM min(at) - '$unlocked_at'::timestamptz) * 1000)::bigint
                    FROM observed WHERE namespace = 'f' AND incarnation IS NOT NULL AND at >= '$unlocked_at'::timestamptz")
 echo "# the keeper's first renewal or acquire ${resumed_ms:-(none)} ms after the rows were free"
-check_true "the keeper served again within 2 s of the store coming back" "$([ -n "$resumed_ms" ] && [ "$resumed_ms" -le 2000 ] && echo t)"
-only_errors store_locked ZC002 ZC006
+# (5 s: the keeper's backoff between tries is at most a second; 0.3 to 1.5 s on a quiet
+# machine, 2.5 s on one loaded far past its cores; a keeper that backs off toward the ttl or
+# beyond took 13 to 20 s)
+check_true "the keeper served again within 5 s of the store coming back" "$([ -n "$resumed_ms" ] && [ "$resumed_ms" -le 5000 ] && echo t)"
+# ZC003 too: a caller whose lease ran out while every lease row was locked waits for an acquire,
+# and the store's acquire passes over locked rows (SKIP LOCKED), so it answers that no slot is
+# free; the caller's error then says the namespace is exhausted.
+only_errors store_locked ZC002 ZC003 ZC006
 logged=$(( $(grep -c 'LOG:  cosid: renewal of slot' "$DIR/server.log" || true) - logged0 ))
 echo "# $(stat_of "renewal_failures - $fail0") renewal failures, $logged of them in the log at LOG level"
 check_true "the outage is logged once or twice, not once per failure" "$([ "$logged" -ge 1 ] && [ "$logged" -le 2 ] && echo t)"

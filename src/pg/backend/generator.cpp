@@ -496,7 +496,7 @@ void new_statement() { ++statement_number; }
 
 void flush_issued_count() {
     if (unflushed_ids > 0 && shared != nullptr) {
-        count(shared->stats.ids_issued, unflushed_ids);
+        count(shared->stats.ids_issued, static_cast<int64>(unflushed_ids));
         unflushed_ids = 0;
     }
 }

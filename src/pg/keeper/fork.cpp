@@ -187,7 +187,7 @@ void this_runs_read_id(char* out, size_t size) {
     uint8 bytes[16];
     if (!pg_strong_random(bytes, sizeof(bytes))) return;
     char id[33];
-    for (int k = 0; k < 16; ++k) snprintf(id + 2 * k, 3, "%02x", bytes[k]);
+    for (size_t k = 0; k < 16; ++k) snprintf(id + 2 * k, 3, "%02x", bytes[k]);
     char text[40];
     snprintf(text, sizeof(text), "%s\n", id);
     // Never through a link another user left in a shared directory, readable by this user only.

@@ -96,7 +96,7 @@ void check_store_failovers() {
                               "promotion raise the floors by themselves; a copy of the data directory started as "
                               "it is does not: run SELECT cosid_store_follow_timeline(restored => true) there.")));
     if (seen < 0 || failovers <= seen) return;
-    count(shared->stats.store_failovers, static_cast<uint64>(failovers - seen));
+    count(shared->stats.store_failovers, failovers - seen);
     if (raises)
         ereport(LOG, (errmsg("cosid: the lease store now writes on timeline %d: it was promoted or recovered to a "
                              "point in time",

@@ -236,7 +236,7 @@ void wake_keeper();
 // instance can tell (max_ttl + 2 x max_tolerance, 70 s with a store's widest defaults, stays
 // below it): a floor within it is the store's wait, one beyond it a floor set by mistake.
 int64 raise_reach_ms();
-inline void count(pg_atomic_uint64& c, uint64 n = 1) { pg_atomic_fetch_add_u64(&c, n); }
+inline void count(pg_atomic_uint64& c, int64 n = 1) { pg_atomic_fetch_add_u64(&c, n); }
 
 // True in cosid.database, where the keeper runs (and, without cosid.store_dsn, the store).
 bool in_store_database();
