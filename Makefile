@@ -5,7 +5,8 @@ EXTENSION = cosid
 # being developed is built from its hand-written steps (sql/updates/) and the current
 # definition of every function (sql/functions/, in the order below).
 COSID_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" cosid.control)
-COSID_PREVIOUS = 1.7
+# the version before it: from the name of its hand-written steps, sql/updates/PREVIOUS--VERSION.sql
+COSID_PREVIOUS = $(patsubst sql/updates/%--$(COSID_VERSION).sql,%,$(wildcard sql/updates/*--$(COSID_VERSION).sql))
 SQL_FUNCTIONS = $(addprefix sql/functions/,store.sql ids.sql namespace.sql tenants.sql lease.sql \
 	history.sql fork.sql static.sql columns.sql observe.sql health.sql)
 SQL_BUILT = sql/cosid--$(COSID_PREVIOUS)--$(COSID_VERSION).sql
