@@ -79,18 +79,3 @@ assert_store_verified() {
         FAIL=1
     fi
 }
-
-# start_standby PRIMARY_DIR PRIMARY_PORT STANDBY_DIR STANDBY_PORT SLOT: a streaming standby
-# of the primary (pg_basebackup -R through the replication slot SLOT), started; "t" once the
-# primary shows it streaming.  It retries WAL every 100 ms: a promotion while the startup
-# process sleeps between retries (5 s by default) waits for that sleep on a loaded machine.
-start_standby() {
-    local pd=$1 pp=$2 sd=$3 sp=$4 slot=$5
-    rm -rf "$sd"; mkdir -p "$sd"; chown "$PG_USER" "$sd"
-    as_pg "$PG_BIN/pg_basebackup" -h "$pd" -p "$pp" -D "$sd/data" -R -X stream -S "$slot" -c fast >/dev/null
-    sed -i -e "s/^port = .*/port = $sp/" -e "s|^unix_socket_directories = .*|unix_socket_directories = '$sd'|" \
-        "$sd/data/postgresql.conf"
-    echo "wal_retrieve_retry_interval = '100ms'" >> "$sd/data/postgresql.conf"
-    as_pg "$PG_BIN/pg_ctl" -D "$sd/data" -l "$sd/server.log" -w start >/dev/null
-    wait_until 20 psql_at "$pd" "$pp" postgres -At -c "SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming'"
-}
