@@ -75,7 +75,7 @@ for v in "${majors[@]}"; do
     fi
     p=$((p + 1)); what="build"
     chown -R "$PG_USER" "$b"
-    if as_pg make -C "$b" -s installcheck PG_CONFIG="$prefix/bin/pg_config" > "$b/installcheck.log" 2>&1; then :; else
+    if cpu_run "$b/installcheck.cpu" as_pg make -C "$b" -s installcheck PG_CONFIG="$prefix/bin/pg_config" > "$b/installcheck.log" 2>&1; then :; else
         for d in "$b"/test/out/regression.diffs "$b"/test/out_isolation/regression.diffs; do
             [ -f "$d" ] && sed "s/^/#   pg$v: /" "$d" | head -60
         done
@@ -85,14 +85,15 @@ for v in "${majors[@]}"; do
     p=$((p + ok)); f=$((f + bad)); what="$what, $ok pg_regress/isolation"
     [ "$ok" -gt 0 ] || { f=$((f + 1)); echo "#   pg$v: pg_regress ran nothing"; tail -20 "$b/installcheck.log"; }
     for t in "${E2E[@]}"; do
-        if COSID_PG_BIN="$prefix/bin" bash "$b/test/e2e/$t" "$work/e2e-$v" > "$b/$t.log" 2>&1; then
+        if COSID_PG_BIN="$prefix/bin" cpu_run "$b/$t.cpu" bash "$b/test/e2e/$t" "$work/e2e-$v" > "$b/$t.log" 2>&1; then
             p=$((p + 1))
         else
             f=$((f + 1))  # (a script that died prints no "not ok": its last lines tell)
             { grep -E '^not ok' "$b/$t.log" || true; tail -8 "$b/$t.log"; } | sed "s/^/#   pg$v $t: /"
         fi
     done
-    what="$what, ${E2E[*]}"
+    what="$what, ${E2E[*]}; CPU-s: installcheck $(cat "$b/installcheck.cpu")"
+    for t in "${E2E[@]}"; do what="$what $t $(cat "$b/$t.cpu" 2>/dev/null)"; done
     echo "major $v ($("$prefix/bin/pg_config" --version)): $p passed, $f failed in $((SECONDS - started)) s ($what)"
     passed=$((passed + p)); failed=$((failed + f))
 done

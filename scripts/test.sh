@@ -221,7 +221,7 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
         # (a script that passed leaves nothing behind: the lanes' directories held 13 GB by the
         # end of a run, and filled a shared machine's disk; what a failed one left is kept, to
         # be read)
-        if bash "$t" "$work/e2e$lane"; then passed=$((passed + 1))
+        if cpu_run "$work/e2e$lane.cpu" bash "$t" "$work/e2e$lane"; then passed=$((passed + 1))
             comm -13 <(sort <<<"$before") <(ls -A "$work/e2e$lane" | sort) | grep -vx '.started' |
                 sed "s|^|$work/e2e$lane/|" | xargs -r -d '\n' rm -rf
         else
@@ -232,7 +232,7 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
                 xargs -0 -r grep -hE 'ERROR|FATAL|PANIC|terminated by signal|cosid: .*(failed|not confirmed)' 2>/dev/null | sort -u | tail -20 |
                 cut -c1-300 | sed 's/^/#   server log: /' || true
         fi
-        echo "# $name took $((SECONDS - started)) s"
+        echo "# $name took $((SECONDS - started)) s, $(cat "$work/e2e$lane.cpu") CPU-s"
     done
     echo "# e2e lane $lane ended $((SECONDS - lanes_started)) s after the lanes started"
     echo "e2e lane $lane: $passed passed, $failed failed"
