@@ -140,7 +140,7 @@ psql_at() {
 # group) to FILE. The suite is CPU-bound on 2 cores, so this, not wall time, says what a test
 # costs. Without a writable cgroup v1 cpuacct hierarchy it only runs CMD (FILE says "?").
 cpu_run() {
-    local file=$1 root=/sys/fs/cgroup/cpuacct g rc=0 usage
+    local file=$1 root=/sys/fs/cgroup/cpuacct g rc=0 usage p
     shift
     g="$root/cosid-$$-$RANDOM$RANDOM"
     if ! mkdir "$g" 2>/dev/null; then
