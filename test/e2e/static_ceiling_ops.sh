@@ -39,19 +39,25 @@ mk() {  # mk NAME PORT settings...: node NAME in $D/NAME, its own initdb (not th
         "shared_preload_libraries = 'cosid'" "fsync = off" "cosid.acquire_timeout = '30s'" "cosid.test_reach_cap = '1ms'" "$@"
 }
 
+spread_and_dump() {  # spread_and_dump NODE DUMP WHAT: 30,000 ids in NODE's table t, spread over a
+    # few seconds so that another node's clock can be put in their middle; sets max_id and
+    # mid_ms (the middle of their times), dumps NODE to DUMP, verifies its store and stops it
+    local n=$1
+    node_sql "$n" -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
+        -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
+    max_id=$(node_sql "$n" -c "SELECT max(id) FROM t")
+    mid_ms=$(node_sql "$n" -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
+    as_pg "$B/pg_dump" -h "$(node_dir "$n")" -p "$(node_port "$n")" -Fc -f "$2" postgres
+    assert_store_verified "$(node_dir "$n")" "$(node_port "$n")" postgres "$3"
+    node_stop "$n"
+}
+
 # --- h) restore with a cosid_next() between its sections --------------------------------------
 PA=$PORT0; PB=$((PORT0 + 1))
 mk a $PA "cosid.static_slots = 'default:5'"
 mk b $PB "cosid.static_slots = 'default:5'"
 node_start a
-# A's ids spread over a few seconds, so that B's clock can be put in their middle
-qa -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
-    -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
-max_id=$(qa -c "SELECT max(id) FROM t")
-mid_ms=$(qa -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
-as_pg "$B/pg_dump" -h "$D/a" -p $PA -Fc -f "$D/a.dump" postgres
-assert_store_verified "$D/a" $PA postgres "h) A"
-node_stop a
+spread_and_dump a "$D/a.dump" "h) A"
 # B's clock in the middle of A's ids (another host's clock)
 echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/data/postgresql.conf"
 node_start b
@@ -156,13 +162,7 @@ PL=$((PORT0 + 6)); PM=$((PORT0 + 7))
 mk la $PL "cosid.static_slots = 'default:5'"
 mk lb $PM "cosid.static_slots = 'default:5'"
 node_start la
-qla -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
-    -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
-max_id=$(qla -c "SELECT max(id) FROM t")
-mid_ms=$(qla -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
-as_pg "$B/pg_dump" -h "$D/la" -p $PL -Fc -f "$D/l.dump" postgres
-assert_store_verified "$D/la" $PL postgres "l) LA"
-node_stop la
+spread_and_dump la "$D/l.dump" "l) LA"
 echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/lb/data/postgresql.conf"
 node_start lb
 qlb -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \

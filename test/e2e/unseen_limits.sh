@@ -67,6 +67,23 @@ twice() {
     node_sql "$1" -c "COPY other FROM STDIN" < "$2"
     node_sql "$1" -c "SELECT count(*) FROM other JOIN t USING (id) WHERE t.src = $(node_port "$1")"
 }
+# acknowledged_pair SECTION ORIG ONLY FULL: ORIG's ids are kept and ORIG stops; both copies
+# acknowledge the fork at that moment, ONLY first (its raise covers only the limits it saw: the
+# other waits out the cap); each issues 600 ids, and the ids ORIG issued too are counted: some
+# for ONLY (the hazard is real in this run), none for FULL.
+acknowledged_pair() {
+    local s=$1 orig=$2 only=$3 full=$4 ids="$base/$2_ids" stopped n
+    node_sql "$orig" -c "COPY (SELECT id FROM t) TO STDOUT" > "$ids"; chmod a+r "$ids"
+    node_stop "$orig" fast; stopped=$(now_utc)
+    node_sql "$only" -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    node_sql "$full" -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
+    check "$s: the copy whose raise covers only the limits it saw issues 600 ids" "" "$(insert_all "$only" t 600)"
+    n=$(twice "$only" "$ids")
+    check_true "$s: ... and $n of them the original had issued (so the cap is what keeps them apart)" \
+        "$( [ "$n" -gt 0 ] && echo t || echo f)"
+    check "$s: the copy issues 600 ids after its acknowledgment" "" "$(insert_all "$full" t 600)"
+    check "$s: ... none of them issued by the original too" 0 "$(twice "$full" "$ids")"
+}
 LAYOUT="cosid_namespace_create('f', slot_bits => 1, sequence_bits => 4, unit => 's', total_bits => 40, tolerance => '300 ms')"
 
 section_1() {  # a fork acknowledged after the original raised its limits
@@ -87,17 +104,7 @@ section_1() {  # a fork acknowledged after the original raised its limits
         -c "SELECT pg_reload_conf()" >/dev/null
     local a; a=$(ahead_by p1 $AHEAD)
     check_true "1: P's ids run ahead of its clock under the raised limits ($a s)" "$( [ "$a" -ge $AHEAD ] && echo t || echo f)"
-    qp1 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/p1_ids"; chmod a+r "$base/p1_ids"
-    node_stop p1 fast; local stopped; stopped=$(now_utc)
-    # (the copy that sees only its limits first: the other waits out the cap)
-    qo1 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    qs1 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    check "1: the copy whose raise covers only the limits it saw issues 600 ids" "" "$(insert_all o1 t 600)"
-    local n; n=$(twice o1 "$base/p1_ids")
-    check_true "1: ... and $n of them the original had issued (so the cap is what keeps them apart)" \
-        "$( [ "$n" -gt 0 ] && echo t || echo f)"
-    check "1: the copy issues 600 ids after its acknowledgment" "" "$(insert_all s1 t 600)"
-    check "1: ... none of them issued by the original too" 0 "$(twice s1 "$base/p1_ids")"
+    acknowledged_pair 1 p1 o1 s1
 }
 
 section_2() {  # a static copy acknowledged after the original raised cosid.static_ahead
@@ -121,15 +128,7 @@ section_2() {  # a static copy acknowledged after the original raised cosid.stat
     sleep 1  # (the reload reaches the keeper; the checks below do not depend on when)
     local a; a=$(ahead_by r2 $AHEAD_STATIC)
     check_true "2: R's ids run more than its first static_ahead ahead of its clock ($a s)" "$( [ "$a" -ge $AHEAD_STATIC ] && echo t || echo f)"
-    qr2 -c "COPY (SELECT id FROM t) TO STDOUT" > "$base/r2_ids"; chmod a+r "$base/r2_ids"
-    node_stop r2 fast; local stopped; stopped=$(now_utc)
-    qo2 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    qc2 -c "SELECT cosid_fork_acknowledge('$stopped')" >/dev/null
-    check "2: the copy whose raise covers only what it saw issues 600 ids" "" "$(insert_all o2 t 600)"
-    local n; n=$(twice o2 "$base/r2_ids")
-    check_true "2: ... and $n of them the original had issued" "$( [ "$n" -gt 0 ] && echo t || echo f)"
-    check "2: the copy issues 600 ids after its acknowledgment" "" "$(insert_all c2 t 600)"
-    check "2: ... none of them issued by the original too" 0 "$(twice c2 "$base/r2_ids")"
+    acknowledged_pair 2 r2 o2 c2
 }
 
 section_3() {  # a store restored from a dump taken before max_ttl was raised
