@@ -255,6 +255,11 @@ for f in $(seq -f "$work/lane%g.log" 1 "$LANES"); do
     passed=$((passed + ${p:-0})); failed=$((failed + ${q:-0}))
 done
 [ "$failed" = 0 ] || status=1
+# What the scripts cost, and this run's LPT table (to paste into DURATIONS above when scripts
+# were added or changed): each script's wall seconds, longest first.
+scripts_cost=$(cat "$work"/lane*.log | grep -E '^# [a-z_0-9]+\.sh took [0-9]+ s, [0-9?]+ CPU-s$' || true)
+awk '{ w += $4; c += $6 } END { printf "# e2e on 15: %d scripts, %d s of wall time and %d CPU-s in all\n", NR, w, c }' <<<"$scripts_cost"
+echo "# LPT table of this run:$(awk '{ print $4, $2 }' <<<"$scripts_cost" | sort -k1,1nr | awk '{ printf " %s %s", $2, $1 }')"
 echo
 echo "e2e (PostgreSQL 15): $passed passed, $failed failed"
 total_passed=$((total_passed + passed)); total_failed=$((total_failed + failed))
