@@ -170,30 +170,33 @@ total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_ba
 # The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (3, or
 # COSID_E2E_LANES: most of a script's time is waiting for leases, clocks and servers, not
 # CPU).  Every lane takes the next script from one queue, longest first (LPT: the seconds
-# below, each script's time in runs of the whole command on 2 cores, the longest of three;
-# patroni.sh, fork.sh and unseen_limits.sh as measured alone after they were shortened; a
-# script not listed comes after them, in name order), so that the lanes end together.
+# below, each script's time in a run of the whole command on 2 cores, as the "LPT table of
+# this run" line after the lanes prints them; a script not listed comes after them, in name
+# order), so that the lanes end together.
 # Their packages were installed above, so any script may run in any lane.  Each lane has its
 # own work directory, and the initdb template they copy from is made before they start
 # (scripts/lib.sh).
 LANES=${COSID_E2E_LANES:-3}
 DURATIONS="
-patroni.sh 220  store_failover.sh 177  static_ceiling_ops.sh 161  unseen_limits.sh 130  fork.sh 100
-static_ceiling.sh 144  acquire_cost.sh 148  chaos.sh 135  citus.sh 121  static_slots.sh 113
-faults_clock_store.sh 105  static_switch.sh 104  applications.sh 90  upgrade.sh 95  faults_process.sh 89
-doc_blocks.sh 80  keeper_pass_large_pool.sh 68  health.sh 60  store_restore.sh 62  store_restore_staged.sh 52
-lease_edges.sh 59  model_compare.sh 48  store_restore_race.sh 52  shared_store.sh 53  adopt.sh 45
-logical_replication.sh 60  readme_start.sh 50  regional.sh 40  pgbouncer.sh 47  prometheus.sh 44
-bind_defaults.sh 40  store_change.sh 44  shared_slot.sh 43  no_preload.sh 35  drop_database.sh 30
-limit_raise_lost.sh 40  raised_floor_wait.sh 36  keeper_transient.sh 37  raised_twice_outage.sh 41
-clock_jump.sh 30  floor_bounds.sh 33  store_restart.sh 32  remote_store_edges.sh 31  settings_no_stop.sh 29
-raised_mixed_release.sh 30  static_no_file.sh 26  tenants.sh 30  static_release_race.sh 26
-regional_range_race.sh 28  concurrency.sh 24  store_dsn_secret.sh 25  raised_other_slot_order.sh 27
-raised_floor_seconds.sh 23  raise_clock_behind.sh 20  drop_extension.sh 20  raised_keeper_exit.sh 21
-raised_idle_successor.sh 21  raised_keeper_restart.sh 20  raised_release_all.sh 20  databases.sh 19
-pass_row_lock.sh 18  raised_release_own.sh 16  drop_guard_edges.sh 15  raised_order.sh 15
-raised_outage.sh 19  raised_max_namespaces.sh 15  regional_local_history.sh 15  partman.sh 13
-pooler.sh 15  slow_commit.sh 15  store_refusal.sh 13  dump_restore.sh 10
+upgrade.sh 208  patroni.sh 202  static_ceiling_ops.sh 165  applications.sh 142  chaos.sh 142
+static_ceiling.sh 134  acquire_cost.sh 133  static_switch.sh 133  faults_process.sh 128
+fork.sh 126  citus.sh 123  static_slots.sh 118  unseen_limits.sh 112  faults_clock_store.sh 86
+store_failover.sh 84  model_compare.sh 75  lease_edges.sh 74  store_restore_race.sh 74
+doc_blocks.sh 68  store_restore_staged.sh 65  shared_store.sh 55  keeper_pass_large_pool.sh 54
+store_restore.sh 54  databases.sh 46  limit_raise_lost.sh 44  logical_replication.sh 44
+prometheus.sh 44  no_preload.sh 43  shared_slot.sh 43  health.sh 42  pgbouncer.sh 42
+tenants.sh 42  readme_start.sh 40  remote_store_edges.sh 40  store_change.sh 39
+store_restart.sh 39  keeper_transient.sh 38  clock_jump.sh 37  floor_bounds.sh 37
+regional.sh 37  bind_defaults.sh 36  raised_keeper_restart.sh 35  raised_release_all.sh 35
+raised_twice_outage.sh 35  raised_floor_wait.sh 34  drop_database.sh 33
+raised_mixed_release.sh 33  settings_no_stop.sh 30  adopt.sh 29  store_dsn_secret.sh 28
+raised_floor_seconds.sh 26  raised_keeper_exit.sh 25  raised_outage.sh 25
+regional_range_race.sh 25  static_no_file.sh 25  static_release_race.sh 24  pass_row_lock.sh 23
+raise_clock_behind.sh 23  raised_other_slot_order.sh 23  concurrency.sh 19
+drop_extension.sh 18  raised_idle_successor.sh 17  raised_max_namespaces.sh 16  pooler.sh 15
+drop_guard_edges.sh 14  raised_release_own.sh 14  raised_order.sh 13
+regional_local_history.sh 13  store_refusal.sh 13  partman.sh 12  slow_commit.sh 12
+dump_restore.sh 5
 "
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
 {
