@@ -9,8 +9,9 @@
 #          notices the new timeline and raises every floor (raise_floors_on_new_timeline on).
 #   sync:  synchronous_mode: true, the store's defaults (the raise on): first two planned
 #          switchovers (patronictl switchover, to n2 and back) during which no client gets
-#          an error or waits 2 s; then the leader dies and Patroni promotes only its
-#          synchronous standby, which holds every committed lease change.
+#          an error or waits on cosid (at a ceiling, for a lost lease); then the leader dies
+#          and Patroni promotes only its synchronous standby, which holds every committed
+#          lease change.
 #   issuer: asynchronous, and the members issue ids themselves too (not cosid.store_only;
 #          clients insert on the leader through a multi-host DSN): the promoted member's store
 #          is a fork of its dead leader's, and the on_role_change callback of docs/failover.md
@@ -275,6 +276,9 @@ window_report() {
 }
 inserted() { [ "$(cat "$1"/clients/*.log 2>/dev/null | grep -c ' ok$')" -gt 2 ] && echo t || echo f; }
 both_insert() { [ "$(inserted "$A")" = t ] && inserted "$B"; }
+# cosid_waits Q: "waits at a ceiling, leases lost" of an instance (cosid_stats())
+declare -A WAITS0=()
+cosid_waits() { "$1" -c "SELECT waits_at_ceiling || ' ' || leases_lost FROM cosid_stats()"; }
 gone() { ! kill -0 "$1" 2>/dev/null && ! pgrep -P "$1" >/dev/null && echo t || echo f; }
 
 drill() {
@@ -326,6 +330,13 @@ drill() {
         # Two planned switchovers, to n2 and back, with the store's raise on (the default):
         # nothing was lost, and the instances go on without an error or a pause.
         local t_sw t_back t_end r
+        # What would make a client wait on cosid: a window run out before its renewal or its
+        # successor came (a wait at its ceiling), or a lease lost (a wait for a new one).  A
+        # lease the raise frees is not one: its window goes on to its ceiling while the
+        # successor is acquired.  Counted on each instance from here to the end of the drill:
+        # none may happen.  (The longest time without a committed insert is printed, not
+        # checked: on a loaded machine it measures the CPU the clients got.)
+        WAITS0[a]=$(cosid_waits qa); WAITS0[b]=$(cosid_waits qb)
         t_sw=$(now_ms)
         check_true "[sync] a planned switchover to n2 (patronictl switchover)" "$(switchover 0 1)"
         t_back=$(now_ms)
@@ -340,8 +351,8 @@ drill() {
             r=($(window_report "$([ $s = a ] && echo "$A" || echo "$B")" "$t_sw" "$t_end"))
             echo "# [sync] ${s^^} during the switchovers ($(( t_back - t_sw )) ms and $(( t_end - settle_s * 1000 - t_back )) ms): longest time without a committed insert ${r[0]} ms, errors ${r[1]}"
             check "[sync] no client error on ${s^^} during the switchovers" 0 "${r[1]}"
-            check_true "[sync] no pause of 2 s in ${s^^}'s inserts during the switchovers (longest ${r[0]} ms)" \
-                "$([ "${r[0]}" -lt 2000 ] && echo t || echo f)"
+            check "[sync] no wait on cosid in ${s^^} during the switchovers (waits at a ceiling, leases lost)" \
+                "${WAITS0[$s]}" "$(cosid_waits "q$s")"
         done
         check "[sync] the store raised its floors at each switchover" 2 \
             "$(qn1 -c "SELECT failovers FROM cosid.store_state")"
@@ -428,8 +439,8 @@ drill() {
             # nothing was lost: the failover to the synchronous standby costs what a
             # renewed lease rides out
             check "[sync] no client error on ${s^^} over the switchovers and the failover" "" "${errs}"
-            check_true "[sync] no pause of 2 s in ${s^^}'s inserts over the switchovers and the failover (longest $gap ms)" \
-                "$([ "$gap" -lt 2000 ] && echo t || echo f)"
+            check "[sync] no wait on cosid in ${s^^} over the switchovers and the failover (waits at a ceiling, leases lost)" \
+                "${WAITS0[$s]}" "$(cosid_waits "$q")"
         fi
     done
     [ "$mode" = async ] && check "[async] no client of A or B lost its lease to the raise (ZC001)" 0 \
