@@ -14,6 +14,16 @@
 -- expired leases); every new window starts at or above the slot's next floor and the
 -- namespace's floor.  A lease row another transaction holds locked is passed over, not
 -- waited for, and a capped role is refused at its cap (cosid._lease_cap_check).
+-- Where a new window on a lease row starts: its next floor with the store's raises it missed
+-- (cosid._raised_next_floor), the namespace's floor, and the static ceilings recorded for its
+-- slot (p_static; NULL: none).  cosid.acquire's floor, and what its ceiling is computed from.
+CREATE OR REPLACE FUNCTION cosid._window_start(p_next_floor bigint, p_seen bigint, p_count bigint, p_raised_floor bigint,
+                                               p_not_before bigint, p_static bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT greatest(cosid._raised_next_floor(p_next_floor, p_seen, p_count, p_raised_floor), p_not_before, p_static)
+$$;
+REVOKE ALL ON FUNCTION cosid._window_start(bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -32,6 +42,7 @@ DECLARE
     v_static bigint;
     v_now_ok text;
     v_missed boolean := false;
+    v_mark record;
 BEGIN
     -- FOR KEY SHARE on the namespace's row: shared with every acquire and with a keeper's
     -- floor raise (cosid.raise_floor, FOR NO KEY UPDATE), exclusive with a change of the
@@ -62,6 +73,9 @@ BEGIN
     PERFORM cosid._follow_timeline(p_ttl_ms);
     SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
+    -- The store's last raise, for a row not yet brought up to it (the lazy raise,
+    -- cosid._follow_timeline): one record of here now, so settled.
+    SELECT * INTO v_mark FROM cosid._raise_mark();
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
     -- the acquire fails, naming it, and touches nothing.  cosid_namespace_lower_floor undoes it.
@@ -102,7 +116,7 @@ BEGIN
     -- twice; the second try matches no row.
     -- "Can start now" also asks cosid.static_ceiling: a slot static here before (see the
     -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
-    v_now_ok := ' AND l.next_floor <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
+    v_now_ok := ' AND cosid._raised_next_floor(l.next_floor, l.raise_seen, $8, $9) <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
                 || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
     -- Free slots come before expired leases (3 and 4 each in two steps, as in
     -- src/core/lease_model.cpp slot_preference): a free slot is found through the index of
@@ -128,7 +142,8 @@ BEGIN
             FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND l.slot < $7 AND '
                              || v_cond || ' ORDER BY l.slot LIMIT 16'
                      USING p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
-                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits)
+                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits), v_mark.raise_count,
+                           v_mark.raised_floor
             LOOP
                 v_batch := v_batch + 1;
                 v_after := c.slot;
@@ -138,19 +153,34 @@ BEGIN
                 -- so ids the static windows issued ahead of the clock are not issued again.
                 v_static := (SELECT max(sc.ceiling_ms) FROM cosid.static_ceiling sc
                               WHERE sc.namespace = p_namespace AND sc.slot IN (c.slot, -1));
+                -- A row that missed the store's last raise (free when the raise ran, so left
+                -- alone) is brought up to it here: its window starts at or above the raised
+                -- floor, and its fence takes the raise's step (cosid._raise_fence_step) on top
+                -- of this grant's +1, so a renewal or release from a lost tail that granted this
+                -- slot never matches the new window.
                 UPDATE cosid.lease l
                    SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                        owner_key   = p_owner_key,
                        incarnation = p_incarnation,
                        owner_role  = session_user,
-                       fence       = l.fence + 1,
-                       floor       = greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       fence       = l.fence + 1 + cosid._raise_fence_step(l.raise_seen, v_mark.raise_count),
+                       raise_seen  = greatest(l.raise_seen, v_mark.raise_count),
+                       floor       = cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
+                                                         v_mark.raised_floor, v_ns.not_before_ms, v_static),
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
-                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       ceiling     = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
+                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
+                                                           cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
+                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
                                                            p_ttl_ms, v_ns.tolerance_ms, v_now),
-                       next_floor  = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
-                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       next_floor  = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
+                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
+                                                           cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
+                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
                                                            p_ttl_ms, v_ns.tolerance_ms, v_now)
                  -- A row another transaction holds locked is passed over (SKIP LOCKED), not
                  -- waited for: a racing acquirer takes it anyway, and a keeper role that holds
@@ -380,7 +410,11 @@ DECLARE
     v_slot int;
     v_ns   text;
     v_ends bigint;
+    v_mark record;
 BEGIN
+    -- A free row not yet brought up to the store's last raise (the lazy raise,
+    -- cosid._follow_timeline) reaches as far as the raise put its next floor.
+    SELECT * INTO v_mark FROM cosid._raise_mark();
     IF TG_OP = 'TRUNCATE' AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'cosid: cannot truncate cosid.lease at isolation level %',
                         pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
@@ -392,12 +426,17 @@ BEGIN
     END IF;
     IF TG_OP = 'TRUNCATE' THEN
         SELECT l.namespace, l.slot, e.ends INTO v_ns, v_slot, v_ends
-          FROM cosid.lease l, LATERAL (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor
-                                                   ELSE greatest(l.ceiling, l.next_floor) END AS ends) e
+          FROM cosid.lease l,
+               LATERAL (SELECT cosid._raised_next_floor(CASE WHEN l.incarnation IS NULL THEN l.next_floor
+                                                             ELSE greatest(l.ceiling, l.next_floor) END,
+                                                        l.raise_seen, v_mark.raise_count, v_mark.raised_floor,
+                                                        v_mark.settled) AS ends) e
          WHERE e.ends > v_now ORDER BY e.ends DESC LIMIT 1;
     ELSE
         v_ns := OLD.namespace; v_slot := OLD.slot;
-        v_ends := CASE WHEN OLD.incarnation IS NULL THEN OLD.next_floor ELSE greatest(OLD.ceiling, OLD.next_floor) END;
+        v_ends := cosid._raised_next_floor(CASE WHEN OLD.incarnation IS NULL THEN OLD.next_floor
+                                                ELSE greatest(OLD.ceiling, OLD.next_floor) END,
+                                           OLD.raise_seen, v_mark.raise_count, v_mark.raised_floor, v_mark.settled);
     END IF;
     IF v_ends > v_now THEN
         RAISE EXCEPTION 'cosid: cannot % cosid.lease while slot % of namespace "%" has a window reaching past the store''s clock',
@@ -414,24 +453,33 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
 
+-- A lease row that arrives after the store's raise (a restore's rows loaded after the record
+-- that made the first store call raise) is brought up to it at once, as cosid.acquire brings up
+-- a free row that missed it: a held one freed, its next floor at least the raised floor, its
+-- fence moved on by the raise's step (cosid._raise_fence_step; its mark may be of another
+-- store's history, so at least one step), and marked as brought up.  A row the store makes
+-- itself (cosid._namespace_insert) comes marked already, above the raise: nothing to do.
 CREATE OR REPLACE FUNCTION cosid._lease_arrives_raised() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_floor bigint;
+    v_count bigint;
 BEGIN
-    SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms) INTO v_floor
+    SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms), s.raise_count
+      INTO v_floor, v_count
       FROM cosid.store_state s, pg_catalog.pg_control_system() c
      WHERE s.system_identifier = c.system_identifier AND s.raised_at_ms > 0
        AND (SELECT count(*) FROM cosid.store_state) = 1;
-    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor) THEN
-        IF NEW.incarnation IS NOT NULL THEN
+    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor OR NEW.raise_seen <> v_count) THEN
+        IF NEW.incarnation IS NOT NULL OR NEW.raise_seen <> v_count THEN
             NEW.previous_owner_key := coalesce(NEW.owner_key, NEW.previous_owner_key);
             NEW.owner_key := NULL;
             NEW.incarnation := NULL;
             NEW.owner_role := NULL;
-            NEW.fence := NEW.fence + 4294967296;
+            NEW.fence := NEW.fence + greatest(cosid._raise_fence_step(NEW.raise_seen, v_count), 4294967296);
         END IF;
         NEW.next_floor := greatest(NEW.next_floor, NEW.ceiling, v_floor);
+        NEW.raise_seen := v_count;
     END IF;
     RETURN NEW;
 END $$;
