@@ -39,6 +39,8 @@ SELECT fence > :f1 + 1000000 AS fence_moved_far FROM cosid.lease WHERE namespace
 SELECT count(*) FILTER (WHERE l.raise_seen = s.raise_count) AS brought_up,
        count(*) FILTER (WHERE l.raise_seen < s.raise_count AND l.next_floor < s.raised_at_ms) AS left_alone
 FROM cosid.lease l, cosid.store_state s WHERE l.namespace = 'fo';
+-- such a slot's next window starts at the raised floor: it holds off a DELETE meanwhile
+SELECT left(expect_error($$DELETE FROM cosid.lease WHERE namespace = 'fo' AND slot = 3$$), 5) AS refused;
 -- a new window starts at the raised floor, well above the old ceiling
 SELECT floor > :c0 AS above_old_ceiling, floor - cosid.store_now() > 55000 AS waits_for_the_clock
 FROM cosid.acquire('fo', 'new', '00000000-0000-0000-0000-0000000000f1', 20000);
