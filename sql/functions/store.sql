@@ -294,9 +294,10 @@ BEGIN
                                 CASE WHEN m.raised_at_ms > 0
                                      THEN m.raised_at_ms + coalesce(m.raised_reach_ms, m.max_ttl_ms + 2 * m.max_tolerance_ms)
                                      ELSE 0 END);
-            -- This raise's number: above every record's and every row's mark (rows a restore
-            -- loaded may carry marks of another store's history; index lease_raise_seen).
-            v_count_raise := greatest(m.raise_count, (SELECT max(l.raise_seen) FROM cosid.lease l)) + 1;
+            -- This raise's number: above every record's, the newest's too, and so above every
+            -- row's mark (a row arrives with its mark cut to the records' largest count:
+            -- cosid._lease_arrives_raised).
+            v_count_raise := (SELECT coalesce(max(s.raise_count), 0) FROM cosid.store_state s) + 1;
             -- The lazy raise.  Only the held rows are written now: each is freed (its holder's
             -- renewal or release no longer matches: its fence moves far past anything the lost
             -- tail can have used, see cosid._raise_fence_step), its next floor raised, and it is

@@ -10,6 +10,3 @@
 ALTER TABLE cosid.store_state ADD COLUMN raise_count bigint NOT NULL DEFAULT 0;
 ALTER TABLE cosid.lease ADD COLUMN raise_seen bigint NOT NULL DEFAULT 0;
 GRANT SELECT (raise_seen) ON cosid.lease TO PUBLIC;
--- The raise numbers itself above every row's mark (rows a restore loaded from another store's
--- dump may carry a larger one): the largest mark is read from this index, not from every row.
-CREATE INDEX lease_raise_seen ON cosid.lease (raise_seen);

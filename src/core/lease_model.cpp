@@ -133,10 +133,9 @@ int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_n
 
 int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {
     raised_floor_ = std::max(raised_floor_, now + limits.raise_margin_ms());
-    // Above every row's mark: the rows of a restore may carry marks of another table's history.
-    int64_t count = raise_count_;
-    for (const LeaseRow& r : rows_) count = std::max(count, r.raise_seen);
-    raise_count_ = count + 1;
+    // Above every row's mark (no row's mark is above the count: cosid._lease_arrives_raised
+    // cuts an arriving row's mark to the store's count).
+    raise_count_ += 1;
     int freed = 0;
     for (LeaseRow& r : rows_) {
         if (!r.has_owner()) continue;  // a free row takes the raise when next written (bring_up)
