@@ -459,18 +459,22 @@ REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
 -- fence moved on by the raise's step (cosid._raise_fence_step; its mark may be of another
 -- store's history, so at least one step), and marked as brought up.  A row the store makes
 -- itself (cosid._namespace_insert) comes marked already, above the raise: nothing to do.
--- Every arriving row's mark is cut to the largest count the store's records hold (a dump of
--- another store's history may bring larger ones): a raise, which counts above the records,
--- then counts above every row too, and a row is never taken as brought up to a raise it
--- never saw.  (A mark cut lower only makes the row take a raise again: a floor it is above
--- already, or a fence step more.)
+-- Every row that comes from outside (a restore's, a hand's) arrives with its mark cut below
+-- the largest count the store's records hold: a dump of another store's history may bring
+-- any mark, and a raise, which counts above the records, then counts above every row too; a
+-- row is never taken as brought up to a raise of this store it never saw.  (A mark cut lower
+-- only makes the row take a raise again: a floor it is above already, a fence step more.)
+-- Only cosid._namespace_insert's own rows keep theirs (cosid_internal.rows_of names their
+-- namespace for its INSERT).
 CREATE OR REPLACE FUNCTION cosid._lease_arrives_raised() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_floor bigint;
     v_count bigint;
 BEGIN
-    NEW.raise_seen := least(NEW.raise_seen, (SELECT coalesce(max(s.raise_count), 0) FROM cosid.store_state s));
+    IF coalesce(pg_catalog.current_setting('cosid_internal.rows_of', true), '') <> NEW.namespace THEN
+        NEW.raise_seen := least(NEW.raise_seen, (SELECT coalesce(max(s.raise_count), 0) FROM cosid.store_state s) - 1);
+    END IF;
     SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms), s.raise_count
       INTO v_floor, v_count
       FROM cosid.store_state s, pg_catalog.pg_control_system() c

@@ -198,8 +198,10 @@ BEGIN
     INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
     VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
     -- (above the store's raises already: brought up to the last one, cosid._raise_mark)
+    PERFORM pg_catalog.set_config('cosid_internal.rows_of', p_name, true);
     INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor, raise_seen)
     SELECT p_name, s, v_floor, v_floor, v_floor, v_count FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    PERFORM pg_catalog.set_config('cosid_internal.rows_of', '', true);
     -- Fresh statistics, so that an acquire reads the new slots through the index at once
     -- instead of waiting for autovacuum (up to 65536 new rows).
     ANALYZE cosid.lease;

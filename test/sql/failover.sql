@@ -116,3 +116,12 @@ SELECT * FROM arrival(false);
 SELECT * FROM arrival(true);
 SELECT count(*) AS rows_left FROM cosid.lease WHERE namespace = 'fo_arrives';
 DROP FUNCTION arrival(boolean);
+-- A free row arriving after the raise, whatever mark it brings (another store's history may
+-- bring any), is brought up to the raise as it arrives: fence moved on, next floor above it.
+BEGIN;
+INSERT INTO cosid.lease (namespace, slot, fence, floor, ceiling, next_floor, raise_seen)
+SELECT 'fo_arrives', 1, 7, n - 5000, n - 4000, n - 4000, 1000000 FROM cosid.store_now() n;
+SELECT l.incarnation IS NULL AS free, l.fence > 4294967296 AS fenced, l.raise_seen = s.raise_count AS brought_up,
+       l.next_floor >= s.raised_at_ms + s.max_ttl_ms + 2 * s.max_tolerance_ms AS above_the_raise
+  FROM cosid.lease l, cosid.store_state s WHERE l.namespace = 'fo_arrives';
+ROLLBACK;
