@@ -133,8 +133,8 @@ int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_n
 
 int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {
     raised_floor_ = std::max(raised_floor_, now + limits.raise_margin_ms());
-    // Above every row's mark (no row's mark is above the count: cosid._lease_arrives_raised
-    // cuts an arriving row's mark to the store's count).
+    // Above every row's mark: no row's mark is above the count (cosid._lease_arrives_raised cuts
+    // the mark of a row from outside below the store's count).
     raise_count_ += 1;
     int freed = 0;
     for (LeaseRow& r : rows_) {
