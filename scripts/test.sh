@@ -193,7 +193,7 @@ raised_floor_seconds.sh 23  raise_clock_behind.sh 20  drop_extension.sh 20  rais
 raised_idle_successor.sh 21  raised_keeper_restart.sh 20  raised_release_all.sh 20  databases.sh 19
 pass_row_lock.sh 18  raised_release_own.sh 16  drop_guard_edges.sh 15  raised_order.sh 15
 raised_outage.sh 19  raised_max_namespaces.sh 15  regional_local_history.sh 15  partman.sh 13
-pooler.sh 15  slow_commit.sh 15  store_refusal.sh 13  dump_restore.sh 10
+pooler.sh 15  slow_commit.sh 15  store_refusal.sh 13  dump_restore.sh 10  raise_scale.sh 10
 "
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
 {
