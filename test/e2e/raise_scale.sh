@@ -2,7 +2,7 @@
 # The raise after lost history costs the held leases, not the slots (the lazy raise,
 # cosid._follow_timeline), on a store of many slot rows:
 #   bash test/e2e/raise_scale.sh WORKDIR
-# Three namespaces of 15 slot bits (98,304 slot rows) and a real keeper holding a lease in each,
+# Three namespaces of 15 slot bits (98,304 slot rows, 99,328 with the default namespace) and a real keeper holding a lease in each,
 # ttl 6 s (the keeper bounds each store call at 1 s).  The raise is provoked as a new timeline
 # would (store_state's timeline set by hand, in the transaction of the call that follows it, as
 # test/sql/failover.sql does), and its work is counted, not timed: the rows the raise's
