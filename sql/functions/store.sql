@@ -295,8 +295,8 @@ BEGIN
                                      THEN m.raised_at_ms + coalesce(m.raised_reach_ms, m.max_ttl_ms + 2 * m.max_tolerance_ms)
                                      ELSE 0 END);
             -- This raise's number: above every record's, the newest's too, and so above every
-            -- row's mark (a row arrives with its mark cut to the records' largest count:
-            -- cosid._lease_arrives_raised).
+            -- row's mark (a row from outside arrives with its mark cut below the records' largest
+            -- count: cosid._lease_arrives_raised).
             v_count_raise := (SELECT coalesce(max(s.raise_count), 0) FROM cosid.store_state s) + 1;
             -- The lazy raise.  Only the held rows are written now: each is freed (its holder's
             -- renewal or release no longer matches: its fence moves far past anything the lost
@@ -310,7 +310,7 @@ BEGIN
             -- administrator may lower to).  The raise so costs the live leases, not the slots:
             -- it runs in whatever store call first sees the lost history, within the keeper's
             -- bound of ttl/6, and a store of 5 namespaces of 16 slot bits did not finish
-            -- rewriting its 327,680 rows (and their triggers) in that bound.
+            -- rewriting its 328,704 rows (and their triggers) in that bound (docs/capacity.md).
             UPDATE cosid.lease l
                SET next_floor = greatest(l.next_floor, l.ceiling, v_floor),
                    previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
