@@ -385,13 +385,14 @@ BEGIN
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
                              m.timeline) END,
             CASE WHEN v_raise
-                 THEN format('%s leases freed (raise %s: free slots take it when next acquired), every next '
-                             'floor raised to at least %s + %s ms (%s)',
-                             v_rows, v_count_raise, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
+                 THEN format('%s leases freed, their next_floor raised to at least %s + %s ms (%s); free slots take '
+                             'raise %s when next acquired',
+                             v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
                              v_reach, CASE WHEN p_fork_ack OR v_count <> 1
                                            THEN 'the reach cap: limits set after the copy are unseen here'
                                            ELSE format('max_ttl %s ms + 2 x max_tolerance %s ms', m.max_ttl_ms,
-                                                       m.max_tolerance_ms) END)
+                                                       m.max_tolerance_ms) END,
+                             v_count_raise)
                  WHEN v_upgraded THEN format('floors left alone, %s leases of the old server freed', v_rows)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;

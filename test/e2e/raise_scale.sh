@@ -52,7 +52,7 @@ read -r held updated raise_ms <<<"$(tail -n 1 <<<"$out")"
 echo "# the raise: $held held rows, $updated rows updated in its transaction, $raise_ms ms"
 check "the raise updated exactly the held rows" "$held" "$updated"
 check_true "some rows were held" "$([ "${held:-0}" -ge 3 ] && echo t || echo f)"
-logged=$(grep -o "cosid store: .*leases freed (raise [0-9]*" "$(node_log main)" | tail -n 1)
+logged=$(grep -o "cosid store: .*leases freed, their next_floor raised" "$(node_log main)" | tail -n 1)
 check "its log line counts the held rows" "$held leases freed" "$(grep -o "[0-9]* leases freed" <<<"$logged")"
 raised=$(q -c "SELECT raised_floor FROM cosid._raise_mark()")
 count=$(q -c "SELECT raise_count FROM cosid.store_state")
