@@ -471,15 +471,20 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_floor bigint;
     v_count bigint;
+    v_most  bigint;
 BEGIN
+    -- (one look at the records per row: the largest count, and the raise's floor when the one
+    -- record is of this cluster and raised)
+    SELECT coalesce(max(s.raise_count), 0),
+           CASE WHEN count(*) = 1 AND bool_and(s.system_identifier = c.system_identifier AND s.raised_at_ms > 0)
+                THEN max(s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms))
+           END
+      INTO v_most, v_floor
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c;
+    v_count := v_most;
     IF coalesce(pg_catalog.current_setting('cosid_internal.rows_of', true), '') <> NEW.namespace THEN
-        NEW.raise_seen := least(NEW.raise_seen, (SELECT coalesce(max(s.raise_count), 0) FROM cosid.store_state s) - 1);
+        NEW.raise_seen := least(NEW.raise_seen, v_most - 1);
     END IF;
-    SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms), s.raise_count
-      INTO v_floor, v_count
-      FROM cosid.store_state s, pg_catalog.pg_control_system() c
-     WHERE s.system_identifier = c.system_identifier AND s.raised_at_ms > 0
-       AND (SELECT count(*) FROM cosid.store_state) = 1;
     IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor OR NEW.raise_seen <> v_count) THEN
         IF NEW.incarnation IS NOT NULL OR NEW.raise_seen <> v_count THEN
             NEW.previous_owner_key := coalesce(NEW.owner_key, NEW.previous_owner_key);
