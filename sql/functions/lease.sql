@@ -74,7 +74,8 @@ BEGIN
     SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- The store's last raise, for a row not yet brought up to it (the lazy raise,
-    -- cosid._follow_timeline): one record of here now, so settled.
+    -- cosid._follow_timeline): one record of here now, so settled.  (Which slots can start
+    -- now; the grant itself reads it again, in its UPDATE.)
     SELECT * INTO v_mark FROM cosid._raise_mark();
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
@@ -157,31 +158,36 @@ BEGIN
                 -- alone) is brought up to it here: its window starts at or above the raised
                 -- floor, and its fence takes the raise's step (cosid._raise_fence_step) on top
                 -- of this grant's +1, so a renewal or release from a lost tail that granted this
-                -- slot never matches the new window.
+                -- slot never matches the new window.  The raise is read here, in this statement
+                -- (m), not before it: a raise that committed while this UPDATE waited for the
+                -- lease table's lock (the raise holds SHARE ROW EXCLUSIVE) is seen by the
+                -- snapshot this statement takes after the wait, as the eager raise's next floor
+                -- was seen by the re-check of the row.
                 UPDATE cosid.lease l
                    SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                        owner_key   = p_owner_key,
                        incarnation = p_incarnation,
                        owner_role  = session_user,
-                       fence       = l.fence + 1 + cosid._raise_fence_step(l.raise_seen, v_mark.raise_count),
-                       raise_seen  = greatest(l.raise_seen, v_mark.raise_count),
-                       floor       = cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
-                                                         v_mark.raised_floor, v_ns.not_before_ms, v_static),
+                       fence       = l.fence + 1 + cosid._raise_fence_step(l.raise_seen, m.raise_count),
+                       raise_seen  = greatest(l.raise_seen, m.raise_count),
+                       floor       = cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                         m.raised_floor, v_ns.not_before_ms, v_static),
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
-                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                       ceiling     = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
                                                                                v_static),
-                                                           cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
-                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                                                           cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
                                                                                v_static),
                                                            p_ttl_ms, v_ns.tolerance_ms, v_now),
-                       next_floor  = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
-                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                       next_floor  = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
                                                                                v_static),
-                                                           cosid._window_start(l.next_floor, l.raise_seen, v_mark.raise_count,
-                                                                               v_mark.raised_floor, v_ns.not_before_ms,
+                                                           cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
                                                                                v_static),
                                                            p_ttl_ms, v_ns.tolerance_ms, v_now)
+                  FROM cosid._raise_mark() m
                  -- A row another transaction holds locked is passed over (SKIP LOCKED), not
                  -- waited for: a racing acquirer takes it anyway, and a keeper role that holds
                  -- its own acquire's or renewal's transaction open (a statement that sleeps

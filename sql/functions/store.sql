@@ -71,16 +71,17 @@ REVOKE ALL ON FUNCTION cosid._grant_limits(bigint) FROM PUBLIC;
 -- The store's last raise after lost history as a lease row not yet brought up to it sees it
 -- (the lazy raise, cosid._follow_timeline): raise_count, how many raises the store's history
 -- counts (a row whose cosid.lease.raise_seen is below it missed one or more); raised_floor, the
--- floor the raises put every next window above (raised_at_ms + its reach, or the limits if they
--- reach further: what cosid._lease_arrives_raised and cosid._namespace_insert start above; each
--- raise keeps the furthest reach of the raises before it, so this covers every raise a row
--- missed); settled, false while the store holds several records (a restore loading, a raise
--- not yet made), when every row counts as not brought up.  Plain SQL, inlined into its callers.
+-- floor the raises put every next window above, as the raise recorded it (raised_at_ms + its
+-- reach: each raise keeps the furthest reach of the raises before it, so this covers every
+-- raise a row missed; not the limits of now, which a raise of max_ttl since would lift to a
+-- floor no lost window reaches, and a slot would wait for; the limits only for a raise before
+-- 1.7, which recorded no reach); settled, false while the store holds several records (a
+-- restore loading, a raise not yet made), when every row counts as not brought up.  Plain
+-- SQL, inlined into its callers.
 CREATE OR REPLACE FUNCTION cosid._raise_mark(OUT raise_count bigint, OUT raised_floor bigint, OUT settled boolean)
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(pg_catalog.max(s.raise_count), 0),
-           coalesce(pg_catalog.max(s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0),
-                                                             s.max_ttl_ms + 2 * s.max_tolerance_ms))
+           coalesce(pg_catalog.max(s.raised_at_ms + coalesce(s.raised_reach_ms, s.max_ttl_ms + 2 * s.max_tolerance_ms))
                       FILTER (WHERE s.raised_at_ms > 0), 0),
            pg_catalog.count(*) = 1
       FROM cosid.store_state s
