@@ -109,8 +109,9 @@ BEGIN
     -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest free,
     -- then lowest expired; each first among slots whose next window can start now (next_floor
     -- <= now: not one released at a ceiling still ahead, where the holder would wait for its
-    -- clock to pass the floor), then (4) the lowest free and the lowest expired of any, then
-    -- (5) an expired lease of the asking incarnation (the last condition, v_pref 7).  Each
+    -- clock to pass the floor), then (4) the preferred and the sticky slot even if their next
+    -- window cannot start now, then the lowest free and the lowest expired of any, then (5) an
+    -- expired lease of the asking incarnation (the last condition, v_pref 9).  Each
     -- preference is read in slot order, 16 candidates at a time (an index scan, whatever the
     -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
     -- to the next.  A slot that fits two preferences comes
@@ -130,11 +131,23 @@ BEGIN
             || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
         'l.incarnation IS NULL' || v_now_ok,
         'l.expires_at <= $4 AND l.incarnation <> $6' || v_now_ok,
+        -- (4) After a raise no slot's next window can start now (every next floor is at or
+        -- above the raised floor, ahead of the clock until the store's clock reaches it): each
+        -- asker takes back its own slot, which the raise freed, instead of the whole fleet
+        -- racing for the lowest free slots at once, as it does after a switchover.
+        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
+        'coalesce(l.owner_key, l.previous_owner_key) = $2'
+            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
         'l.incarnation IS NULL',
         'l.expires_at <= $4 AND l.incarnation <> $6',
         'l.incarnation = $6 AND l.expires_at <= $4']
     LOOP
         v_pref := v_pref + 1;
+        -- (3) reads the free slots and the expired leases until one can start now: every one of
+        -- them while the store's raised floor is ahead of its clock, when none can (see (4)).
+        -- Skipped then: after a switchover each acquire read the whole namespace twice for
+        -- nothing (tens of ms at 16 slot bits, for every instance of the fleet at once).
+        CONTINUE WHEN v_pref IN (3, 4) AND v_mark.raised_floor > v_now;
         v_after := coalesce(lower(v_ns.slot_range), 0) - 1;  -- a regional store grants only its range
         LOOP
             v_batch := 0;
@@ -198,12 +211,12 @@ BEGIN
                    AND l.slot = (SELECT k.slot FROM cosid.lease k
                                   WHERE k.namespace = p_namespace AND k.slot = c.slot
                                     AND (k.incarnation IS NULL
-                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 7)))
+                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 9)))
                                     FOR NO KEY UPDATE SKIP LOCKED)
                    AND l.slot < (1 << v_ns.slot_bits)
                    AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
                    AND (l.incarnation IS NULL
-                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 7)))
+                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 9)))
                 RETURNING l.* INTO r;
                 IF FOUND THEN
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,

@@ -42,6 +42,16 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
         if (usable(r) && !r.has_owner()) push(r.slot);
     for (const auto& r : rows)
         if (usable(r)) push(r.slot);
+    // Then the preferred and the sticky slot even when their next window cannot start now:
+    // after a raise none can, and each asker takes back its own slot (the raise freed it)
+    // instead of a whole fleet racing for the lowest free slots at once.
+    if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
+        available(rows[static_cast<size_t>(*req.preferred)]))
+        push(*req.preferred);
+    for (const auto& r : rows) {
+        const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
+        if (available(r) && last == req.key) push(r.slot);
+    }
     for (const auto& r : rows)
         if (available(r) && !r.has_owner()) push(r.slot);
     for (const auto& r : rows)

@@ -177,8 +177,10 @@ struct AcquireResult {
 // The order in which acquire tries slots: (1) the preferred slot if available, (2) available
 // slots last owned by the same key (sticky), (3) the lowest free slot, then the lowest
 // expired lease, each among slots whose next window can start now (next_floor <= now), then
-// (4) the lowest free slot and the lowest expired lease of any, then (5) an expired lease of
-// the asking incarnation.  "Available" is free, or
+// (4) the preferred and the sticky slot even if their next window cannot start now (after a
+// raise none can: each asker takes back its own slot rather than a fleet racing for the lowest
+// free ones), then the lowest free slot and the lowest expired lease of any, then (5) an
+// expired lease of the asking incarnation.  "Available" is free, or
 // expired under another incarnation: an incarnation takes over its own expired lease only as
 // the last resort, since it renews or releases it instead.
 //
