@@ -196,7 +196,7 @@ raise_clock_behind.sh 23  raised_other_slot_order.sh 23  concurrency.sh 19
 drop_extension.sh 18  raised_idle_successor.sh 17  raised_max_namespaces.sh 16  pooler.sh 15
 drop_guard_edges.sh 14  raised_release_own.sh 14  raised_order.sh 13
 regional_local_history.sh 13  store_refusal.sh 13  partman.sh 12  slow_commit.sh 12
-dump_restore.sh 5
+raise_scale.sh 10  dump_restore.sh 5
 "
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
 {

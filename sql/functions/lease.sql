@@ -14,6 +14,16 @@
 -- expired leases); every new window starts at or above the slot's next floor and the
 -- namespace's floor.  A lease row another transaction holds locked is passed over, not
 -- waited for, and a capped role is refused at its cap (cosid._lease_cap_check).
+-- Where a new window on a lease row starts: its next floor with the store's raises it missed
+-- (cosid._raised_next_floor), the namespace's floor, and the static ceilings recorded for its
+-- slot (p_static; NULL: none).  cosid.acquire's floor, and what its ceiling is computed from.
+CREATE OR REPLACE FUNCTION cosid._window_start(p_next_floor bigint, p_seen bigint, p_count bigint, p_raised_floor bigint,
+                                               p_not_before bigint, p_static bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT greatest(cosid._raised_next_floor(p_next_floor, p_seen, p_count, p_raised_floor), p_not_before, p_static)
+$$;
+REVOKE ALL ON FUNCTION cosid._window_start(bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -32,6 +42,7 @@ DECLARE
     v_static bigint;
     v_now_ok text;
     v_missed boolean := false;
+    v_mark record;
 BEGIN
     -- FOR KEY SHARE on the namespace's row: shared with every acquire and with a keeper's
     -- floor raise (cosid.raise_floor, FOR NO KEY UPDATE), exclusive with a change of the
@@ -62,6 +73,10 @@ BEGIN
     PERFORM cosid._follow_timeline(p_ttl_ms);
     SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
+    -- The store's last raise, for a row not yet brought up to it (the lazy raise,
+    -- cosid._follow_timeline): one record of here now, so settled.  (Which slots can start
+    -- now; the grant itself reads it again, in its UPDATE.)
+    SELECT * INTO v_mark FROM cosid._raise_mark();
     -- A floor further ahead than any window reaches (an administrator's on purpose, or one left
     -- from before cosid 1.6) is never folded into a lease row, where it would stay for good:
     -- the acquire fails, naming it, and touches nothing.  cosid_namespace_lower_floor undoes it.
@@ -94,15 +109,16 @@ BEGIN
     -- Preference: (1) preferred, (2) sticky: last owned by the same key, (3) lowest free,
     -- then lowest expired; each first among slots whose next window can start now (next_floor
     -- <= now: not one released at a ceiling still ahead, where the holder would wait for its
-    -- clock to pass the floor), then (4) the lowest free and the lowest expired of any, then
-    -- (5) an expired lease of the asking incarnation (the last condition, v_pref 7).  Each
+    -- clock to pass the floor), then (4) the preferred and the sticky slot even if their next
+    -- window cannot start now, then the lowest free and the lowest expired of any, then (5) an
+    -- expired lease of the asking incarnation (the last condition, v_pref 9).  Each
     -- preference is read in slot order, 16 candidates at a time (an index scan, whatever the
     -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
     -- to the next.  A slot that fits two preferences comes
     -- twice; the second try matches no row.
     -- "Can start now" also asks cosid.static_ceiling: a slot static here before (see the
     -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
-    v_now_ok := ' AND l.next_floor <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
+    v_now_ok := ' AND cosid._raised_next_floor(l.next_floor, l.raise_seen, $8, $9) <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
                 || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
     -- Free slots come before expired leases (3 and 4 each in two steps, as in
     -- src/core/lease_model.cpp slot_preference): a free slot is found through the index of
@@ -115,11 +131,23 @@ BEGIN
             || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
         'l.incarnation IS NULL' || v_now_ok,
         'l.expires_at <= $4 AND l.incarnation <> $6' || v_now_ok,
+        -- (4) After a raise no slot's next window can start now (every next floor is at or
+        -- above the raised floor, ahead of the clock until the store's clock reaches it): each
+        -- asker takes back its own slot, which the raise freed, instead of the whole fleet
+        -- racing for the lowest free slots at once, as it does after a switchover.
+        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
+        'coalesce(l.owner_key, l.previous_owner_key) = $2'
+            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
         'l.incarnation IS NULL',
         'l.expires_at <= $4 AND l.incarnation <> $6',
         'l.incarnation = $6 AND l.expires_at <= $4']
     LOOP
         v_pref := v_pref + 1;
+        -- (3) reads the free slots and the expired leases until one can start now: every one of
+        -- them while the store's raised floor is ahead of its clock, when none can (see (4)).
+        -- Skipped then: after a switchover each acquire read the whole namespace twice for
+        -- nothing (tens of ms at 16 slot bits, for every instance of the fleet at once).
+        CONTINUE WHEN v_pref IN (3, 4) AND v_mark.raised_floor > v_now;
         v_after := coalesce(lower(v_ns.slot_range), 0) - 1;  -- a regional store grants only its range
         LOOP
             v_batch := 0;
@@ -128,7 +156,8 @@ BEGIN
             FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND l.slot < $7 AND '
                              || v_cond || ' ORDER BY l.slot LIMIT 16'
                      USING p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
-                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits)
+                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits), v_mark.raise_count,
+                           v_mark.raised_floor
             LOOP
                 v_batch := v_batch + 1;
                 v_after := c.slot;
@@ -138,20 +167,40 @@ BEGIN
                 -- so ids the static windows issued ahead of the clock are not issued again.
                 v_static := (SELECT max(sc.ceiling_ms) FROM cosid.static_ceiling sc
                               WHERE sc.namespace = p_namespace AND sc.slot IN (c.slot, -1));
+                -- A row that missed the store's last raise (free when the raise ran, so left
+                -- alone) is brought up to it here: its window starts at or above the raised
+                -- floor, and its fence takes the raise's step (cosid._raise_fence_step) on top
+                -- of this grant's +1, so a renewal or release from a lost tail that granted this
+                -- slot never matches the new window.  The raise is read here, in this statement
+                -- (m), not before it: a raise that committed while this UPDATE waited for the
+                -- lease table's lock (the raise holds SHARE ROW EXCLUSIVE) is seen by the
+                -- snapshot this statement takes after the wait, as the eager raise's next floor
+                -- was seen by the re-check of the row.
                 UPDATE cosid.lease l
                    SET previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                        owner_key   = p_owner_key,
                        incarnation = p_incarnation,
                        owner_role  = session_user,
-                       fence       = l.fence + 1,
-                       floor       = greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       fence       = l.fence + 1 + cosid._raise_fence_step(l.raise_seen, m.raise_count),
+                       raise_seen  = greatest(l.raise_seen, m.raise_count),
+                       floor       = cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                         m.raised_floor, v_ns.not_before_ms, v_static),
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
-                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       ceiling     = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
+                                                           cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
                                                            p_ttl_ms, v_ns.tolerance_ms, v_now),
-                       next_floor  = cosid._window_ceiling(greatest(l.next_floor, v_ns.not_before_ms, v_static),
-                                                           greatest(l.next_floor, v_ns.not_before_ms, v_static),
+                       next_floor  = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
+                                                           cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
+                                                                               m.raised_floor, v_ns.not_before_ms,
+                                                                               v_static),
                                                            p_ttl_ms, v_ns.tolerance_ms, v_now)
+                  FROM cosid._raise_mark() m
                  -- A row another transaction holds locked is passed over (SKIP LOCKED), not
                  -- waited for: a racing acquirer takes it anyway, and a keeper role that holds
                  -- its own acquire's or renewal's transaction open (a statement that sleeps
@@ -162,12 +211,12 @@ BEGIN
                    AND l.slot = (SELECT k.slot FROM cosid.lease k
                                   WHERE k.namespace = p_namespace AND k.slot = c.slot
                                     AND (k.incarnation IS NULL
-                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 7)))
+                                         OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 9)))
                                     FOR NO KEY UPDATE SKIP LOCKED)
                    AND l.slot < (1 << v_ns.slot_bits)
                    AND (v_ns.slot_range IS NULL OR l.slot <@ v_ns.slot_range)
                    AND (l.incarnation IS NULL
-                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 7)))
+                        OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 9)))
                 RETURNING l.* INTO r;
                 IF FOUND THEN
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
@@ -380,7 +429,11 @@ DECLARE
     v_slot int;
     v_ns   text;
     v_ends bigint;
+    v_mark record;
 BEGIN
+    -- A free row not yet brought up to the store's last raise (the lazy raise,
+    -- cosid._follow_timeline) reaches as far as the raise put its next floor.
+    SELECT * INTO v_mark FROM cosid._raise_mark();
     IF TG_OP = 'TRUNCATE' AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'cosid: cannot truncate cosid.lease at isolation level %',
                         pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
@@ -392,12 +445,17 @@ BEGIN
     END IF;
     IF TG_OP = 'TRUNCATE' THEN
         SELECT l.namespace, l.slot, e.ends INTO v_ns, v_slot, v_ends
-          FROM cosid.lease l, LATERAL (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor
-                                                   ELSE greatest(l.ceiling, l.next_floor) END AS ends) e
+          FROM cosid.lease l,
+               LATERAL (SELECT cosid._raised_next_floor(CASE WHEN l.incarnation IS NULL THEN l.next_floor
+                                                             ELSE greatest(l.ceiling, l.next_floor) END,
+                                                        l.raise_seen, v_mark.raise_count, v_mark.raised_floor,
+                                                        v_mark.settled) AS ends) e
          WHERE e.ends > v_now ORDER BY e.ends DESC LIMIT 1;
     ELSE
         v_ns := OLD.namespace; v_slot := OLD.slot;
-        v_ends := CASE WHEN OLD.incarnation IS NULL THEN OLD.next_floor ELSE greatest(OLD.ceiling, OLD.next_floor) END;
+        v_ends := cosid._raised_next_floor(CASE WHEN OLD.incarnation IS NULL THEN OLD.next_floor
+                                                ELSE greatest(OLD.ceiling, OLD.next_floor) END,
+                                           OLD.raise_seen, v_mark.raise_count, v_mark.raised_floor, v_mark.settled);
     END IF;
     IF v_ends > v_now THEN
         RAISE EXCEPTION 'cosid: cannot % cosid.lease while slot % of namespace "%" has a window reaching past the store''s clock',
@@ -414,24 +472,48 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION cosid._lease_forget_guard() FROM PUBLIC;
 
+-- A lease row that arrives after the store's raise (a restore's rows loaded after the record
+-- that made the first store call raise) is brought up to it at once, as cosid.acquire brings up
+-- a free row that missed it: a held one freed, its next floor at least the raised floor, its
+-- fence moved on by the raise's step (cosid._raise_fence_step; its mark may be of another
+-- store's history, so at least one step), and marked as brought up.  A row the store makes
+-- itself (cosid._namespace_insert) comes marked already, above the raise: nothing to do.
+-- Every row that comes from outside (a restore's, a hand's) arrives with its mark cut below
+-- the largest count the store's records hold: a dump of another store's history may bring
+-- any mark, and a raise, which counts above the records, then counts above every row too; a
+-- row is never taken as brought up to a raise of this store it never saw.  (A mark cut lower
+-- only makes the row take a raise again: a floor it is above already, a fence step more.)
+-- Only cosid._namespace_insert's own rows keep theirs (cosid_internal.rows_of names their
+-- namespace for its INSERT).
 CREATE OR REPLACE FUNCTION cosid._lease_arrives_raised() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_floor bigint;
+    v_count bigint;
+    v_most  bigint;
 BEGIN
-    SELECT s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms) INTO v_floor
-      FROM cosid.store_state s, pg_catalog.pg_control_system() c
-     WHERE s.system_identifier = c.system_identifier AND s.raised_at_ms > 0
-       AND (SELECT count(*) FROM cosid.store_state) = 1;
-    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor) THEN
-        IF NEW.incarnation IS NOT NULL THEN
+    -- (one look at the records per row: the largest count, and the raise's floor when the one
+    -- record is of this cluster and raised)
+    SELECT coalesce(max(s.raise_count), 0),
+           CASE WHEN count(*) = 1 AND bool_and(s.system_identifier = c.system_identifier AND s.raised_at_ms > 0)
+                THEN max(s.raised_at_ms + greatest(coalesce(s.raised_reach_ms, 0), s.max_ttl_ms + 2 * s.max_tolerance_ms))
+           END
+      INTO v_most, v_floor
+      FROM cosid.store_state s, pg_catalog.pg_control_system() c;
+    v_count := v_most;
+    IF coalesce(pg_catalog.current_setting('cosid_internal.rows_of', true), '') <> NEW.namespace THEN
+        NEW.raise_seen := least(NEW.raise_seen, v_most - 1);
+    END IF;
+    IF v_floor IS NOT NULL AND (NEW.incarnation IS NOT NULL OR NEW.next_floor < v_floor OR NEW.raise_seen <> v_count) THEN
+        IF NEW.incarnation IS NOT NULL OR NEW.raise_seen <> v_count THEN
             NEW.previous_owner_key := coalesce(NEW.owner_key, NEW.previous_owner_key);
             NEW.owner_key := NULL;
             NEW.incarnation := NULL;
             NEW.owner_role := NULL;
-            NEW.fence := NEW.fence + 4294967296;
+            NEW.fence := NEW.fence + greatest(cosid._raise_fence_step(NEW.raise_seen, v_count), 4294967296);
         END IF;
         NEW.next_floor := greatest(NEW.next_floor, NEW.ceiling, v_floor);
+        NEW.raise_seen := v_count;
     END IF;
     RETURN NEW;
 END $$;

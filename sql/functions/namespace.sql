@@ -167,6 +167,7 @@ DECLARE
     v_orphans bigint;
     v_first   int;
     v_last    int;
+    v_count   bigint;
 BEGIN
     -- A namespace's slots start at the store's now: a store made again (DROP and CREATE
     -- EXTENSION, refused while any window reaches past now) never starts a window below one
@@ -178,8 +179,9 @@ BEGIN
     SELECT greatest(cosid.store_now(),
                     CASE WHEN raised_at_ms > 0
                          THEN raised_at_ms + greatest(coalesce(raised_reach_ms, 0), max_ttl_ms + 2 * max_tolerance_ms)
-                         ELSE 0 END)
-      INTO v_floor FROM cosid.store_state;
+                         ELSE 0 END),
+           raise_count
+      INTO v_floor, v_count FROM cosid.store_state;
     -- Rows of its slots already there without its row (no foreign key since 1.5: a parallel
     -- restore loads cosid.lease before cosid.namespace) record windows granted under the
     -- origin's layout, which only the origin's row says.
@@ -195,8 +197,11 @@ BEGIN
     END IF;
     INSERT INTO cosid.namespace (name, slot_bits, sequence_bits, timestamp_bits, epoch_ms, unit, tolerance_ms)
     VALUES (p_name, p_slot_bits, p_sequence_bits, p_timestamp_bits, p_epoch_ms, p_unit, p_tolerance_ms);
-    INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor)
-    SELECT p_name, s, v_floor, v_floor, v_floor FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    -- (above the store's raises already: brought up to the last one, cosid._raise_mark)
+    PERFORM pg_catalog.set_config('cosid_internal.rows_of', p_name, true);
+    INSERT INTO cosid.lease (namespace, slot, floor, ceiling, next_floor, raise_seen)
+    SELECT p_name, s, v_floor, v_floor, v_floor, v_count FROM generate_series(0, (1 << p_slot_bits) - 1) AS s;
+    PERFORM pg_catalog.set_config('cosid_internal.rows_of', '', true);
     -- Fresh statistics, so that an acquire reads the new slots through the index at once
     -- instead of waiting for autovacuum (up to 65536 new rows).
     ANALYZE cosid.lease;
@@ -439,10 +444,14 @@ GRANT EXECUTE ON FUNCTION cosid_namespace_lower_floor(text, timestamptz) TO cosi
 CREATE OR REPLACE FUNCTION cosid._floor_lowest(p_namespace text, OUT lowest_ms bigint, OUT what text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(max(x.ms), 0), (array_agg(x.what ORDER BY x.ms DESC))[1]
-      FROM (SELECT greatest(l.floor, l.ceiling, l.next_floor) AS ms,
+      FROM (SELECT greatest(l.floor, l.ceiling, e.next_floor) AS ms,
                    pg_catalog.format('slot %s of the lease store (floor %s, ceiling %s, next_floor %s)',
-                                     l.slot, l.floor, l.ceiling, l.next_floor) AS what
-              FROM cosid.lease l WHERE l.namespace = p_namespace
+                                     l.slot, l.floor, l.ceiling, e.next_floor) AS what
+              -- (a slot not yet brought up to the store's last raise: where the raise puts it)
+              FROM cosid.lease l, cosid._raise_mark() m,
+                   LATERAL (SELECT cosid._raised_next_floor(l.next_floor, l.raise_seen, m.raise_count, m.raised_floor,
+                                                            m.settled) AS next_floor) e
+             WHERE l.namespace = p_namespace
             UNION ALL
             SELECT c.ceiling_ms, pg_catalog.format('a static %s''s recorded ceiling (cosid.static_ceiling)',
                                                    CASE WHEN c.slot = -1 THEN 'namespace' ELSE 'slot ' || c.slot END)

@@ -20,7 +20,8 @@ CREATE OR REPLACE FUNCTION cosid_stats(OUT acquires bigint, OUT renewals bigint,
 AS 'MODULE_PATHNAME', 'cosid_stats' LANGUAGE C VOLATILE;
 
 -- cosid_leases(): every slot of the store with its lease; a slot with no floor (ceiling, next
--- floor) yet shows NULL.
+-- floor) yet shows NULL.  A free slot not yet brought up to the store's last raise (the lazy
+-- raise, cosid._follow_timeline) shows the next floor the raise gives it.
 CREATE OR REPLACE FUNCTION cosid_leases(namespace text DEFAULT NULL)
 RETURNS TABLE (namespace text, slot int, owner_key text, incarnation uuid, fence bigint,
                expires_at timestamptz, floor bigint, ceiling bigint, next_floor bigint,
@@ -33,14 +34,16 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
                (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
                OR pg_has_role(session_user, 'cosid_admin', 'MEMBER') AS admin)
     SELECT l.namespace, l.slot, l.owner_key, CASE WHEN now.admin THEN l.incarnation END, l.fence,
-           to_timestamp(l.expires_at / 1000.0), l.floor, l.ceiling, l.next_floor,
+           to_timestamp(l.expires_at / 1000.0), l.floor, l.ceiling, e.next_floor,
            CASE WHEN l.incarnation IS NULL THEN 'free'
                 WHEN l.expires_at > now.ms THEN 'held'
                 ELSE 'expired' END,
            -- 0 is "none yet" (a slot never granted), not 1970
            to_timestamp(nullif(l.floor, 0) / 1000.0), to_timestamp(nullif(l.ceiling, 0) / 1000.0),
-           to_timestamp(nullif(l.next_floor, 0) / 1000.0)
-    FROM now, cosid.lease l
+           to_timestamp(nullif(e.next_floor, 0) / 1000.0)
+    FROM now, cosid._raise_mark() m, cosid.lease l,
+         LATERAL (SELECT cosid._raised_next_floor(l.next_floor, l.raise_seen, m.raise_count, m.raised_floor,
+                                                  m.settled) AS next_floor) e
     WHERE now.noticed AND ($1 IS NULL OR l.namespace = now.checked)
     ORDER BY l.namespace, l.slot
 $$;

@@ -64,8 +64,11 @@ CREATE OR REPLACE FUNCTION cosid._static_recorded(p_namespace text, p_slot int, 
                                        OUT restoring boolean)
 LANGUAGE sql STABLE AS $$
     SELECT greatest(max(c.ceiling_ms) FILTER (WHERE c.system_identifier <> s.system_identifier),
-                    (SELECT CASE WHEN l.incarnation IS NULL THEN l.next_floor ELSE greatest(l.next_floor, l.ceiling) END
-                       FROM cosid.lease l
+                    -- (a slot not yet brought up to the store's last raise: where the raise puts it)
+                    (SELECT cosid._raised_next_floor(CASE WHEN l.incarnation IS NULL THEN l.next_floor
+                                                          ELSE greatest(l.next_floor, l.ceiling) END,
+                                                     l.raise_seen, m.raise_count, m.raised_floor, m.settled)
+                       FROM cosid.lease l, cosid._raise_mark() m
                       WHERE l.namespace = p_namespace AND l.slot = p_slot
                         AND coalesce(l.owner_key, l.previous_owner_key) IS NOT NULL),
                     (SELECT nullif(n.not_before_ms, 0) FROM cosid.namespace n WHERE n.name = p_namespace)),

@@ -68,6 +68,48 @@ LANGUAGE sql STABLE AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._grant_limits(bigint) FROM PUBLIC;
 
+-- The store's last raise after lost history as a lease row not yet brought up to it sees it
+-- (the lazy raise, cosid._follow_timeline): raise_count, how many raises the store's history
+-- counts (a row whose cosid.lease.raise_seen is below it missed one or more); raised_floor, the
+-- floor the raises put every next window above, as the raise recorded it (raised_at_ms + its
+-- reach: each raise keeps the furthest reach of the raises before it, so this covers every
+-- raise a row missed; not the limits of now, which a raise of max_ttl since would lift to a
+-- floor no lost window reaches, and a slot would wait for; the limits only for a raise before
+-- 1.7, which recorded no reach); settled, false while the store holds several records (a
+-- restore loading, a raise not yet made), when every row counts as not brought up.  Plain
+-- SQL, inlined into its callers.
+CREATE OR REPLACE FUNCTION cosid._raise_mark(OUT raise_count bigint, OUT raised_floor bigint, OUT settled boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(pg_catalog.max(s.raise_count), 0),
+           coalesce(pg_catalog.max(s.raised_at_ms + coalesce(s.raised_reach_ms, s.max_ttl_ms + 2 * s.max_tolerance_ms))
+                      FILTER (WHERE s.raised_at_ms > 0), 0),
+           pg_catalog.count(*) = 1
+      FROM cosid.store_state s
+$$;
+REVOKE ALL ON FUNCTION cosid._raise_mark() FROM PUBLIC;
+
+-- A lease row's next floor with the raises it missed applied (p_seen its raise_seen, p_count
+-- and p_floor cosid._raise_mark's raise_count and raised_floor, p_settled its settled): where
+-- its next window must start, what the guards and views read instead of next_floor.
+CREATE OR REPLACE FUNCTION cosid._raised_next_floor(p_next_floor bigint, p_seen bigint, p_count bigint, p_floor bigint,
+                                                    p_settled boolean DEFAULT true) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_seen < p_count OR NOT p_settled THEN greatest(p_next_floor, p_floor) ELSE p_next_floor END
+$$;
+REVOKE ALL ON FUNCTION cosid._raised_next_floor(bigint, bigint, bigint, bigint, boolean) FROM PUBLIC;
+
+-- The fence step a row brought up to raise p_count takes (p_seen its raise_seen): 2^32 for each
+-- raise it missed.  A lost tail of the store's history is far shorter than 2^32 grants of one
+-- row, and it knew at most the raises before it (it may have brought the row up to those
+-- itself, a step each): a step per raise missed puts the row's next fence above every fence any
+-- lost tail gave it, so no renewal or release from such a tail matches a window granted after
+-- (one step per raise, as the raise before 1.8 gave every row at once).
+CREATE OR REPLACE FUNCTION cosid._raise_fence_step(p_seen bigint, p_count bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_seen < p_count THEN (p_count - p_seen) * 4294967296 ELSE 0 END
+$$;
+REVOKE ALL ON FUNCTION cosid._raise_fence_step(bigint, bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT cosid._follow_timeline(p_ttl_ms, false, NULL)
@@ -78,7 +120,8 @@ REVOKE ALL ON FUNCTION cosid._follow_timeline(bigint) FROM PUBLIC;
 -- still has its whole history.  It has when cosid.store_state holds exactly one row, of
 -- this cluster and of the timeline it writes on.  Otherwise, in one transaction, it frees
 -- every lease (fence + 2^32, so its holder's next renewal finds it lost) and raises every
--- slot's next_floor to at least now + max_ttl + 2 x max_tolerance of this server's clock,
+-- slot's next floor to at least now + max_ttl + 2 x max_tolerance of this server's clock
+-- (lazily: the held rows now, a free one when it is next acquired; see the UPDATE below),
 -- and leaves one row, of here.  An old holder's ceiling is at most its grant's store time +
 -- ttl + tolerance, and that store time is at most this now + tolerance when the two store
 -- servers' clocks are within the tolerance of each other: no new window can then start
@@ -107,6 +150,8 @@ DECLARE
     v_from    record;
     v_read_here text;
     v_reach   bigint;
+    v_floor   bigint;
+    v_count_raise bigint;
     m         record;
 BEGIN
     -- Held until the call commits: cosid_store_settings (EXCLUSIVE) waits for every grant
@@ -180,6 +225,7 @@ BEGIN
                coalesce(max(s.max_tolerance_ms), 5000) AS max_tolerance_ms,
                coalesce(max(s.failovers), 0) AS failovers, coalesce(max(s.raised_at_ms), 0) AS raised_at_ms,
                max(s.raised_reach_ms) AS raised_reach_ms,
+               coalesce(max(s.raise_count), 0) AS raise_count,
                coalesce(max(s.timeline), 0) AS timeline,
                -- the server issuing from this store, kept across a raise (the same server
                -- goes on); an acknowledged fork starts without one
@@ -243,13 +289,36 @@ BEGIN
             v_reach := greatest(cosid._unseen_reach_cap_ms(), v_reach);
         END IF;
         IF v_raise THEN
+            -- Every next window above this raise, and above the raises before it (kept as the
+            -- furthest reach in the record: rows not yet brought up to those take this floor).
+            v_floor := greatest(v_base + v_reach,
+                                CASE WHEN m.raised_at_ms > 0
+                                     THEN m.raised_at_ms + coalesce(m.raised_reach_ms, m.max_ttl_ms + 2 * m.max_tolerance_ms)
+                                     ELSE 0 END);
+            -- This raise's number: above every record's, the newest's too, and so above every
+            -- row's mark (a row from outside arrives with its mark cut below the records' largest
+            -- count: cosid._lease_arrives_raised).
+            v_count_raise := (SELECT coalesce(max(s.raise_count), 0) FROM cosid.store_state s) + 1;
+            -- The lazy raise.  Only the held rows are written now: each is freed (its holder's
+            -- renewal or release no longer matches: its fence moves far past anything the lost
+            -- tail can have used, see cosid._raise_fence_step), its next floor raised, and it is
+            -- marked as brought up to this raise.  A free row is left alone: it takes the raise
+            -- when it is next written (cosid.acquire: its window starts at or above
+            -- cosid._raise_mark's raised_floor and its fence takes the same step; a restore's
+            -- row arriving later, cosid._lease_arrives_raised), and every reader that asks where
+            -- its next window starts reads cosid._raised_next_floor (the forget guard, the DROP
+            -- guard through the raise's own reach, static slots, cosid_leases, the floor an
+            -- administrator may lower to).  The raise so costs the live leases, not the slots:
+            -- it runs in whatever store call first sees the lost history, within the keeper's
+            -- bound of ttl/6, and a store of 5 namespaces of 16 slot bits did not finish
+            -- rewriting its 328,704 rows (and their triggers) in that bound (docs/capacity.md).
             UPDATE cosid.lease l
-               SET next_floor = greatest(l.next_floor, l.ceiling, v_base + v_reach),
+               SET next_floor = greatest(l.next_floor, l.ceiling, v_floor),
                    previous_owner_key = coalesce(l.owner_key, l.previous_owner_key),
                    owner_key = NULL, incarnation = NULL, owner_role = NULL,
-                   -- far above any fence the lost tail can have used: a renewal or release from
-                   -- it never matches a lease granted on this timeline
-                   fence = l.fence + 4294967296;
+                   fence = l.fence + greatest(cosid._raise_fence_step(l.raise_seen, v_count_raise), 4294967296),
+                   raise_seen = v_count_raise
+             WHERE l.incarnation IS NOT NULL;
             GET DIAGNOSTICS v_rows = ROW_COUNT;
         END IF;
         IF v_upgraded AND m.issuer IS NOT NULL THEN
@@ -291,17 +360,13 @@ BEGIN
         DELETE FROM cosid.store_state;
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
                                        max_tolerance_ms, failovers, last_failover_at, raised_at_ms, issuer_incarnation,
-                                       raised_reach_ms)
+                                       raised_reach_ms, raise_count)
         VALUES (v_sys, v_tli, m.raise_flag, m.max_ttl_ms, m.max_tolerance_ms, m.failovers + 1, clock_timestamp(),
                 CASE WHEN v_raise THEN greatest(v_base, m.raised_at_ms) ELSE m.raised_at_ms END,
                 CASE WHEN v_count = 1 THEN m.issuer END,
                 -- (as far as this raise, or the last one if that reached further)
-                CASE WHEN v_raise
-                     THEN greatest(v_base + v_reach,
-                                   CASE WHEN m.raised_at_ms > 0
-                                        THEN m.raised_at_ms + coalesce(m.raised_reach_ms, m.max_ttl_ms + 2 * m.max_tolerance_ms)
-                                        ELSE 0 END) - greatest(v_base, m.raised_at_ms)
-                     ELSE m.raised_reach_ms END);
+                CASE WHEN v_raise THEN v_floor - greatest(v_base, m.raised_at_ms) ELSE m.raised_reach_ms END,
+                CASE WHEN v_raise THEN v_count_raise ELSE m.raise_count END);
         RAISE LOG 'cosid store: %: %',
             CASE WHEN p_fork_ack THEN 'a fork acknowledged: its origin stopped issuing'
                  WHEN v_upgraded THEN format('pg_upgrade''s new cluster %s (pg_upgrade read cluster %s on timeline %s, '
@@ -321,12 +386,14 @@ BEGIN
                  ELSE format('now writing on timeline %s of cluster %s (last write on timeline %s)', v_tli, v_sys,
                              m.timeline) END,
             CASE WHEN v_raise
-                 THEN format('%s slots freed, their next_floor raised to at least %s + %s ms (%s)',
+                 THEN format('%s leases freed, their next_floor raised to at least %s + %s ms (%s); free slots take '
+                             'raise %s when next acquired',
                              v_rows, CASE WHEN v_base < v_now THEN format('now - %s ms', v_now - v_base) ELSE 'now' END,
                              v_reach, CASE WHEN p_fork_ack OR v_count <> 1
                                            THEN 'the reach cap: limits set after the copy are unseen here'
                                            ELSE format('max_ttl %s ms + 2 x max_tolerance %s ms', m.max_ttl_ms,
-                                                       m.max_tolerance_ms) END)
+                                                       m.max_tolerance_ms) END,
+                             v_count_raise)
                  WHEN v_upgraded THEN format('floors left alone, %s leases of the old server freed', v_rows)
                  ELSE 'floors left alone (raise_floors_on_new_timeline is off)' END;
     END IF;
@@ -368,8 +435,8 @@ BEGIN
         LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
         -- a second record of the state, as a restored dump has: the next call raises
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
-                                       max_tolerance_ms, failovers, raised_at_ms)
-        SELECT 0, 0, true, s.max_ttl_ms, s.max_tolerance_ms, s.failovers, s.raised_at_ms
+                                       max_tolerance_ms, failovers, raised_at_ms, raise_count)
+        SELECT 0, 0, true, s.max_ttl_ms, s.max_tolerance_ms, s.failovers, s.raised_at_ms, s.raise_count
           FROM cosid.store_state s;
     END IF;
     PERFORM cosid._follow_timeline(NULL);

@@ -42,6 +42,16 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
         if (usable(r) && !r.has_owner()) push(r.slot);
     for (const auto& r : rows)
         if (usable(r)) push(r.slot);
+    // Then the preferred and the sticky slot even when their next window cannot start now:
+    // after a raise none can, and each asker takes back its own slot (the raise freed it)
+    // instead of a whole fleet racing for the lowest free slots at once.
+    if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
+        available(rows[static_cast<size_t>(*req.preferred)]))
+        push(*req.preferred);
+    for (const auto& r : rows) {
+        const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
+        if (available(r) && last == req.key) push(r.slot);
+    }
     for (const auto& r : rows)
         if (available(r) && !r.has_owner()) push(r.slot);
     for (const auto& r : rows)
@@ -132,20 +142,46 @@ int64_t renew_after_ms(int64_t asked_ttl_ms, int64_t expires_at, int64_t store_n
 }
 
 int LeaseTable::raise_after_lost_history(int64_t now, const StoreLimits& limits) {
-    const int64_t raised = now + limits.raise_margin_ms();
+    raised_floor_ = std::max(raised_floor_, now + limits.raise_margin_ms());
+    // Above every row's mark: no row's mark is above the count (cosid._lease_arrives_raised cuts
+    // the mark of a row from outside below the store's count).
+    raise_count_ += 1;
     int freed = 0;
     for (LeaseRow& r : rows_) {
-        r.next_floor = std::max({r.next_floor, r.ceiling, raised});
-        if (r.has_owner()) r.previous_owner_key = r.owner_key;
-        r.owner_key.clear();
-        r.incarnation.clear();
-        r.fence += kLostHistoryFenceStep;
+        if (!r.has_owner()) continue;  // a free row takes the raise when next written (bring_up)
+        bring_up(r);
         ++freed;
     }
     raised_at_ = now;
     return freed;
 }
 
+void LeaseTable::bring_up(LeaseRow& r) {
+    // A held row is always freed (its holder's history is the one the raise gave up), even one
+    // marked already (a row arriving marked with another table's count).
+    if (!missed_raise(r) && !r.has_owner()) return;
+    r.next_floor = std::max({r.next_floor, r.ceiling, raised_floor_});
+    if (r.has_owner()) r.previous_owner_key = r.owner_key;
+    r.owner_key.clear();
+    r.incarnation.clear();
+    // One step per raise missed, at least one (cosid._raise_fence_step).
+    r.fence += kLostHistoryFenceStep * std::max<int64_t>(1, raise_count_ - r.raise_seen);
+    r.raise_seen = raise_count_;
+}
+
+void LeaseTable::bring_all_up() {
+    for (LeaseRow& r : rows_) bring_up(r);
+}
+
+std::vector<LeaseRow> LeaseTable::rows_as_raised() const {
+    std::vector<LeaseRow> out = rows_;
+    for (LeaseRow& r : out) r.next_floor = raised_next_floor(r);
+    return out;
+}
+
+void LeaseTable::forget_missed_raises_for_tooth() {
+    for (LeaseRow& r : rows_) r.raise_seen = raise_count_;
+}
 
 SlotState LeaseTable::state(int32_t slot, int64_t now) const {
     const LeaseRow& r = row(slot);
@@ -159,10 +195,17 @@ AcquireResult LeaseTable::acquire(const AcquireRequest& req, int64_t now) {
     for (const auto& r : rows_)
         if (r.has_owner() && r.expires_at > now && r.owner_key == req.key && r.incarnation != req.incarnation)
             out.duplicate_key = true;
-    for (int32_t s : slot_preference(rows_, req, now)) {
+    // "Can start now" asks where the next window starts with the raises a row missed.
+    for (int32_t s : slot_preference(rows_as_raised(), req, now)) {
         LeaseRow& r = rows_[static_cast<size_t>(s)];
         if (!is_available(r, req.incarnation, now) && !is_own_expired(r, req.incarnation, now))
             continue;  // the conditional update would match no row
+        // A row that missed a raise takes it now: next_floor at the raised floor, the fence's step.
+        if (missed_raise(r)) {
+            r.next_floor = raised_next_floor(r);
+            r.fence += kLostHistoryFenceStep * (raise_count_ - r.raise_seen);
+            r.raise_seen = raise_count_;
+        }
         if (r.has_owner()) r.previous_owner_key = r.owner_key;
         r.owner_key = req.key;
         r.incarnation = req.incarnation;

@@ -27,6 +27,10 @@ struct LeaseRow {
     int64_t ceiling = 0;
     int64_t next_floor = 0;
     std::string previous_owner_key;
+    // The last raise after lost history this row has been brought up to (cosid.lease.raise_seen):
+    // below the table's raise_count, the row was free when a raise ran and has not taken it yet
+    // (LeaseTable::raise_after_lost_history, the lazy raise).
+    int64_t raise_seen = 0;
 
     bool has_owner() const { return !incarnation.empty(); }
 };
@@ -173,8 +177,10 @@ struct AcquireResult {
 // The order in which acquire tries slots: (1) the preferred slot if available, (2) available
 // slots last owned by the same key (sticky), (3) the lowest free slot, then the lowest
 // expired lease, each among slots whose next window can start now (next_floor <= now), then
-// (4) the lowest free slot and the lowest expired lease of any, then (5) an expired lease of
-// the asking incarnation.  "Available" is free, or
+// (4) the preferred and the sticky slot even if their next window cannot start now (after a
+// raise none can: each asker takes back its own slot rather than a fleet racing for the lowest
+// free ones), then the lowest free slot and the lowest expired lease of any, then (5) an
+// expired lease of the asking incarnation.  "Available" is free, or
 // expired under another incarnation: an incarnation takes over its own expired lease only as
 // the last resort, since it renews or releases it instead.
 //
@@ -224,7 +230,32 @@ public:
     // store's limits, never from a namespace row or a recorded ttl: those may be the lost part.
     // Records now as the store's raised_at (namespace_first_floor).  Returns the rows freed.
     // The SQL: cosid._follow_timeline.
+    //
+    // The raise is lazy: it writes only the held rows (freed, next_floor raised, marked with
+    // this raise's number), so that its cost follows the live leases and not the slots.  A free
+    // row keeps its values and takes the raise when it is next written (bring_up: acquire, a row
+    // arriving after the raise); every reader of where its next window starts reads
+    // raised_next_floor.  raised_floor() is the furthest floor of every raise so far, so a row
+    // that missed several takes the highest; its fence takes kLostHistoryFenceStep for each
+    // raise it missed (a lost tail may have brought it up to the raises it knew itself).
     int raise_after_lost_history(int64_t now, const StoreLimits& limits);
+    // Every row brought up to the last raise at once: what cosid._lease_arrives_raised does to
+    // the rows a restore loads after the raise (a held one is freed, as the raise frees it).
+    void bring_all_up();
+    // Whether a row has missed a raise, and where its next window must start with the raises it
+    // missed (cosid._raised_next_floor).
+    bool missed_raise(const LeaseRow& r) const { return r.raise_seen < raise_count_; }
+    int64_t raised_next_floor(const LeaseRow& r) const {
+        return missed_raise(r) ? std::max(r.next_floor, raised_floor_) : r.next_floor;
+    }
+    // The rows as every reader of where a window may start sees them: next_floor with the raises
+    // a row missed (the guards store_may_be_dropped, lowest_floor_allowed; slot_preference).
+    std::vector<LeaseRow> rows_as_raised() const;
+    int64_t raise_count() const { return raise_count_; }
+    int64_t raised_floor() const { return raised_floor_; }
+    // Only for the model checker's tooth "lazy-raise": marks every row brought up without
+    // applying the raise, as an acquire that ignored the mark would (test/model/moves.cpp).
+    void forget_missed_raises_for_tooth();
 
     SlotState state(int32_t slot, int64_t now) const;
     const LeaseRow& row(int32_t slot) const { return rows_.at(static_cast<size_t>(slot)); }
@@ -241,6 +272,10 @@ private:
     int64_t tolerance_;
     std::optional<StoreLimits> limits_;
     std::optional<int64_t> raised_at_;
+    int64_t raise_count_ = 0;   // raises so far (cosid.store_state.raise_count)
+    int64_t raised_floor_ = 0;  // the furthest floor a raise set (cosid._raise_mark's raised_floor)
+
+    void bring_up(LeaseRow& r);
 };
 
 }  // namespace cosid

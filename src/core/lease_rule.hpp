@@ -5,6 +5,8 @@
 // A slot's floor never moves back, a held lease's next_floor covers its ceiling, a new window
 // starts at or above next_floor, a renewal never lowers a ceiling, and next_floor goes down
 // only when a release hands back the unused end of a window (never below that window's floor).
+// A row's mark of the raises it has been brought up to (raise_seen, the lazy raise of
+// cosid._follow_timeline) goes up only with the raise's fence step: 2^32 for each raise.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -16,7 +18,8 @@ namespace cosid {
 // three-valued logic: the rule's condition is not true).
 struct LeaseVersion {
     std::optional<int64_t> fence, floor, ceiling, next_floor;
-    bool held = false;  // incarnation IS NOT NULL
+    std::optional<int64_t> raise_seen;  // empty also in a catalog before 1.8 (no such column)
+    bool held = false;                  // incarnation IS NOT NULL
 };
 
 // The rule a change from `before` to `after` breaks, or nullptr.  `moved`: the row's

@@ -54,12 +54,14 @@ fill() {
 # C[DB/FILL] to "buffers statements jit history purges ms search", each per acquire (purges: in
 # all; search: the buffers of the slot search, the statement that reads slots in slot order)
 declare -A C H
-count() {
+count() {  # count DB FILL [OWNER]: the owners OWNER1 to OWNERM (default: new ones, w$FILL.N)
     local db=$1 fill=$2 i
+    local warm=("warm$fill.1" "warm$fill.2") own="w$fill."
+    [ -z "${3:-}" ] || { own=$3; warm=("$3$((M + 1))" "$3$((M + 2))"); }
     # (two acquires first: the session's plans and caches are made before the count)
-    { for i in 1 2; do echo "SELECT slot FROM cosid.acquire('n', 'warm$fill.$i', gen_random_uuid(), 100000);"; done
+    { for i in "${warm[@]}"; do echo "SELECT slot FROM cosid.acquire('n', '$i', gen_random_uuid(), 100000);"; done
       echo "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0);"
-      for i in $(seq 1 $M); do echo "SELECT slot FROM cosid.acquire('n', 'w$fill.$i', gen_random_uuid(), 100000);"; done
+      for i in $(seq 1 $M); do echo "SELECT slot FROM cosid.acquire('n', '$own$i', gen_random_uuid(), 100000);"; done
     } | qd "$db" >/dev/null
     C[$db/$fill]=$(qd "$db" -F ' ' -c "
         WITH s AS (SELECT * FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -127,4 +129,22 @@ check "cosid_issuer() names the window of a new lease" "1 w10000.$M live" "$(qd 
     SELECT count(*), min(i.owner_key), min(CASE WHEN i.source = 'held lease' THEN 'live' ELSE i.source END)
       FROM cosid.lease l, cosid_issuer(cosid_min_id(to_timestamp((l.floor + l.ceiling) / 2000.0), 'n') + (l.slot << 6), 'n') i
      WHERE l.owner_key = 'w10000.$M'")"
+# After a raise (a switchover, a restore: every lease freed, every next window above the raised
+# floor, ahead of the clock) no slot can start now.  M + 2 of the fill's owners ask again, as a
+# fleet does after a switchover: each takes back its own slot, and the search reads what it
+# reads at 10,000 held (before: every acquire read all the namespace's free slots and expired
+# leases looking for one that could start now, then took the lowest free slot, the one every
+# other asker raced for).
+qd $on -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null
+check "after a raise: no lease held" 0 "$(qd $on -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+count $on raised fill
+read -r braised _ _ _ _ _ sbraised <<<"${C[$on/raised]}"
+echo "# after a raise: $braised buffers per acquire, $sbraised of them the slot search"
+check_true "after a raise: the slot search ($sbraised buffers per acquire) reads at most what it reads at 10,000 held ($sb10k) + 5" \
+    "$(le "$sbraised" "$(awk -v a="$sb10k" 'BEGIN{print a + 5}')")"
+check_true "after a raise: buffers per acquire ($braised) at most at 10,000 held ($b10k) + 10" \
+    "$(le "$braised" "$(awk -v a="$b10k" 'BEGIN{print a + 10}')")"
+check "after a raise: each of $((M + 2)) owners took back its own slot" $((M + 2)) "$(qd $on -c "
+    SELECT count(*) FROM cosid.lease WHERE owner_key LIKE 'fill%' AND owner_key = previous_owner_key")"
+assert_store_verified "$DIR" "$PORT" $on "the store ($on) after the raise"
 exit $FAIL

@@ -27,8 +27,9 @@ check_true "an id before the raise" "$(q -c "SET cosid.acquire_timeout = '20s'" 
 # the store's clock came within ttl + tolerance of it, which on a loaded machine the keeper's
 # grant of the freed lease's successor often did before a check read it (max(next_floor) then
 # was that ceiling, seconds above the raised floor, and ids rightly issued between the two
-# failed the checks).  The slots nobody took since hold the raised floor exactly.
-raised_floor() { q -c "SELECT min(next_floor) FROM cosid.lease WHERE namespace = 'w'"; }
+# failed the checks).  The slots nobody took since hold the raised floor exactly (as
+# cosid_leases shows them: a slot free at the raise takes it when next written, the lazy raise).
+raised_floor() { q -c "SELECT min(next_floor) FROM cosid_leases('w')"; }
 # raise_floors: the store raises every floor by max_ttl + 2 x max_tolerance (4 s), as on a
 # new timeline, after this instance took a fresh lease; prints the raised floor; waits until
 # the keeper found its lease freed.

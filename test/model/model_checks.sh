@@ -82,6 +82,7 @@ TEETH=(
   "lease-cap-renew|one keeper role taking a slot, letting it expire, taking the next, and renewing both|--central --issuers 1 --only core,tenants --depth 7"
   "first-floor-cap|a namespace lost with a dump taken before it was made and before a max_ttl raise, made again after the restore|--central --ns-absent --only core,restore,namespace,limits --preset dump-before-namespace --depth 8"
   "drop-raise-guard|DROP EXTENSION after a restore that lost a namespace (no rows left to guard), then the namespace made again|--central --ns-absent --only core,restore,drop --preset dump-before-namespace --depth 8"
+  "lazy-raise|a store failover whose raise wrote only the held rows: a free slot granted in the lost tail, acquired again without the raise|--central --only core,failover --depth 8"
 )
 
 ok() { echo "ok - model: $1"; }

@@ -393,7 +393,7 @@ std::optional<std::pair<int64_t, int64_t>> static_window(const World& w, const C
             if (r.cluster == x.sysid) own = r.ceiling;
         // cosid._static_recorded: the lease row's reach on the slot counts among the others.
         if (on(c, R_SWITCH_TO_STATIC) && core.ns && core.table)
-            others = std::max(others.value_or(0), reaches_until(core.table->row(0)));
+            others = std::max(others.value_or(0), reaches_until(core.table->rows_as_raised()[0]));
     }
     // Without the rule the file is read but its ceiling is not used.
     const int64_t recorded =
@@ -532,6 +532,9 @@ bool acquire(World& w, const Config& c, int i, int64_t ttl, std::string* story, 
         for (const LeaseRow& r : st.core.table->rows())
             if (r.incarnation == req.incarnation && r.expires_at > now) row = r;
     if (!row) {
+        // The rule before: an acquire that ignored the raise's mark on a free row the raise left
+        // alone (cosid.acquire's cosid._raised_next_floor and cosid._raise_fence_step).
+        if (!on(c, R_LAZY_RAISE)) st.core.table->forget_missed_raises_for_tooth();
         // (a ttl above max_ttl is granted at max_ttl: LeaseTable::granted_ttl)
         row = st.core.table->acquire(req, now).lease;
     }
@@ -1138,6 +1141,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         // would have raised them.
         if (s.core.raised_at && s.core.table && on(c, R_ARRIVE_RAISED)) {
             s.core.table->raise_after_lost_history(*s.core.raised_at, margin_of(s.core.raised_margin));
+            s.core.table->bring_all_up();  // each row as it arrives, not lazily
             say(" (raised on arrival)");
         }
         if (!s.records_pending) s.restoring = false, s.dump.reset();
@@ -1147,7 +1151,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         Store& s = w.st[a];
         const int64_t now = store_now(w, a);
         say("DROP EXTENSION cosid on " + S(a) + ":");
-        if (on(c, R_DROP_GUARD) && s.core.table && !store_may_be_dropped(s.core.table->rows(), now)) {
+        if (on(c, R_DROP_GUARD) && s.core.table && !store_may_be_dropped(s.core.table->rows_as_raised(), now)) {
             say(" refused (55006: a window reaches past now)");
             return false;
         }
@@ -1178,7 +1182,7 @@ bool apply(World& w, const Config& c, const Move& m, std::string* story, std::st
         if (m.kind == K_NS_REMAKE) {
             say("On " + S(a) + " the namespace's rows are deleted and it is made again:");
             // cosid._lease_forget_guard and cosid._namespace_delete_guard
-            if (on(c, R_FORGET_GUARD) && !store_may_be_dropped(s.core.table->rows(), now)) {
+            if (on(c, R_FORGET_GUARD) && !store_may_be_dropped(s.core.table->rows_as_raised(), now)) {
                 say(" refused (55006: a window reaches past now)");
                 return false;
             }
@@ -1400,9 +1404,12 @@ void put_core(Out* o, const StoreCore& c) {
     put(o, c.table.has_value());
     if (c.table) {
         put(o, c.table->raised_at().value_or(-1));
+        put(o, c.table->raised_floor());
         for (const LeaseRow& r : c.table->rows()) {
             put_str(o, r.owner_key), put_str(o, r.incarnation), put_str(o, r.previous_owner_key);
             put(o, r.fence), put(o, r.expires_at), put(o, r.floor), put(o, r.ceiling), put(o, r.next_floor);
+            // how many raises it missed (the count itself only grows)
+            put(o, c.table->raise_count() - r.raise_seen);
         }
     }
 }

@@ -87,6 +87,8 @@ const RuleText kRules[R_COUNT] = {
      "a namespace made after a raise by the reach cap starts above that raise, not by the store's limits"},
     {"drop-raise-guard",
      "DROP EXTENSION is refused while the store has a lost history not yet followed, or its raise reaches past now (the lost tail may have had namespaces the rows no longer show)"},
+    {"lazy-raise",
+     "a free slot the raise left alone (it writes only held rows) starts its next window above the raise when next acquired"},
 };
 }  // namespace
 

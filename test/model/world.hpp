@@ -103,6 +103,7 @@ enum Rule : int {
     R_LEASE_CAP_RENEW, // a renewal that revives an expired lease counts against the cap too
     R_FIRST_FLOOR_CAP, // a namespace made after a raise starts above it by that raise's margin (the cap), not the limits'
     R_DROP_RAISE,      // DROP EXTENSION refused while a lost history is unfollowed or its raise reaches past now
+    R_LAZY_RAISE,      // a free row the (lazy) raise left alone takes it when next acquired (LeaseTable::acquire)
     R_COUNT
 };
 const char* rule_name(int r);

@@ -27,14 +27,32 @@ UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
 SELECT count(*) AS renewed FROM cosid.renew('fo', :s0, '00000000-0000-0000-0000-0000000000f0', :f0, 20000);
 COMMIT;
 SELECT failovers = :failovers0 + 1 AS counted, timeline = cosid._timeline() AS follows FROM cosid.store_state;
+-- (cosid_leases shows where each slot's next window starts: a free slot the raise left alone
+-- takes it when next acquired)
 SELECT count(*) FILTER (WHERE incarnation IS NOT NULL) AS held,
        bool_and(next_floor >= cosid.store_now() + 60000 + 2 * 1000 - 5000) AS raised,
        bool_and(next_floor >= ceiling) AS above_ceilings
-FROM cosid.lease WHERE namespace = 'fo';
+FROM cosid_leases('fo');
 SELECT fence > :f1 + 1000000 AS fence_moved_far FROM cosid.lease WHERE namespace = 'fo' AND slot = :s1;
+-- The raise wrote only the rows that were held (the lazy raise): the two free ones are as they
+-- were, marked as not brought up to it.
+SELECT count(*) FILTER (WHERE l.raise_seen = s.raise_count) AS brought_up,
+       count(*) FILTER (WHERE l.raise_seen < s.raise_count AND l.next_floor < s.raised_at_ms) AS left_alone
+FROM cosid.lease l, cosid.store_state s WHERE l.namespace = 'fo';
+-- such a slot's next window starts at the raised floor: it holds off a DELETE meanwhile
+SELECT left(expect_error($$DELETE FROM cosid.lease WHERE namespace = 'fo' AND slot = 3$$), 5) AS refused;
 -- a new window starts at the raised floor, well above the old ceiling
 SELECT floor > :c0 AS above_old_ceiling, floor - cosid.store_now() > 55000 AS waits_for_the_clock
 FROM cosid.acquire('fo', 'new', '00000000-0000-0000-0000-0000000000f1', 20000);
+-- A free slot the raise left alone is brought up when acquired: its window starts above the
+-- raised floor, and its fence moves on by 2^32 besides the grant's step.
+BEGIN;
+SELECT fence AS f2 FROM cosid.lease WHERE namespace = 'fo' AND slot = 2 \gset
+SELECT slot FROM cosid.acquire('fo', 'new2', '00000000-0000-0000-0000-0000000000f2', 20000);
+SELECT slot, fence - :f2 > 4294967296 AS fence_moved_far, floor >= (SELECT raised_floor FROM cosid._raise_mark()) AS above_the_raise
+FROM cosid.acquire('fo', 'new2', '00000000-0000-0000-0000-0000000000f2', 20000);
+SELECT l.raise_seen = s.raise_count AS brought_up FROM cosid.lease l, cosid.store_state s WHERE l.namespace = 'fo' AND l.slot = 2;
+ROLLBACK;
 -- a second call on the same timeline raises nothing more
 SELECT next_floor AS nf FROM cosid.lease WHERE namespace = 'fo' AND slot = 3 \gset
 SELECT count(*) AS renewed FROM cosid.renew('fo', 3, '00000000-0000-0000-0000-0000000000f1', 99, 20000);
@@ -98,3 +116,12 @@ SELECT * FROM arrival(false);
 SELECT * FROM arrival(true);
 SELECT count(*) AS rows_left FROM cosid.lease WHERE namespace = 'fo_arrives';
 DROP FUNCTION arrival(boolean);
+-- A free row arriving after the raise, whatever mark it brings (another store's history may
+-- bring any), is brought up to the raise as it arrives: fence moved on, next floor above it.
+BEGIN;
+INSERT INTO cosid.lease (namespace, slot, fence, floor, ceiling, next_floor, raise_seen)
+SELECT 'fo_arrives', 1, 7, n - 5000, n - 4000, n - 4000, 1000000 FROM cosid.store_now() n;
+SELECT l.incarnation IS NULL AS free, l.fence > 4294967296 AS fenced, l.raise_seen = s.raise_count AS brought_up,
+       l.next_floor >= s.raised_at_ms + s.max_ttl_ms + 2 * s.max_tolerance_ms AS above_the_raise
+  FROM cosid.lease l, cosid.store_state s WHERE l.namespace = 'fo_arrives';
+ROLLBACK;

@@ -30,13 +30,13 @@ FROM cosid.lease WHERE namespace = 'op';
 SELECT raise_floors_on_new_timeline FROM cosid_store_settings(raise_floors_on_new_timeline => true);
 
 -- A copy of the data directory started as it is keeps cluster and timeline: raised by hand.
-SELECT next_floor AS nf FROM cosid.lease WHERE namespace = 'op' AND slot = 3 \gset
+SELECT next_floor AS nf FROM cosid_leases('op') WHERE slot = 3 \gset
 BEGIN;
 UPDATE cosid.store_state SET issuer_incarnation = NULL;  -- (with it: a fork, fork.sql)
 SELECT cosid_store_follow_timeline(restored => true) = :failovers0 + 2 AS raised_by_hand;
 COMMIT;
 SELECT next_floor > :nf AS raised_again, (SELECT count(*) FROM cosid.store_state) AS state_rows
-FROM cosid.lease WHERE namespace = 'op' AND slot = 3;
+FROM cosid_leases('op') WHERE slot = 3;
 
 -- 4. The call that raises grants no lease longer than max_ttl: a 1 h lease asked for on a
 -- "new timeline" is granted for 60 s, after the raise (a keeper whose cosid.ttl was reloaded

@@ -310,6 +310,28 @@ TEST(SlotChoice, SlotWithFloorAheadComesLast) {
     EXPECT_GE(last.lease->ceiling, last.lease->floor);
 }
 
+// After a raise no slot's next window can start now: each asker takes back the slot the raise
+// freed from it (sticky, or its preferred slot), not the lowest free slot every other asker
+// would race for; a key that held none takes the lowest free slot, as before.
+TEST(SlotChoice, AfterARaiseEachAskerTakesBackItsOwnSlot) {
+    StoreLimits lim;
+    LeaseTable t(3, TOL, lim, NOW);
+    for (const char* k : {"a", "b", "c", "d"}) ASSERT_TRUE(t.acquire(req(k, std::string("1") + k), NOW).lease);
+    t.raise_after_lost_history(NOW + 1000, lim);
+    const int64_t at = NOW + 2000;  // every next floor is ahead of the clock
+    EXPECT_EQ(slot_preference(t.rows_as_raised(), req("c", "2c"), at).front(), 2);
+    AcquireRequest pref = req("z", "2z");
+    pref.preferred = 3;
+    EXPECT_EQ(slot_preference(t.rows_as_raised(), pref, at).front(), 3);
+    EXPECT_EQ(t.acquire(req("d", "2d"), at).lease->slot, 3);
+    EXPECT_EQ(t.acquire(req("b", "2b"), at).lease->slot, 1);
+    EXPECT_EQ(t.acquire(req("new", "2n"), at).lease->slot, 0);  // a's slot, the lowest free one
+    auto a = t.acquire(req("a", "2a"), at);                     // its own is taken: the lowest free
+    ASSERT_TRUE(a.lease);
+    EXPECT_EQ(a.lease->slot, 2);
+    EXPECT_GE(a.lease->floor, NOW + 1000 + lim.raise_margin_ms());
+}
+
 TEST(DuplicateOwnerKey, LiveLeaseWithSameKeyIsNeverTakenOver) {
     LeaseTable t(1, TOL);
     auto a = t.acquire(req("host:5432", "old"), NOW);

@@ -72,3 +72,29 @@ TEST(LeaseRule, NullBreaksNoRule) {
     n.next_floor.reset();
     EXPECT_EQ(problem(LIVE, n), "");
 }
+
+// The lazy raise's mark (cosid.lease.raise_seen) moves up only with the raise's fence step, 2^32
+// for each raise: an UPDATE that marked a free row as brought up without it would let its next
+// window start below the raised floor.
+TEST(LeaseRule, RaiseSeenGoesUpOnlyWithTheRaisesFenceStep) {
+    const int64_t step = int64_t{1} << 32;
+    LeaseVersion o = freed(5, 100, 200, 150), n = o;
+    o.raise_seen = 1;
+    n.raise_seen = 3;
+    EXPECT_EQ(problem(o, n), "raise_seen went up without the raise's fence step");
+    n.fence = 5 + step + 1;
+    EXPECT_EQ(problem(o, n), "raise_seen went up without the raise's fence step") << "one step for two raises";
+    n.fence = 5 + 2 * step + 1;  // cosid.acquire bringing a free row up two raises
+    n.held = true;
+    n.floor = 300;
+    n.ceiling = n.next_floor = 400;
+    EXPECT_EQ(problem(o, n), "");
+    LeaseVersion down = o;
+    down.raise_seen = 0;  // lower: the row would only take a raise again
+    EXPECT_EQ(problem(o, down), "");
+    LeaseVersion before_18 = o, after_18 = n;  // a catalog without the column
+    before_18.raise_seen.reset();
+    after_18.raise_seen.reset();
+    after_18.fence = 6;
+    EXPECT_EQ(problem(before_18, after_18), "");
+}

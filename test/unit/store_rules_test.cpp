@@ -71,21 +71,24 @@ TEST(LostHistoryRule, FreesEveryLeaseAndRaisesEveryNextFloor) {
     const LeaseTable before = t;
     const int64_t R = NOW - 6000;  // the restored server's clock is 6 s behind
     EXPECT_FALSE(t.raised_at());
-    EXPECT_EQ(t.raise_after_lost_history(R, LIMITS), 4);
+    EXPECT_EQ(t.raise_after_lost_history(R, LIMITS), 1) << "only the held row is written (the lazy raise)";
     EXPECT_EQ(t.raised_at(), R);
+    EXPECT_EQ(t.raised_floor(), R + MARGIN);
+    const std::vector<LeaseRow> seen = t.rows_as_raised();
     for (int32_t s = 0; s < 4; ++s) {
         const LeaseRow &r = t.row(s), &b = before.row(s);
         SCOPED_TRACE("slot " + std::to_string(s));
         EXPECT_FALSE(r.has_owner());
-        EXPECT_EQ(r.fence, b.fence + kLostHistoryFenceStep);
-        EXPECT_EQ(r.next_floor, std::max({b.next_floor, b.ceiling, R + MARGIN}));
-        EXPECT_GE(r.next_floor, R + MARGIN);
+        EXPECT_EQ(r.fence, b.fence + (b.has_owner() ? kLostHistoryFenceStep : 0));
+        EXPECT_EQ(t.missed_raise(r), !b.has_owner());
+        EXPECT_EQ(seen[s].next_floor, std::max({b.next_floor, b.has_owner() ? b.ceiling : b.next_floor, R + MARGIN}));
+        EXPECT_GE(seen[s].next_floor, R + MARGIN);
         EXPECT_EQ(r.floor, b.floor) << "floors never move back (nor does the raise move them)";
     }
     EXPECT_EQ(t.row(0).previous_owner_key, "a");
     EXPECT_EQ(t.row(1).previous_owner_key, "b");
     // slot 2's next_floor (the revoked ceiling) was above the margin already: kept
-    EXPECT_EQ(t.row(2).next_floor, far.lease->ceiling);
+    EXPECT_EQ(seen[2].next_floor, far.lease->ceiling);
     ASSERT_GT(far.lease->ceiling, R + MARGIN);
     // the holder of the lost history finds its lease lost, its release too
     EXPECT_FALSE(t.renew(0, "i1", held.lease->fence, 30000, R + 1));
@@ -119,11 +122,94 @@ TEST(LostHistoryRule, RaiseAgainOnlyRaises) {
     t.raise_after_lost_history(NOW + 5000, LIMITS);
     const LeaseTable once = t;
     t.raise_after_lost_history(NOW, LIMITS);  // a server whose clock is behind raises again
+    EXPECT_EQ(t.raised_floor(), once.raised_floor()) << "the furthest floor of the two";
     for (int32_t s = 0; s < 2; ++s) {
-        EXPECT_EQ(t.row(s).next_floor, once.row(s).next_floor);
-        EXPECT_EQ(t.row(s).fence, once.row(s).fence + kLostHistoryFenceStep);
+        EXPECT_EQ(t.raised_next_floor(t.row(s)), once.raised_next_floor(once.row(s)));
+        EXPECT_EQ(t.row(s).fence, once.row(s).fence) << "free rows are not written by a raise";
     }
     EXPECT_EQ(t.raised_at(), NOW);
+    // a free row brought up after both takes a step for each
+    auto a = t.acquire(req("a", "i1"), NOW);
+    ASSERT_TRUE(a.lease);
+    EXPECT_EQ(a.lease->fence, 2 * kLostHistoryFenceStep + 1);
+    EXPECT_EQ(a.lease->floor, NOW + 5000 + MARGIN);
+}
+
+// The lazy raise (cosid._follow_timeline, LeaseTable::raise_after_lost_history): its cost is
+// the held rows, and a free row takes it when it is next acquired.
+TEST(LazyRaise, WritesOnlyTheHeldRows) {
+    LeaseTable t(6, 1000, LIMITS, NOW - 100000);
+    ASSERT_TRUE(t.acquire(req("a", "i1"), NOW).lease);
+    ASSERT_TRUE(t.acquire(req("b", "i2"), NOW).lease);
+    const LeaseTable before = t;
+    EXPECT_EQ(t.raise_after_lost_history(NOW + 10, LIMITS), 2);
+    int written = 0;
+    for (int32_t s = 0; s < 64; ++s) {
+        const LeaseRow &r = t.row(s), &b = before.row(s);
+        const bool same = r.fence == b.fence && r.next_floor == b.next_floor && r.raise_seen == b.raise_seen &&
+                          r.incarnation == b.incarnation;
+        written += same ? 0 : 1;
+    }
+    EXPECT_EQ(written, 2);
+    EXPECT_EQ(t.raise_count(), 1);
+}
+
+TEST(LazyRaise, AFreeRowTakesTheRaiseWhenAcquired) {
+    LeaseTable t(1, 1000, LIMITS, NOW - 100000);
+    auto a = t.acquire(req("a", "i1"), NOW);  // slot 0; slot 1 free
+    ASSERT_TRUE(a.lease);
+    const int64_t free_fence = t.row(1).fence;
+    t.raise_after_lost_history(NOW + 10, LIMITS);
+    ASSERT_TRUE(t.missed_raise(t.row(1)));
+    EXPECT_LT(t.row(1).next_floor, NOW + 10 + MARGIN) << "left as it was";
+    // the slot cannot start now: its next window starts at the raised floor
+    auto b = t.acquire(req("b", "i2"), NOW + 20);
+    ASSERT_TRUE(b.lease);
+    auto c = t.acquire(req("c", "i3"), NOW + 20);
+    ASSERT_TRUE(c.lease);
+    const LeaseRow& r1 = t.row(1);
+    EXPECT_EQ(r1.incarnation, b.lease->slot == 1 ? "i2" : "i3");
+    EXPECT_EQ(r1.fence, free_fence + kLostHistoryFenceStep + 1);
+    EXPECT_EQ(r1.floor, NOW + 10 + MARGIN);
+    EXPECT_FALSE(t.missed_raise(r1));
+}
+
+// A row brought up in a lost tail (it knew the first raise) and again after the second raise
+// on the standby that missed that tail: the second table's fence is above every fence of the
+// tail, so a renewal or release from the tail never matches, not even by its own incarnation.
+TEST(LazyRaise, AFenceFromALostTailNeverMatches) {
+    LeaseTable t(0, 1000, LIMITS, NOW - 100000);
+    t.raise_after_lost_history(NOW, LIMITS);  // raise 1: the one slot stays free, not brought up
+    const LeaseTable standby = t;
+    auto tail = t.acquire(req("a", "i1"), NOW + 1);  // lost: brought up to raise 1 in the tail
+    ASSERT_TRUE(tail.lease);
+    EXPECT_EQ(tail.lease->fence, kLostHistoryFenceStep + 1);
+    LeaseTable promoted = standby;
+    promoted.raise_after_lost_history(NOW + 2, LIMITS);  // raise 2
+    auto again = promoted.acquire(req("a", "i1"), NOW + 2);
+    ASSERT_TRUE(again.lease);
+    EXPECT_GT(again.lease->fence, tail.lease->fence);
+    EXPECT_EQ(again.lease->fence, 2 * kLostHistoryFenceStep + 1);
+    EXPECT_FALSE(promoted.renew(0, "i1", tail.lease->fence, 30000, NOW + 3));
+    EXPECT_FALSE(promoted.release(0, "i1", tail.lease->fence, NOW + 3));
+    EXPECT_GE(again.lease->floor, tail.lease->ceiling);
+}
+
+TEST(LazyRaise, GuardsAndArrivalsSeeTheRaisedFloor) {
+    LeaseTable t(1, 1000, LIMITS, NOW - 100000);
+    t.raise_after_lost_history(NOW, LIMITS);
+    EXPECT_TRUE(store_may_be_dropped(t.rows(), NOW + 1)) << "the rows as written do not show the raise";
+    EXPECT_FALSE(store_may_be_dropped(t.rows_as_raised(), NOW + 1));
+    EXPECT_TRUE(store_may_be_dropped(t.rows_as_raised(), NOW + MARGIN));
+    EXPECT_EQ(lowest_floor_allowed(t.rows_as_raised(), {}), NOW + MARGIN);
+    // rows a restore loads after the raise are brought up at once (cosid._lease_arrives_raised)
+    LeaseTable arrived = t;
+    arrived.bring_all_up();
+    for (const LeaseRow& r : arrived.rows()) {
+        EXPECT_FALSE(arrived.missed_raise(r));
+        EXPECT_EQ(r.next_floor, NOW + MARGIN);
+        EXPECT_EQ(r.fence, kLostHistoryFenceStep);
+    }
 }
 
 TEST(NamespaceFirstFloorRule, StoreNowUnlessARaiseIsAhead) {

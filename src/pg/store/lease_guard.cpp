@@ -33,8 +33,17 @@ int column(TupleDesc desc, const char* name) {
     pg_unreachable();
 }
 
+// 0 when the table has no such column (raise_seen: a catalog before 1.8, this library after)
+int column_if_any(TupleDesc desc, const char* name) {
+    for (int i = 0; i < desc->natts; i++) {
+        Form_pg_attribute a = TupleDescAttr(desc, i);
+        if (!a->attisdropped && strcmp(NameStr(a->attname), name) == 0) return i + 1;
+    }
+    return 0;
+}
+
 struct Columns {
-    int namespace_, slot, incarnation, fence, floor, ceiling, next_floor;
+    int namespace_, slot, incarnation, fence, floor, ceiling, next_floor, raise_seen;
 };
 
 std::optional<int64> bigint_of(HeapTuple t, TupleDesc desc, int attnum) {
@@ -50,6 +59,7 @@ cosid::LeaseVersion version_of(HeapTuple t, TupleDesc desc, const Columns& c) {
     v.floor = bigint_of(t, desc, c.floor);
     v.ceiling = bigint_of(t, desc, c.ceiling);
     v.next_floor = bigint_of(t, desc, c.next_floor);
+    if (c.raise_seen > 0) v.raise_seen = bigint_of(t, desc, c.raise_seen);
     v.held = !heap_attisnull(t, c.incarnation, desc);
     return v;
 }
@@ -76,7 +86,8 @@ extern "C" Datum cosid_lease_guard(PG_FUNCTION_ARGS) {
     TupleDesc desc = RelationGetDescr(td->tg_relation);
     HeapTuple o = td->tg_trigtuple, n = td->tg_newtuple;
     Columns c{column(desc, "namespace"), column(desc, "slot"),    column(desc, "incarnation"), column(desc, "fence"),
-              column(desc, "floor"),     column(desc, "ceiling"), column(desc, "next_floor")};
+              column(desc, "floor"),     column(desc, "ceiling"), column(desc, "next_floor"),
+              column_if_any(desc, "raise_seen")};
 
     bool o_null, n_null;
     // NEW.namespace <> OLD.namespace OR NEW.slot <> OLD.slot (NULL on either side: not true)
