@@ -219,6 +219,16 @@ BEGIN
                         OR (l.expires_at <= v_now AND (l.incarnation <> p_incarnation OR v_pref = 9)))
                 RETURNING l.* INTO r;
                 IF FOUND THEN
+                    -- Above a transaction's snapshot (REPEATABLE READ, SERIALIZABLE) the raise
+                    -- read above is the snapshot's, and a raise that committed since left this
+                    -- free row alone (it writes only the held ones): nothing made the grant
+                    -- conflict with it.  The store's record then locked: a raise since replaced
+                    -- it, and this fails (could not serialize, 40001) instead of granting below
+                    -- the raised floor; the caller tries again in a new transaction.  (At READ
+                    -- COMMITTED the UPDATE read the raise as it committed.)
+                    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+                        PERFORM FROM cosid.store_state s FOR KEY SHARE;
+                    END IF;
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
                                         v_now, v_dup, NULL::bigint;
                     RETURN;
@@ -432,7 +442,12 @@ DECLARE
     v_mark record;
 BEGIN
     -- A free row not yet brought up to the store's last raise (the lazy raise,
-    -- cosid._follow_timeline) reaches as far as the raise put its next floor.
+    -- cosid._follow_timeline) reaches as far as the raise put its next floor.  (Above a
+    -- snapshot, the record locked: a raise since the snapshot replaced it, and this fails to
+    -- serialize rather than judge by the raise before it, as cosid.acquire.)
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        PERFORM FROM cosid.store_state s FOR KEY SHARE;
+    END IF;
     SELECT * INTO v_mark FROM cosid._raise_mark();
     IF TG_OP = 'TRUNCATE' AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'cosid: cannot truncate cosid.lease at isolation level %',

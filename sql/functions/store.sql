@@ -318,7 +318,12 @@ BEGIN
                    owner_key = NULL, incarnation = NULL, owner_role = NULL,
                    fence = l.fence + greatest(cosid._raise_fence_step(l.raise_seen, v_count_raise), 4294967296),
                    raise_seen = v_count_raise
-             WHERE l.incarnation IS NOT NULL;
+             -- (Above a transaction's snapshot, REPEATABLE READ or SERIALIZABLE, a lease granted
+             -- and committed after the snapshot is free in it, and would escape the raise: every
+             -- row is written then, as before the lazy raise, and a row changed since the
+             -- snapshot makes the raise fail to serialize, 40001, instead.)
+             WHERE l.incarnation IS NOT NULL
+                OR pg_catalog.current_setting('transaction_isolation') <> 'read committed';
             GET DIAGNOSTICS v_rows = ROW_COUNT;
         END IF;
         IF v_upgraded AND m.issuer IS NOT NULL THEN
