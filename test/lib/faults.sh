@@ -105,17 +105,19 @@ check_order_kept() {
           ORDER BY b.n LIMIT 3" | sed 's/^/#   /'
     check "no id below one committed before its statement began" 0 "$below"
 }
-# check_client_through WHAT STATUS: the one id client (its exit STATUS) ran through WHAT without an
-# error, no call waiting a second for its id, its ids unique and increasing.  (A pause is what
+# check_client_through WHAT STATUS [SINCE_MS]: the one id client (its exit STATUS) ran through WHAT
+# without an error, no call waiting a second for its id (of the calls from SINCE_MS on, when
+# given), its ids unique and increasing.  (A pause is what
 # cosid_next() makes a caller wait: from the call's start to its id.  The time between two
 # calls also holds the client's commit and its sleep, which a loaded machine may stretch to
 # seconds while nothing waits for cosid: it is shown, not judged.)
 check_client_through() {
-    local gap wait
+    local gap wait since="${3:-0}"
     check "the client ran through $1 without an error" "0 0" "$2 $(q -c "SELECT count(*) FROM ids WHERE err IS NOT NULL")"
     q -c "SELECT DISTINCT err FROM ids WHERE err IS NOT NULL LIMIT 3" | sed 's/^/#   /'
     gap=$(q -c "SELECT round(max(d)) FROM (SELECT extract(epoch FROM start - lag(start) OVER (ORDER BY n)) * 1000 AS d FROM ids) x")
-    wait=$(q -c "SELECT round(max(extract(epoch FROM done - start) * 1000)) FROM ids WHERE id IS NOT NULL")
+    wait=$(q -c "SELECT round(max(extract(epoch FROM done - start) * 1000)) FROM ids WHERE id IS NOT NULL
+                   AND start >= to_timestamp($since / 1000.0)")
     echo "# $(q -c "SELECT count(*) FROM ids") ids; longest call: $wait ms; longest time between two calls' starts: $gap ms (the client sleeps 20 ms between calls)"
     check_true "no call waited a second for its id" "$(q -c "SELECT $wait < 1000")"
     check_true "every id unique and larger than the one before" \
