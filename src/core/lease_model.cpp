@@ -28,34 +28,32 @@ std::vector<int32_t> slot_preference(const std::vector<LeaseRow>& rows, const Ac
     // at a ceiling still ahead would make its next holder wait for its clock to pass it.
     auto available = [&](const LeaseRow& r) { return is_available(r, req.incarnation, now); };
     auto usable = [&](const LeaseRow& r) { return available(r) && r.next_floor <= now; };
-    if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
-        usable(rows[static_cast<size_t>(*req.preferred)]))
-        push(*req.preferred);
-    for (const auto& r : rows) {
-        const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
-        if (usable(r) && last == req.key) push(r.slot);
-    }
+    // The asker's own slots that pass `ok`: the preferred one, then the sticky ones.
+    auto own = [&](auto ok) {
+        if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
+            ok(rows[static_cast<size_t>(*req.preferred)]))
+            push(*req.preferred);
+        for (const auto& r : rows) {
+            const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
+            if (ok(r) && last == req.key) push(r.slot);
+        }
+    };
     // Free slots before expired leases, each in slot order: an expired lease's owner may
     // still renew it (a renewal succeeds after expiry while nobody took it over), and the
     // store finds a free slot through an index of free slots without reading the held ones.
-    for (const auto& r : rows)
-        if (usable(r) && !r.has_owner()) push(r.slot);
-    for (const auto& r : rows)
-        if (usable(r)) push(r.slot);
+    auto any = [&](auto ok) {
+        for (const auto& r : rows)
+            if (ok(r) && !r.has_owner()) push(r.slot);
+        for (const auto& r : rows)
+            if (ok(r)) push(r.slot);
+    };
+    own(usable);
+    any(usable);
     // Then the preferred and the sticky slot even when their next window cannot start now:
     // after a raise none can, and each asker takes back its own slot (the raise freed it)
     // instead of a whole fleet racing for the lowest free slots at once.
-    if (req.preferred && *req.preferred >= 0 && static_cast<size_t>(*req.preferred) < rows.size() &&
-        available(rows[static_cast<size_t>(*req.preferred)]))
-        push(*req.preferred);
-    for (const auto& r : rows) {
-        const std::string& last = r.has_owner() ? r.owner_key : r.previous_owner_key;
-        if (available(r) && last == req.key) push(r.slot);
-    }
-    for (const auto& r : rows)
-        if (available(r) && !r.has_owner()) push(r.slot);
-    for (const auto& r : rows)
-        if (available(r)) push(r.slot);
+    own(available);
+    any(available);
     // Last resort: an orphan the owner never learnt of (its acquire's answer was lost) must not
     // stay lost to it; the new window starts at its next_floor (its ceiling), so it is safe.
     for (const auto& r : rows)
