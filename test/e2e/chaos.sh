@@ -34,7 +34,6 @@ cleanup() {
     node_stop_all immediate
 }
 trap cleanup EXIT
-now_ms() { date +%s%3N; }
 T0=$(now_ms)
 rel() { local t=$(( $(now_ms) - T0 )); printf '%d.%d' $((t / 1000)) $(( (t % 1000) / 100 )); }
 FAULTS="$base/faults.log"
@@ -120,7 +119,7 @@ client_loop() {  # client_loop H N PERSISTENT
                 sleep 0.2
             elif out=$(node_sql "${1,,}" -v VERBOSITY=sqlstate \
                        -c "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50)" 2>&1); then
-                echo "$(now_ms) ok"
+                echo "$(now_ms) ok"; sleep "$CLIENT_PACE"
             else
                 code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
                 echo "$(now_ms) ${code:-conn}"; sleep 0.05

@@ -30,7 +30,6 @@ DAY=86400000
 node_up main "$DIR" "$PORT" "cosid.ttl = '1s'" "cosid.static_slots = 's:3'" "cosid.static_ahead = '500ms'" \
     "cosid.state_file = '$DIR/cosid.state'" "max_connections = 30"
 trap 'kill $(jobs -p) 2>/dev/null || true; node_stop_all immediate' EXIT
-now_ms() { date +%s%3N; }
 # jump MS: the host clock MS ahead (0: corrected), for the keeper and the local store (a
 # reload) and for the clients (which read it before each statement: a session inside a
 # procedure does not see a reload).

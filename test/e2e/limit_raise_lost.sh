@@ -36,7 +36,6 @@ PP=57401; PSB=57402; PA=57403; PB=57404
 stopped=""
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; kill $(jobs -p) 2>/dev/null || true
       node_stop_all immediate' EXIT
-now_ms() { date +%s%3N; }
 DSN="host=$P,$SB port=$PP,$PSB dbname=postgres user=postgres target_session_attrs=read-write"
 # (the standby registered here: setup makes it inside a command substitution, a subshell)
 node_register sb "$SB" "$PSB"

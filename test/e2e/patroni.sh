@@ -60,7 +60,6 @@ cleanup() {
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
-now_ms() { date +%s%3N; }
 # The nodes: the members n1 and n2 (qn1, qn2; Patroni makes and runs their servers) and the
 # instances a and b (qa, qb), registered here: instance() makes them in the background.
 node_register n1 "$base/n1" "${PGP[0]}"; node_register n2 "$base/n2" "${PGP[1]}"
@@ -228,7 +227,7 @@ clients() {
             while [ ! -e "$base/stop" ]; do
                 if out=$(node_sql "$n" -v VERBOSITY=sqlstate \
                       -c "INSERT INTO t(client) SELECT $c FROM generate_series(1, 20)" 2>&1); then
-                    echo "$(now_ms) ok"; else
+                    echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$d/clients/$c.log"
@@ -247,7 +246,7 @@ node_clients() {
             while [ ! -e "$base/stop" ]; do
                 if out=$(as_pg "$PG_BIN/psql" -X -q -d "$dsn" -v VERBOSITY=sqlstate \
                       -c "INSERT INTO tn(at) SELECT clock_timestamp() FROM generate_series(1, 20)" 2>&1); then
-                    echo "$(now_ms) ok"; else
+                    echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$base/nodeclients/$c.log"

@@ -32,7 +32,6 @@ has_cosid() {  # has_cosid BIN: a server and this tree's cosid installed into it
     [ -x "$1/postgres" ] && [ -f "$("$1/pg_config" --pkglibdir)/cosid.so" ] &&
         grep -q "^default_version = '$CURRENT'" "$("$1/pg_config" --sharedir)/extension/cosid.control"
 }
-now_ms() { date +%s%3N; }
 
 # A case's servers are nodes (test/lib/node.sh) of its own subshell: o the old cluster (qo),
 # n the new one (qn), b a standby (qb), each of its major's bin directory; stopped at exit

@@ -16,7 +16,6 @@ B="$base/b"
 PS=55481; PA=55482; PB=55483; PP=55484
 trap 'kill $(jobs -p) 2>/dev/null || true; [ -f "$P/pgbouncer.pid" ] && kill "$(cat "$P/pgbouncer.pid")" 2>/dev/null
       node_stop_all immediate' EXIT
-now_ms() { date +%s%3N; }
 
 node_up s "$S" "$PS"
 qs -c "CREATE EXTENSION cosid" -c "SELECT cosid_namespace_create('pb', slot_bits => 5, tolerance => '300 ms')" \
@@ -90,7 +89,7 @@ client() {  # client NODE NAME (its psql without ON_ERROR_STOP, as a plain psql 
     while [ ! -e "$base/stop" ]; do
         if out=$(node_sql "$1" -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate \
               -c "SET cosid.acquire_timeout = '5s'" -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 50) g" 2>&1)
-        then echo "$(now_ms) ok"
+        then echo "$(now_ms) ok"; sleep "$CLIENT_PACE"
         else code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-); echo "$(now_ms) ${code:-conn}"; sleep 0.05
         fi
     done > "$base/clients/$2.log"

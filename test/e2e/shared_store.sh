@@ -90,7 +90,6 @@ check_dup=$(qa -c "SELECT duplicate_owner_keys FROM cosid_stats()")
 check_true "A's new incarnation saw its old, still live leases and left them alone" "$([ "$check_dup" -gt 0 ] && echo t)"
 
 echo "# The store freezes (SIGSTOP: no answer and no error, as in a network partition) for 6 s"
-now_ms() { date +%s%3N; }
 fails0=$(qb -c "SELECT renewal_failures FROM cosid_stats()")
 # A session on B opened and bound to B's lease before the freeze: what is left of B's window
 # then (2 s + 300 ms, less up to ttl/3) goes to the ids, not to a loaded machine's psql start.

@@ -24,7 +24,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/check.sh"
 ROOT="${1:-/tmp/cosid-e2e}/static_ceiling"
 FAIL=0
-now_ms() { date +%s%3N; }
 B="$PG_BIN"; D="$ROOT"
 OPORT=55701; NPORT=55702
 trap 'node_stop_all immediate' EXIT

@@ -43,7 +43,7 @@ clients() {
                 if out=$(q -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate ${3:+-c "$3"} \
                       -c "WITH a AS (INSERT INTO t(phase) SELECT '$2' FROM generate_series(1, 20))
                           INSERT INTO u(phase) SELECT '$2' FROM generate_series(1, 20)" 2>&1); then
-                    echo "$(now_ms) ok"; else
+                    echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
                     echo "$out" > "$DIR/clients/$2.$c.last_error"
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi

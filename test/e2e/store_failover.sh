@@ -19,7 +19,6 @@ PP=55456; PSB=55457; PA=55458; PB=55459
 stopped=""
 trap '[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null; touch "$base/stop"; kill $(jobs -p) 2>/dev/null || true
       node_stop_all immediate' EXIT
-now_ms() { date +%s%3N; }
 DSN="host=$P,$SB port=$PP,$PSB dbname=postgres user=postgres target_session_attrs=read-write"
 # qstore: the store that is primary now, through the multi-host DSN (no one node's)
 qstore() { as_pg "$PG_BIN/psql" -X -q -At -d "$DSN connect_timeout=2" "$@"; }

@@ -5,7 +5,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
-now_ms() { date +%s%3N; }
 # The fault suites' server is node main (test/lib/node.sh) in DIR, on PORT; q is its shorthand.
 # stat_of EXPR: EXPR over this server's cosid_stats() (a counter, or a test on counters).
 stat_of() { q -c "SELECT $1 FROM cosid_stats()"; }
