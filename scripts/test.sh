@@ -9,6 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 stage() { log "$* [at $SECONDS s]"; }  # a phase's heading, with the time since the start
 install_prerequisites
 apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
+apt_install_missing bash-builtins  # test/lib/check.sh: sleep as a builtin in the scripts' loops
 apt_install_missing shellcheck cppcheck clang-format clang-tidy  # scripts/static_checks.sh
 # test/e2e/applications.sh: the frameworks of docs/applications.md (npm comes with NodeSource's
 # nodejs, which Debian's npm package would conflict with: only when there is no npm at all)

@@ -110,7 +110,7 @@ client_loop() {  # client_loop H N PERSISTENT
         while [ ! -e "$base/stop" ]; do
             if [ "$3" = yes ]; then
                 { while [ ! -e "$base/stop" ]; do
-                      echo "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50);"; sleep 0.02; done; } |
+                      echo "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50);"; sleep 0.05; done; } |
                     node_sql "${1,,}" -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate 2>&1 >/dev/null |
                     while read -r line; do
                         code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$line" | cut -c9-)

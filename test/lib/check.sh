@@ -4,6 +4,10 @@
 FAIL=0
 # the servers: test/lib/node.sh (node_init, node_start, node_sql, node_wait, ...)
 source "$(dirname "${BASH_SOURCE[0]}")/node.sh"
+# sleep as a builtin (Debian's bash-builtins, installed by scripts/test.sh), when there: the
+# scripts' loops sleep hundreds of times a second in all, and a sleep process costs a fork and
+# an exec each (2 to 3 ms of CPU here).
+enable -f /usr/lib/bash/sleep sleep 2>/dev/null || true
 # A client loop's pause after each committed statement.  A client that reconnects for every
 # statement (psql and a backend's fork each time) and never pauses takes a whole core of a
 # 2-core machine, which the other lanes' servers need for their timed steps; ten statements a
