@@ -24,6 +24,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._window_start(bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
 
+-- A grant's window on a lease row: it starts where cosid._window_start says (its arguments
+-- first), and its ceiling, which is also the row's next floor, is cosid._window_ceiling's for a
+-- ttl of p_ttl from the store's p_now.  cosid.acquire's one place for both.  (A set-returning
+-- SQL function: the planner inlines it into the UPDATE, where a function returning one record
+-- would run as a statement of its own.)
+CREATE OR REPLACE FUNCTION cosid._grant_window(p_next_floor bigint, p_seen bigint, p_count bigint, p_raised_floor bigint,
+                                               p_not_before bigint, p_static bigint, p_ttl bigint, p_tol bigint,
+                                               p_now bigint)
+RETURNS TABLE (floor bigint, ceiling bigint)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT s.start, cosid._window_ceiling(s.start, s.start, p_ttl, p_tol, p_now)
+      FROM (SELECT cosid._window_start(p_next_floor, p_seen, p_count, p_raised_floor, p_not_before, p_static) AS start) s
+$$;
+REVOKE ALL ON FUNCTION cosid._grant_window(bigint, bigint, bigint, bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -183,23 +198,12 @@ BEGIN
                        owner_role  = session_user,
                        fence       = l.fence + 1 + cosid._raise_fence_step(l.raise_seen, m.raise_count),
                        raise_seen  = greatest(l.raise_seen, m.raise_count),
-                       floor       = cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
-                                                         m.raised_floor, v_ns.not_before_ms, v_static),
                        expires_at  = v_now + p_ttl_ms,
-                       ceiling     = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
-                                                                               m.raised_floor, v_ns.not_before_ms,
-                                                                               v_static),
-                                                           cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
-                                                                               m.raised_floor, v_ns.not_before_ms,
-                                                                               v_static),
-                                                           p_ttl_ms, v_ns.tolerance_ms, v_now),
-                       next_floor  = cosid._window_ceiling(cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
-                                                                               m.raised_floor, v_ns.not_before_ms,
-                                                                               v_static),
-                                                           cosid._window_start(l.next_floor, l.raise_seen, m.raise_count,
-                                                                               m.raised_floor, v_ns.not_before_ms,
-                                                                               v_static),
-                                                           p_ttl_ms, v_ns.tolerance_ms, v_now)
+                       (floor, ceiling, next_floor)
+                                   = (SELECT g.floor, g.ceiling, g.ceiling
+                                        FROM cosid._grant_window(l.next_floor, l.raise_seen, m.raise_count,
+                                                                 m.raised_floor, v_ns.not_before_ms, v_static,
+                                                                 p_ttl_ms, v_ns.tolerance_ms, v_now) g)
                   FROM cosid._raise_mark() m
                  -- A row another transaction holds locked is passed over (SKIP LOCKED), not
                  -- waited for: a racing acquirer takes it anyway, and a keeper role that holds
