@@ -99,11 +99,12 @@ $$;
 REVOKE ALL ON FUNCTION cosid._raised_next_floor(bigint, bigint, bigint, bigint, boolean) FROM PUBLIC;
 
 -- The fence step a row brought up to raise p_count takes (p_seen its raise_seen): 2^32 for each
--- raise it missed.  A lost tail of the store's history is far shorter than 2^32 grants of one
--- row, and it knew at most the raises before it (it may have brought the row up to those
--- itself, a step each): a step per raise missed puts the row's next fence above every fence any
--- lost tail gave it, so no renewal or release from such a tail matches a window granted after
--- (one step per raise, as the raise before 1.8 gave every row at once).
+-- raise it missed, as the raise before 1.8 gave every row at once.  A lost tail of the store's
+-- history is far shorter than 2^32 grants of one row: a step per raise missed puts the row's
+-- next fence above every fence a lost tail gave it from the raises this history knows.  A tail
+-- that raised once more itself (a raise this history never saw) may have given the same fences
+-- on its side, as the raise before 1.8 could: such a fence is told apart only by the
+-- incarnation, which a renewal or release must match too.
 CREATE OR REPLACE FUNCTION cosid._raise_fence_step(p_seen bigint, p_count bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE WHEN p_seen < p_count THEN (p_count - p_seen) * 4294967296 ELSE 0 END
