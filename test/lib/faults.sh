@@ -175,7 +175,8 @@ sample_windows() {
 }
 
 PHASE=start
-# start_clients N: N clients inserting 50 rows per statement until stop_clients.
+# start_clients N: N clients inserting 50 rows per statement (a connection each, CLIENT_PACE
+# apart) until stop_clients.
 start_clients() {
     rm -f "$DIR/stop"
     CLIENT_PIDS=()
@@ -185,7 +186,7 @@ start_clients() {
             while [ ! -e "$DIR/stop" ]; do
                 if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
                       -c "INSERT INTO t(client, phase) SELECT $c, '$PHASE' FROM generate_series(1, 50)" 2>&1); then
-                    echo "$(now_ms) ok"; else
+                    echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
                     code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$DIR/clients/$PHASE.$c.log"
