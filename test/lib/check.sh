@@ -27,8 +27,9 @@ now_ms() {  # the wall clock in ms, from bash itself: no process (date is one, 2
     echo "${t%???}"
 }
 wait_until() {  # wait_until SECONDS COMMAND...: until COMMAND prints "t", at most SECONDS; prints it
-    # Polled every 0.1 s for the first 2 s, then every 0.25 s: most conditions come true at
-    # once, and a long wait's polls (a psql and a backend each) are CPU the other lanes need.
+    # Polled every 0.1 s for the first 5 s, then every 0.25 s: the scenarios' timed steps wait
+    # seconds at most, and a long wait's polls (a psql and a backend each, about 60 ms of CPU
+    # on this kind of machine) are CPU the other lanes need.
     local start; start=$(now_ms)
     local deadline=$(( start + $1 * 1000 )) v="" now; shift
     while :; do
@@ -36,7 +37,7 @@ wait_until() {  # wait_until SECONDS COMMAND...: until COMMAND prints "t", at mo
         [ "$v" = t ] && break
         now=$(now_ms)
         [ "$now" -ge "$deadline" ] && break
-        if [ $(( now - start )) -lt 2000 ]; then sleep 0.1; else sleep 0.25; fi
+        if [ $(( now - start )) -lt 5000 ]; then sleep 0.1; else sleep 0.25; fi
     done
     echo "${v:-f}"
 }
