@@ -369,18 +369,19 @@ GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
 -- superuser) may call it, who may call cosid.renew and cosid.release anyway.
 --
 -- A pass of renewals only (the keeper's usual pass) is answered as cosid.renew called lease by
--- lease answers it, at about half the store's CPU (docs/capacity.md): what each renewal did
--- again and found the same within one transaction (the timeline followed, the ttl granted,
--- the store's now) is done once, and the leases are renewed by one UPDATE with cosid.renew's
--- compare-and-set (namespace, slot, incarnation, fence, the store role that holds it), the
--- lease guard firing on each row.  It renews every lease of the pass or answers nothing: a pass
--- with a lease lost, expired (reviving one counts against the role's cap), another role's, of
--- a namespace missing or named twice goes on lease by lease, cosid.renew in order, as every
--- pass with a release does (a release's exact last timestamp is the next holder's floor).  A
--- lease the UPDATE renewed is then renewed again, which answers what renewing it once at that
--- later now does: a renewal never shrinks, and its ceiling is cosid._window_ceiling of the same
--- floor and prior ceiling.  The first namespace is looked up before the timeline is followed,
--- as cosid.renew does, so that its error comes first.
+-- lease answers it, in half the backend's instructions for a pass of 5 (docs/capacity.md):
+-- what each renewal did again and found the same within one transaction (the timeline
+-- followed, the ttl granted, the store's now) is done once, and the leases are renewed by one
+-- UPDATE with cosid.renew's compare-and-set (namespace, slot, incarnation, fence, the store
+-- role that holds it), the lease guard firing on each row.  It renews every lease of the pass
+-- or answers nothing: a pass with a lease lost, expired (reviving one counts against the
+-- role's cap), another role's, of a namespace missing or named twice goes on lease by lease,
+-- cosid.renew in order, as every pass with a release does (a release's exact last timestamp
+-- is the next holder's floor).  A lease the UPDATE renewed is then renewed again, which
+-- answers what renewing it once at that later now does: a renewal never shrinks, and its
+-- ceiling is cosid._window_ceiling of the same floor and prior ceiling.  The first namespace
+-- is looked up before the timeline is followed, as cosid.renew does, so that its error comes
+-- first.
 CREATE OR REPLACE FUNCTION cosid.lease_pass(p_incarnation uuid, p_ttl_ms bigint, p_release boolean[], p_namespace text[],
                                  p_slot int[], p_fence bigint[], p_number bigint[])
 RETURNS TABLE (ord int, slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -401,7 +402,8 @@ BEGIN
                                   coalesce(array_length(p_fence, 1), 0), coalesce(array_length(p_number, 1), 0));
     END IF;
     IF n > 0 AND (true = ANY (p_release)) IS NOT TRUE THEN
-        IF p_ttl_ms > 0 AND p_ttl_ms <= 86400000 AND EXISTS (SELECT FROM cosid.namespace x WHERE x.name = p_namespace[1]) THEN
+        IF p_incarnation IS NOT NULL AND p_ttl_ms > 0 AND p_ttl_ms <= 86400000
+           AND EXISTS (SELECT FROM cosid.namespace x WHERE x.name = p_namespace[1]) THEN
             PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
             SELECT g.ttl_ms, cosid.store_now() INTO v_ttl, v_now FROM cosid._grant_limits(p_ttl_ms) g;
             RETURN QUERY
@@ -412,7 +414,11 @@ BEGIN
                        next_floor = cosid._window_ceiling(l.floor, l.ceiling, v_ttl, x.tolerance_ms, v_now),
                        owner_role = session_user
                   FROM unnest(p_namespace, p_slot, p_fence) WITH ORDINALITY u(ns, s, f, k), cosid.namespace x
-                 WHERE x.name = u.ns AND l.namespace = u.ns AND l.slot = u.s AND l.incarnation = p_incarnation AND l.fence = u.f
+                 -- (each row by its primary key: IS NOT DISTINCT FROM, = for an incarnation not NULL,
+                 -- leaves the planner no other index; statistics taken before the leases were held
+                 -- made it read a namespace's held rows through lease_owner_role for every lease)
+                 WHERE x.name = u.ns AND l.namespace = u.ns AND l.slot = u.s AND l.fence = u.f
+                   AND l.incarnation IS NOT DISTINCT FROM p_incarnation
                    AND (l.owner_role IS NULL OR l.owner_role = session_user)
                    AND l.expires_at > v_now
                 RETURNING u.k, l.slot, l.fence, l.expires_at, l.floor, l.ceiling, l.next_floor)
