@@ -285,8 +285,10 @@ BEGIN
            ceiling    = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
            next_floor = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
            owner_role = session_user
-     WHERE l.namespace = p_namespace AND l.slot = p_slot
-       AND l.incarnation = p_incarnation AND l.fence = p_fence
+     -- (by the primary key: IS NOT DISTINCT FROM, = for an incarnation not NULL, leaves the
+     -- planner no other index, as in cosid.lease_pass)
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND p_incarnation IS NOT NULL
+       AND l.incarnation IS NOT DISTINCT FROM p_incarnation AND l.fence = p_fence
        AND (l.owner_role IS NULL OR l.owner_role = session_user)
        -- A lease that expired and nobody took is revived by its renewal: it counts against
        -- the role's cap again (cosid._lease_renew_revives refuses past it, 53400)
@@ -323,8 +325,8 @@ BEGIN
            previous_owner_key = l.owner_key,
            owner_key = NULL, incarnation = NULL, owner_role = NULL,
            fence = l.fence + 1
-     WHERE l.namespace = p_namespace AND l.slot = p_slot
-       AND l.incarnation = p_incarnation AND l.fence = p_fence
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND p_incarnation IS NOT NULL
+       AND l.incarnation IS NOT DISTINCT FROM p_incarnation AND l.fence = p_fence
        AND (l.owner_role IS NULL OR l.owner_role = session_user)
     RETURNING l.* INTO r;
     IF FOUND THEN
@@ -415,8 +417,10 @@ BEGIN
                        owner_role = session_user
                   FROM unnest(p_namespace, p_slot, p_fence) WITH ORDINALITY u(ns, s, f, k), cosid.namespace x
                  -- (each row by its primary key: IS NOT DISTINCT FROM, = for an incarnation not NULL,
-                 -- leaves the planner no other index; statistics taken before the leases were held
-                 -- made it read a namespace's held rows through lease_owner_role for every lease)
+                 -- leaves the planner no other index.  With = and statistics taken before the
+                 -- leases were held, the generic plan read every held row of the namespace
+                 -- through lease_owner_role for each lease: 1,000 rows a renewal in a fleet's
+                 -- first case.)
                  WHERE x.name = u.ns AND l.namespace = u.ns AND l.slot = u.s AND l.fence = u.f
                    AND l.incarnation IS NOT DISTINCT FROM p_incarnation
                    AND (l.owner_role IS NULL OR l.owner_role = session_user)
