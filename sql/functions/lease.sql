@@ -371,7 +371,7 @@ GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
 -- superuser) may call it, who may call cosid.renew and cosid.release anyway.
 --
 -- A pass of renewals only (the keeper's usual pass) is answered as cosid.renew called lease by
--- lease answers it, in half the backend's instructions for a pass of 5 (docs/capacity.md):
+-- lease answers it, in about half the backend's instructions for a pass of 5 (docs/capacity.md):
 -- what each renewal did again and found the same within one transaction (the timeline
 -- followed, the ttl granted, the store's now) is done once, and the leases are renewed by one
 -- UPDATE with cosid.renew's compare-and-set (namespace, slot, incarnation, fence, the store
