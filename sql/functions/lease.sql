@@ -289,8 +289,10 @@ BEGIN
            ceiling    = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
            next_floor = cosid._window_ceiling(l.floor, l.ceiling, p_ttl_ms, v_ns.tolerance_ms, v_now),
            owner_role = session_user
-     WHERE l.namespace = p_namespace AND l.slot = p_slot
-       AND l.incarnation = p_incarnation AND l.fence = p_fence
+     -- (by the primary key: IS NOT DISTINCT FROM, = for an incarnation not NULL, leaves the
+     -- planner no other index, as in cosid.lease_pass)
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND p_incarnation IS NOT NULL
+       AND l.incarnation IS NOT DISTINCT FROM p_incarnation AND l.fence = p_fence
        AND (l.owner_role IS NULL OR l.owner_role = session_user)
        -- A lease that expired and nobody took is revived by its renewal: it counts against
        -- the role's cap again (cosid._lease_renew_revives refuses past it, 53400)
@@ -327,8 +329,8 @@ BEGIN
            previous_owner_key = l.owner_key,
            owner_key = NULL, incarnation = NULL, owner_role = NULL,
            fence = l.fence + 1
-     WHERE l.namespace = p_namespace AND l.slot = p_slot
-       AND l.incarnation = p_incarnation AND l.fence = p_fence
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND p_incarnation IS NOT NULL
+       AND l.incarnation IS NOT DISTINCT FROM p_incarnation AND l.fence = p_fence
        AND (l.owner_role IS NULL OR l.owner_role = session_user)
     RETURNING l.* INTO r;
     IF FOUND THEN
@@ -365,20 +367,37 @@ END $$;
 REVOKE ALL ON FUNCTION cosid.revoke(text, int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
 
--- A keeper's pass in one store transaction: the renewals and releases due for
--- several leases of one incarnation, element k of each array describing lease k.  Each is
--- cosid.renew or cosid.release itself, with its checks (fence and incarnation, the store role
--- that acquired it, the timeline); a row per lease the store still held for the caller, ord
--- naming it (1-based), none for a lease that was lost.  SECURITY INVOKER: whoever may call
--- renew and release (cosid_keeper) may batch them, and nobody else.  An error in any element
--- rolls back the whole pass: the keeper then asks lease by lease, and so learns which.
+-- A keeper's pass in one store transaction: the renewals and releases due for several leases
+-- of one incarnation, element k of each array describing lease k; a row per lease the store
+-- still held for the caller, ord naming it (1-based), none for a lease that was lost.  An
+-- error in any element rolls back the whole pass: the keeper then asks lease by lease, and so
+-- learns which.  SECURITY DEFINER for the pass of renewals only; only cosid_keeper (and the
+-- superuser) may call it, who may call cosid.renew and cosid.release anyway.
+--
+-- A pass of renewals only (the keeper's usual pass) is answered as cosid.renew called lease by
+-- lease answers it, in about half the backend's instructions for a pass of 5 (docs/capacity.md):
+-- what each renewal did again and found the same within one transaction (the timeline
+-- followed, the ttl granted, the store's now) is done once, and the leases are renewed by one
+-- UPDATE with cosid.renew's compare-and-set (namespace, slot, incarnation, fence, the store
+-- role that holds it), the lease guard firing on each row.  It renews every lease of the pass
+-- or answers nothing: a pass with a lease lost, expired (reviving one counts against the
+-- role's cap), another role's, of a namespace missing or named twice goes on lease by lease,
+-- cosid.renew in order, as every pass with a release does (a release's exact last timestamp
+-- is the next holder's floor).  A lease the UPDATE renewed is then renewed again, which
+-- answers what renewing it once at that later now does: a renewal never shrinks, and its
+-- ceiling is cosid._window_ceiling of the same floor and prior ceiling.  The first namespace
+-- is looked up before the timeline is followed, as cosid.renew does, so that its error comes
+-- first.
 CREATE OR REPLACE FUNCTION cosid.lease_pass(p_incarnation uuid, p_ttl_ms bigint, p_release boolean[], p_namespace text[],
                                  p_slot int[], p_fence bigint[], p_number bigint[])
 RETURNS TABLE (ord int, slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
                next_floor bigint, store_now bigint)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     n int := coalesce(array_length(p_namespace, 1), 0);
+    v_ttl  bigint;
+    v_now  bigint;
+    v_rows bigint;
 BEGIN
     IF coalesce(array_length(p_release, 1), 0) <> n OR coalesce(array_length(p_slot, 1), 0) <> n
        OR coalesce(array_length(p_fence, 1), 0) <> n OR coalesce(array_length(p_number, 1), 0) <> n THEN
@@ -387,6 +406,37 @@ BEGIN
                   DETAIL = format('namespace %s, release %s, slot %s, fence %s, number %s elements', n,
                                   coalesce(array_length(p_release, 1), 0), coalesce(array_length(p_slot, 1), 0),
                                   coalesce(array_length(p_fence, 1), 0), coalesce(array_length(p_number, 1), 0));
+    END IF;
+    IF n > 0 AND (true = ANY (p_release)) IS NOT TRUE THEN
+        IF p_incarnation IS NOT NULL AND p_ttl_ms > 0 AND p_ttl_ms <= 86400000
+           AND EXISTS (SELECT FROM cosid.namespace x WHERE x.name = p_namespace[1]) THEN
+            PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
+            SELECT g.ttl_ms, cosid.store_now() INTO v_ttl, v_now FROM cosid._grant_limits(p_ttl_ms) g;
+            RETURN QUERY
+            WITH r AS (
+                UPDATE cosid.lease l
+                   SET expires_at = greatest(l.expires_at, v_now + v_ttl),
+                       ceiling    = cosid._window_ceiling(l.floor, l.ceiling, v_ttl, x.tolerance_ms, v_now),
+                       next_floor = cosid._window_ceiling(l.floor, l.ceiling, v_ttl, x.tolerance_ms, v_now),
+                       owner_role = session_user
+                  FROM unnest(p_namespace, p_slot, p_fence) WITH ORDINALITY u(ns, s, f, k), cosid.namespace x
+                 -- (each row by its primary key: IS NOT DISTINCT FROM, = for an incarnation not NULL,
+                 -- leaves the planner no other index.  With = and statistics taken before the
+                 -- leases were held, the generic plan read every held row of the namespace
+                 -- through lease_owner_role for each lease: 1,000 rows a renewal in a fleet's
+                 -- first case.)
+                 WHERE x.name = u.ns AND l.namespace = u.ns AND l.slot = u.s AND l.fence = u.f
+                   AND l.incarnation IS NOT DISTINCT FROM p_incarnation
+                   AND (l.owner_role IS NULL OR l.owner_role = session_user)
+                   AND l.expires_at > v_now
+                RETURNING u.k, l.slot, l.fence, l.expires_at, l.floor, l.ceiling, l.next_floor)
+            SELECT r.k::int, r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now
+              FROM r WHERE (SELECT count(*) FROM r) = n ORDER BY r.k;
+            GET DIAGNOSTICS v_rows = ROW_COUNT;
+            IF v_rows = n THEN
+                RETURN;
+            END IF;
+        END IF;
     END IF;
     FOR k IN 1 .. n LOOP
         IF p_release[k] THEN

@@ -70,6 +70,63 @@ SELECT n_tup_upd - :upd0 AS updates, n_tup_hot_upd - :hot0 >= 90 AS heap_only
 COMMIT;
 SELECT count(*) AS hot_revoked FROM hot_leases h, cosid.revoke('hot', h.slot) r;
 
+-- A pass of renewals only is one UPDATE and answers as cosid.renew lease by
+-- lease: every lease renewed at one store now, with the granted ttl and the namespace's
+-- tolerance; a lease named twice answers twice; an expired lease is revived; a lost one answers
+-- nothing while the others renew; a missing namespace, a bad ttl and another role's lease are
+-- refused with renew's errors, and a refused pass changes nothing.
+SELECT cosid_namespace_create('pass_set', slot_bits => 3);
+SELECT tolerance_ms AS tol FROM cosid.namespace WHERE name = 'pass_set' \gset
+SELECT least(20000, max_ttl_ms) AS granted FROM cosid.store_state \gset
+SET SESSION AUTHORIZATION pass_one;
+SELECT slot AS t1, fence AS g1 FROM cosid.acquire('pass_set', 'one', '00000000-0000-0000-0000-0000000000b2', 20000) \gset
+SELECT slot AS t2, fence AS g2 FROM cosid.acquire('pass_set', 'one', '00000000-0000-0000-0000-0000000000b2', 20000) \gset
+SELECT slot AS t3, fence AS g3 FROM cosid.acquire('pass_set', 'one', '00000000-0000-0000-0000-0000000000b2', 20000) \gset
+SELECT ord, slot = (ARRAY[:t1, :t2, :t3])[ord] AS its_slot, fence = (ARRAY[:g1, :g2, :g3])[ord] AS its_fence,
+       expires_at = store_now + :granted AS ttl_granted, ceiling = greatest(floor, store_now + :granted + :tol) AS ceiling_rule,
+       next_floor = ceiling AS next_floor_is_ceiling, min(store_now) OVER () = max(store_now) OVER () AS one_store_now
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000, '{f,f,f}', '{pass_set,pass_set,pass_set}',
+                        ARRAY[:t1, :t2, :t3], ARRAY[:g1, :g2, :g3], '{0,0,0}')
+ ORDER BY ord;
+SELECT ord, slot = :t1 AS its_slot, expires_at IS NOT NULL AS renewed
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000, '{f,f}', '{pass_set,pass_set}',
+                        ARRAY[:t1, :t1], ARRAY[:g1, :g1], '{0,0}')
+ ORDER BY ord;
+SELECT ord, slot = (ARRAY[:t1, :t2, :t3])[ord] AS its_slot
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000, '{f,f,f}', '{pass_set,pass_set,pass_set}',
+                        ARRAY[:t1, :t2, :t3], ARRAY[:g1, :g2 + 7, :g3], '{0,0,0}')
+ ORDER BY ord;
+RESET SESSION AUTHORIZATION;
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before_set FROM cosid.lease l WHERE namespace = 'pass_set' \gset
+SET SESSION AUTHORIZATION pass_one;
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000,
+    '{f,f}', '{pass_set,pass_nope}', '{%s,%s}', '{%s,%s}', '{0,0}')$$, :t1, :t2, :g1, :g2));
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000,
+    '{f,f}', '{pass_nope,pass_set}', '{%s,%s}', '{%s,%s}', '{0,0}')$$, :t1, :t2, :g1, :g2));
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000,
+    '{f,f}', ARRAY[NULL, 'pass_set'], '{%s,%s}', '{%s,%s}', '{0,0}')$$, :t1, :t2, :g1, :g2));
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 0,
+    '{f,f}', '{pass_set,pass_set}', '{%s,%s}', '{%s,%s}', '{0,0}')$$, :t1, :t2, :g1, :g2));
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION pass_two;
+SELECT expect_error(format($$SELECT * FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000,
+    '{f,f}', '{pass_set,pass_set}', '{%s,%s}', '{%s,%s}', '{0,0}')$$, :t1, :t2, :g1, :g2));
+RESET SESSION AUTHORIZATION;
+SELECT md5(string_agg(l::text, ',' ORDER BY slot)) = :'before_set' AS refused_changed_nothing
+  FROM cosid.lease l WHERE namespace = 'pass_set';
+-- past every lease's expiry (the store's clock moved on): lease 2 renewed alone first, then a
+-- pass of lease 1 (expired: revived) and lease 2 (live)
+SET cosid.store_clock_offset = 25000;
+SET SESSION AUTHORIZATION pass_one;
+SELECT count(*) AS renewed_alone FROM cosid.renew('pass_set', :t2, '00000000-0000-0000-0000-0000000000b2', :g2, 20000);
+SELECT ord, expires_at = store_now + :granted AS revived_or_renewed
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000, '{f,f}', '{pass_set,pass_set}',
+                        ARRAY[:t1, :t2], ARRAY[:g1, :g2], '{0,0}')
+ ORDER BY ord;
+RESET SESSION AUTHORIZATION;
+RESET cosid.store_clock_offset;
+SELECT count(*) AS pass_set_revoked FROM generate_series(0, 7) s, cosid.revoke('pass_set', s) r;
+
 SELECT count(*) AS revoked FROM generate_series(0, 7) s, cosid.revoke('batch', s) r;
 DROP ROLE pass_one;
 DROP ROLE pass_two;
