@@ -381,7 +381,8 @@ GRANT EXECUTE ON FUNCTION cosid.revoke(text, int) TO cosid_admin;
 -- UPDATE with cosid.renew's compare-and-set (namespace, slot, incarnation, fence, the store
 -- role that holds it), the lease guard firing on each row.  It renews every lease of the pass
 -- or answers nothing: a pass with a lease lost, expired (reviving one counts against the
--- role's cap), another role's, of a namespace missing or named twice goes on lease by lease,
+-- role's cap), another role's or no store role's yet, of a namespace missing or named twice,
+-- or arrays that do not start at 1, goes on lease by lease,
 -- cosid.renew in order, as every pass with a release does (a release's exact last timestamp
 -- is the next holder's floor).  A lease the UPDATE renewed is then renewed again, which
 -- answers what renewing it once at that later now does: a renewal never shrinks, and its
@@ -408,7 +409,11 @@ BEGIN
                                   coalesce(array_length(p_fence, 1), 0), coalesce(array_length(p_number, 1), 0));
     END IF;
     IF n > 0 AND (true = ANY (p_release)) IS NOT TRUE THEN
+        -- (arrays as the keeper sends them, one dimension from 1: unnest below pairs elements
+        -- in storage order, where the loop indexes them)
         IF p_incarnation IS NOT NULL AND p_ttl_ms > 0 AND p_ttl_ms <= 86400000
+           AND array_ndims(p_namespace) = 1 AND array_ndims(p_slot) = 1 AND array_ndims(p_fence) = 1
+           AND array_lower(p_namespace, 1) = 1 AND array_lower(p_slot, 1) = 1 AND array_lower(p_fence, 1) = 1
            AND EXISTS (SELECT FROM cosid.namespace x WHERE x.name = p_namespace[1]) THEN
             PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
             SELECT g.ttl_ms, cosid.store_now() INTO v_ttl, v_now FROM cosid._grant_limits(p_ttl_ms) g;
@@ -427,8 +432,14 @@ BEGIN
                  -- first case.)
                  WHERE x.name = u.ns AND l.namespace = u.ns AND l.slot = u.s AND l.fence = u.f
                    AND l.incarnation IS NOT DISTINCT FROM p_incarnation
-                   AND (l.owner_role IS NULL OR l.owner_role = session_user)
-                   AND l.expires_at > v_now
+                   -- A lease with no store role yet (acquired before 1.4) takes the lease by lease
+                   -- path: this UPDATE would give it one before the revive rule's count, which
+                   -- renew in order does not (cosid._lease_renew_revives).
+                   AND l.owner_role = session_user
+                   -- Live at the store's clock as the row is reached, not at v_now: a row reached
+                   -- after a wait on an earlier one's lock may have expired meanwhile, and its
+                   -- renewal is then a revival, with the cap's check (lease by lease).
+                   AND l.expires_at > cosid.store_now()
                 RETURNING u.k, l.slot, l.fence, l.expires_at, l.floor, l.ceiling, l.next_floor)
             SELECT r.k::int, r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor, v_now
               FROM r WHERE (SELECT count(*) FROM r) = n ORDER BY r.k;

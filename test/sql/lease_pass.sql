@@ -96,6 +96,12 @@ SELECT ord, slot = (ARRAY[:t1, :t2, :t3])[ord] AS its_slot
   FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000, '{f,f,f}', '{pass_set,pass_set,pass_set}',
                         ARRAY[:t1, :t2, :t3], ARRAY[:g1, :g2 + 7, :g3], '{0,0,0}')
  ORDER BY ord;
+-- arrays that do not start at 1 are indexed as the loop indexes them, element k of each
+-- (here the slot array's element 1 is its second: one lease, renewed as ord 1)
+SELECT ord, slot = :t2 AS indexed_from_1
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b2', 20000, '{f,f}', '{pass_set,pass_set}',
+                        ('[0:1]={' || :t1 || ',' || :t2 || '}')::int[], ARRAY[:g2, :g2], '{0,0}')
+ ORDER BY ord;
 RESET SESSION AUTHORIZATION;
 SELECT md5(string_agg(l::text, ',' ORDER BY slot)) AS before_set FROM cosid.lease l WHERE namespace = 'pass_set' \gset
 SET SESSION AUTHORIZATION pass_one;
@@ -125,6 +131,26 @@ SELECT ord, expires_at = store_now + :granted AS revived_or_renewed
  ORDER BY ord;
 RESET SESSION AUTHORIZATION;
 RESET cosid.store_clock_offset;
+-- A pass of an expired lease to revive at the role's cap and a live one no store role holds
+-- yet (acquired before 1.4): answered lease by lease in order, as cosid.renew answers it.  The
+-- revival counts the role's live leases before the other one is renewed (and given the role):
+-- both renewed.
+SELECT count(*) AS pass_set_cleared FROM generate_series(0, 7) s, cosid.revoke('pass_set', s) r;
+SET SESSION AUTHORIZATION pass_one;
+SELECT slot AS c1, fence AS h1 FROM cosid.acquire('pass_set', 'one', '00000000-0000-0000-0000-0000000000b3', 60000) \gset
+SELECT slot AS c2, fence AS h2 FROM cosid.acquire('pass_set', 'one', '00000000-0000-0000-0000-0000000000b3', 1000) \gset
+RESET SESSION AUTHORIZATION;
+UPDATE cosid.lease SET owner_role = NULL WHERE namespace = 'pass_set' AND slot = :c1;
+SELECT role_name, max_leases FROM cosid_lease_cap(1, role => 'pass_one');
+SET cosid.store_clock_offset = 10000;
+SET SESSION AUTHORIZATION pass_one;
+SELECT ord, slot = (ARRAY[:c2, :c1])[ord] AS its_slot, expires_at >= store_now + :granted AS renewed
+  FROM cosid.lease_pass('00000000-0000-0000-0000-0000000000b3', 20000, '{f,f}', '{pass_set,pass_set}',
+                        ARRAY[:c2, :c1], ARRAY[:h2, :h1], '{0,0}')
+ ORDER BY ord;
+RESET SESSION AUTHORIZATION;
+RESET cosid.store_clock_offset;
+SELECT role_name, max_leases FROM cosid_lease_cap(NULL, role => 'pass_one');
 SELECT count(*) AS pass_set_revoked FROM generate_series(0, 7) s, cosid.revoke('pass_set', s) r;
 
 SELECT count(*) AS revoked FROM generate_series(0, 7) s, cosid.revoke('batch', s) r;
