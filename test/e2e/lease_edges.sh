@@ -61,8 +61,19 @@ set_conf synchronous_commit off
 q -c "SELECT cosid_namespace_create('dur', slot_bits => 2)" >/dev/null
 # With the WAL writer and background writer stopped, nothing but a synchronous commit
 # flushes WAL: the flush position moves only if the keeper's acquire waited for it.
+# Each stopped where it waits for work (its wait event says so), never inside a WAL write: a
+# WAL writer stopped holding the WAL write lock would stop the acquire's own flush too (seen
+# once on a loaded machine: the acquire timed out).
 stopped=$(q -c "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE backend_type IN ('walwriter', 'background writer')")
-kill -STOP $stopped
+stopped_idle() {
+    kill -STOP $stopped
+    # (a stopped process's wait event stays as it was when it stopped)
+    q -c "SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type IN ('walwriter', 'background writer')
+          AND wait_event IN ('WalWriterMain', 'BgWriterMain', 'BgWriterHibernate')" | grep -qx t && { echo t; return; }
+    kill -CONT $stopped
+    echo f
+}
+check_true "the WAL writer and the background writer stopped between their rounds" "$(wait_until 20 stopped_idle)"
 f0=$(q -c "SELECT pg_current_wal_flush_lsn()")
 check "cosid_next() with a new namespace (the keeper acquires)" t "$(q -c "SELECT cosid_next('dur') > 0")"
 check_true "the acquire was flushed to disk before the id was issued" \
