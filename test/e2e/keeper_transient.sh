@@ -35,6 +35,10 @@ q -c "CREATE EXTENSION cosid" \
 # call_while_locked TABLE NS TIMEOUT OUT: TABLE locked (ACCESS EXCLUSIVE) until the call of
 # cosid_next(NS) with cosid.acquire_timeout TIMEOUT has waited 1.5 s or ended; its output
 # (VERBOSITY verbose) in OUT.  Prints how long the call took, in ms.
+call_running() {  # call_running PID: t once the call of PID runs cosid_next, or has ended
+    if ! kill -0 "$1" 2>/dev/null; then echo t; return; fi
+    q -c "SELECT count(*) > 0 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT cosid_next(%'"
+}
 call_while_locked() {
     local table=$1 ns=$2 timeout=$3 out=$4 pid t0
     barrier_close 71
@@ -43,8 +47,13 @@ call_while_locked() {
     t0=$(now_ms)
     q -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '$timeout'" -c "SELECT cosid_next('$ns') > 0" >"$out" 2>&1 &
     pid=$!
+    # 1.5 s from when the call runs, not from when its psql was started: on a loaded machine
+    # psql and its backend can take longer than that to start, and the lock was then gone
+    # before the call began (it got its id: the scenario did not happen)
+    wait_for 20 "the call running, or ended" call_running "$pid" >/dev/null
+    local t1; t1=$(now_ms)
     wait_for 20 "the call waiting 1.5 s, or ended" bash -c "
-        ! kill -0 $pid 2>/dev/null && echo t || { [ \$(( \$(date +%s%3N) - $t0 )) -ge 1500 ] && echo t; }" >/dev/null
+        ! kill -0 $pid 2>/dev/null && echo t || { [ \$(( \$(date +%s%3N) - $t1 )) -ge 1500 ] && echo t; }" >/dev/null
     barrier_open
     wait "$pid" 2>/dev/null || true
     echo $(( $(now_ms) - t0 ))
