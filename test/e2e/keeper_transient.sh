@@ -39,6 +39,9 @@ call_running() {  # call_running PID: t once the call of PID runs cosid_next, or
     if ! kill -0 "$1" 2>/dev/null; then echo t; return; fi
     q -c "SELECT count(*) > 0 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT cosid_next(%'"
 }
+call_waited() {  # call_waited PID SINCE_MS: t once the call of PID has ended or 1.5 s have passed since SINCE_MS
+    if ! kill -0 "$1" 2>/dev/null || [ $(( $(now_ms) - $2 )) -ge 1500 ]; then echo t; fi
+}
 call_while_locked() {
     local table=$1 ns=$2 timeout=$3 out=$4 pid t0
     barrier_close 71
@@ -52,8 +55,7 @@ call_while_locked() {
     # before the call began (it got its id: the scenario did not happen)
     wait_for 20 "the call running, or ended" call_running "$pid" >/dev/null
     local t1; t1=$(now_ms)
-    wait_for 20 "the call waiting 1.5 s, or ended" bash -c "
-        ! kill -0 $pid 2>/dev/null && echo t || { [ \$(( \$(date +%s%3N) - $t1 )) -ge 1500 ] && echo t; }" >/dev/null
+    wait_for 20 "the call waiting 1.5 s, or ended" call_waited "$pid" "$t1" >/dev/null
     barrier_open
     wait "$pid" 2>/dev/null || true
     echo $(( $(now_ms) - t0 ))
