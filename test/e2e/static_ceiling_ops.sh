@@ -40,13 +40,15 @@ mk() {  # mk NAME PORT settings...: node NAME in $D/NAME, its own initdb (not th
 }
 
 spread_and_dump() {  # spread_and_dump NODE DUMP WHAT: 30,000 ids in NODE's table t, spread over a
-    # few seconds so that another node's clock can be put in their middle; sets max_id and
-    # mid_ms (the middle of their times), dumps NODE to DUMP, verifies its store and stops it
+    # few seconds so that another node's clock can be put among them; sets max_id, min_ms and
+    # mid_ms (the first and the middle of their times), dumps NODE to DUMP, verifies its store
+    # and stops it
     local n=$1
     node_sql "$n" -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT cosid_next(), phase text)" \
         -c "DO \$\$ BEGIN FOR i IN 1..30000 LOOP INSERT INTO t(phase) VALUES ('a'); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null
     max_id=$(node_sql "$n" -c "SELECT max(id) FROM t")
     mid_ms=$(node_sql "$n" -c "SELECT ((extract(epoch FROM cosid_timestamp(min(id))) + extract(epoch FROM cosid_timestamp(max(id)))) * 500)::bigint FROM t")
+    min_ms=$(node_sql "$n" -c "SELECT (extract(epoch FROM cosid_timestamp(min(id))) * 1000)::bigint FROM t")
     as_pg "$B/pg_dump" -h "$(node_dir "$n")" -p "$(node_port "$n")" -Fc -f "$2" postgres
     assert_store_verified "$(node_dir "$n")" "$(node_port "$n")" postgres "$3"
     node_stop "$n"
@@ -163,10 +165,13 @@ mk la $PL "cosid.static_slots = 'default:5'"
 mk lb $PM "cosid.static_slots = 'default:5'"
 node_start la
 spread_and_dump la "$D/l.dump" "l) LA"
-echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/lb/data/postgresql.conf"
+# LB's clock at LA's first id: its server start and CREATE EXTENSION take a few seconds of LA's
+# spread on a loaded machine, and its window must still open among LA's ids (from the middle,
+# a slow start put it above them)
+echo "cosid.clock_offset = $(( min_ms - $(date +%s%3N) ))" >> "$D/lb/data/postgresql.conf"
 node_start lb
-qlb -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \
-    -c "CREATE TABLE t_after (id bigint)" -c "SELECT cosid_next()" >/dev/null   # a window opens before the rows come
+early_id=$(qlb -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \
+    -c "CREATE TABLE t_after (id bigint)" -c "SELECT cosid_next()" | tail -1)   # a window opens before the rows come
 as_pg "$B/pg_restore" -h "$D/lb" -p $PM -d postgres --data-only "$D/l.dump" 2>"$D/l.err" || true
 check_true "l) the keeper closed the window that opened below the restored rows" \
     "$(wait_for 15 "the keeper's log of the closed window" bash -c "grep -q 'a ceiling above the open window.s floor was recorded' '$D/lb/server.log' && echo t")"
@@ -174,14 +179,16 @@ qlb -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_n
 check "l) then 20000 ids, none at or below the restored $max_id" "20000|0|" \
     "$(qlb -c "SELECT count(*) || '|' || count(*) FILTER (WHERE id <= $max_id) FROM t_after")|$(head -1 "$D/l2.err")"
 # The history shows what the restore came too late for, as an audit should: the window LB
-# opened on slot 5 before LA's rows arrived (its one id lies among LA's ticks: same slot and
-# tick, another sequence) overlaps LA's restored windows; no other window of LB does.  (The
-# docs: let a restore finish before the application issues ids.)
-max_ms=$(qlb -c "SELECT (extract(epoch FROM cosid_timestamp($max_id)) * 1000)::bigint")
+# opened on slot 5 before LA's rows arrived (the one that holds the id it issued then, among
+# LA's ticks) overlaps LA's restored windows; no other window of LB does.  (The docs: let a
+# restore finish before the application issues ids.)
+early_ms=$(qlb -c "SELECT (extract(epoch FROM cosid_timestamp($early_id)) * 1000)::bigint")
 check_true "l) cosid_verify() on LB reports the window opened before the restore, against LA's, and nothing else" \
     "$(qlb -c "SELECT count(*) > 0
                         AND bool_and((first_holder LIKE '%(this server)%') <> (second_holder LIKE '%(this server)%'))
-                        AND bool_and(CASE WHEN first_holder LIKE '%(this server)%' THEN first_floor ELSE second_floor END < $max_ms)
+                        AND bool_and(CASE WHEN first_holder LIKE '%(this server)%'
+                                          THEN first_floor < $early_ms AND $early_ms <= first_ceiling
+                                          ELSE second_floor < $early_ms AND $early_ms <= second_ceiling END)
                    FROM cosid_verify()")"
 node_stop lb
 exit $FAIL
