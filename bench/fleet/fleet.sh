@@ -13,6 +13,9 @@
 #                     the standby); counts the leases lost across it.  The raise (every slot row
 #                     rewritten) is left to the keepers' first calls, within their ttl/6 bound;
 #                     follow: run by hand at once, cosid_store_follow_timeline() (docs/failover.md)
+#   FLEET_RAMP_SECONDS  the spread of the instances' first acquires (default: ttl/3, 10 s, as
+#                     when a whole fleet starts at once; a fleet of 100,000 leases starts over
+#                     minutes on a store that carries its renewals but not 100,000 acquires at once)
 #   FLEET_SLOT_BITS=16  each namespace's slot bits (65,536 slots: room for the 20,000 case; a
 #                     switchover's raise rewrites every slot row, so it costs with the slots)
 #   FLEET_IDLE_SECONDS=5  the store's CPU sampled this long before each case, with no fleet: its own
@@ -185,7 +188,8 @@ run_case() {
         "$fdir/fleet" --conninfo "${conns[$j]}" --n "$share" --seconds "$fleet_secs" \
             --namespace "$names" --batch "$batch" --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" \
             --latency-file "$sdir/run.lat$j" "${extra[@]}" --id-offset "$offset" \
-            --idle-seconds "${FLEET_IDLE_SECONDS:-5}" > "$sdir/run.out$j" 2>&1 &
+            --idle-seconds "${FLEET_IDLE_SECONDS:-5}" ${FLEET_RAMP_SECONDS:+--ramp-seconds "$FLEET_RAMP_SECONDS"} \
+            > "$sdir/run.out$j" 2>&1 &
         pids+=($!); offset=$(( offset + share ))  # each process its own owner keys and preferred slots
     done
     for p in "${pids[@]}"; do wait "$p" || true; done
