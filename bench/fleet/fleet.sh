@@ -245,9 +245,12 @@ report_case() {
     elif [ "$(sum freed)" != 0 ]; then
         echo "      $(sum freed) leases the store answered with no row"
     fi
-    if awk -v p="$p99" 'BEGIN { exit !(p < 50) }' && [ "$lost" = 0 ] && [ "$k" = 1 ]; then
-        [ "$n" -gt "$largest" ] && largest=$n
-        [ "$mode" = direct ] && [ "$n" -gt "$largest_direct" ] && largest_direct=$n
+    if awk -v p="$p99" 'BEGIN { exit !(p < 50) }' && [ "$lost" = 0 ]; then
+        [ $(( n * k )) -gt "$largest_leases" ] && { largest_leases=$(( n * k )); largest_shape="$n $mode x $k"; }
+        if [ "$k" = 1 ]; then
+            [ "$n" -gt "$largest" ] && largest=$n
+            [ "$mode" = direct ] && [ "$n" -gt "$largest_direct" ] && largest_direct=$n
+        fi
     fi
     # (FLEET_BASELINES: the figures the ratios compare, one line per case and run)
     [ -n "${FLEET_RESULTS:-}" ] && echo "${FLEET_LABEL:-this tree}|$n $mode|$k|$per|$per_acq|$wal_b" >> "$FLEET_RESULTS"
@@ -307,12 +310,13 @@ echo "8. fleet: one lease store, N simulated instances each with its own store c
 echo "   each holding k leases (one per namespace$([ "$batch" = 1 ] && echo ", a pass's renewals in one cosid.lease_pass")),"
 echo "   ttl 30 s (renewed every 10 s), ${fleet_secs} s measured per case after every instance holds its leases,"
 echo "   0.2% of renewal rounds replaced by a release or a crash (the leases left to expire); store fsync $fsync"
+[ -n "${FLEET_RAMP_SECONDS:-}" ] && echo "   the instances' first acquires spread over ${FLEET_RAMP_SECONDS} s"
 [ "$switchover" != 0 ] && echo "   with a switchover to a streaming standby a third into each measured period"
 echo "   (renew p50/p99: per pass; CPU µs: the store's, per lease renewed and per acquire; lost: leases renewed too late"
 echo "   or whose successor came after their window ended)"
 printf '   %-15s %6s %9s %8s %8s %9s %8s %9s %8s %9s %6s\n' "instances" "k" "leases/s" "p50 ms" "p99 ms" "CPU cores" \
     "µs/lease" "µs/acq" "acq p99" "lease/core" "lost"
-largest=0; largest_direct=0
+largest=0; largest_direct=0; largest_leases=0; largest_shape=none
 if [ -n "${FLEET_BASELINES:-}" ]; then export FLEET_RESULTS="$sdir.results"; : > "$FLEET_RESULTS"; fi
 for c in $cases; do
     for k in ${FLEET_NAMESPACES:-1}; do
@@ -331,7 +335,10 @@ for c in $cases; do
         fleet_stop_bouncers
     done
 done
-echo "   largest fleet carried (k = 1) with p99 < 50 ms and no lease lost: $largest instances (direct: $largest_direct)"
+echo "   most leases carried with p99 < 50 ms and no lease lost: $largest_leases ($largest_shape)"
+case " ${FLEET_NAMESPACES:-1} " in *" 1 "*)
+    echo "   largest fleet carried (k = 1) with p99 < 50 ms and no lease lost: $largest instances (direct: $largest_direct)";;
+esac
 [ -n "${csv:-}" ] && echo "fleet,largest,instances,$largest,1" >> "$csv"
 if [ -n "${FLEET_BASELINES:-}" ]; then
     run_baselines
