@@ -27,7 +27,7 @@ citus_install || true
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
 # (an early exit ends what runs in the background)
-trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${san_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
+trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${san_pid:-} ${static_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
 
 total_passed=0
 total_failed=0
@@ -291,18 +291,14 @@ total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_
 
 # Lint and sanitizers: shellcheck on every script, cppcheck on the pure C++, and the unit
 # tests and the model checker (to smaller bounds) under ASan and UBSan (scripts/static_checks.sh).
-# After the end-to-end lanes, beside what is left of the majors' lane: their builds would
-# take the CPU the lanes' timed steps need on a 2-core machine.
-stage "shellcheck, cppcheck, ASan and UBSan"
+# After the end-to-end lanes (their builds would take the CPU the lanes' timed steps need on
+# a 2-core machine), in the background beside what is left of the majors' lane and the
+# package's smoke test (neither uses what they build); counted after the package.
+stage "in the background: shellcheck, cppcheck, ASan and UBSan"
 [ -z "$san_stopped" ] || kill -CONT -- "-$san_pid" 2>/dev/null || true
 wait "$san_pid" || true; san_pid=""  # (a failed build: static_checks.sh makes it again and reports it)
-nice -n 10 bash "$COSID_ROOT/scripts/static_checks.sh" > "$work/static.log" 2>&1 || true
-cat "$work/static.log"
-static_ok=$(grep -c '^ok' "$work/static.log" || true); static_bad=$(grep -c '^not ok' "$work/static.log" || true)
-[ "$static_ok" -gt 0 ] || static_bad=$((static_bad + 1))
-echo "static checks: $static_ok passed, $static_bad failed"
-total_passed=$((total_passed + static_ok)); total_failed=$((total_failed + static_bad))
-[ "$static_bad" = 0 ] || status=1
+setsid nice -n 10 bash "$COSID_ROOT/scripts/static_checks.sh" > "$work/static.log" 2>&1 &
+static_pid=$!
 
 stage "PostgreSQL 16 to 19, pg_upgrade"
 majors_status=0
@@ -335,11 +331,20 @@ else
     total_failed=$((total_failed + 1)); status=1
 fi
 make -C "$COSID_ROOT" -s install >/dev/null  # the development install again, as before the package
+
+stage "shellcheck, cppcheck, ASan and UBSan (they ran beside the package's smoke test)"
+wait "$static_pid" || true; static_pid=""
+cat "$work/static.log"
+static_ok=$(grep -c '^ok' "$work/static.log" || true); static_bad=$(grep -c '^not ok' "$work/static.log" || true)
+[ "$static_ok" -gt 0 ] || static_bad=$((static_bad + 1))
+echo "static checks: $static_ok passed, $static_bad failed"
+total_passed=$((total_passed + static_ok)); total_failed=$((total_failed + static_bad))
+[ "$static_bad" = 0 ] || status=1
 # Every failure again at the end, where a reader of a long log (or of its tail only) looks:
 # the check's line and the script it came from.
 if [ "$status" != 0 ]; then
     echo "failures:"
-    for f in "$work/installcheck.log" "$work/model.log" $(seq -f "$work/lane%g.log" 1 "$LANES") "$work/majors.log" "$work/smoke.log"; do
+    for f in "$work/installcheck.log" "$work/model.log" $(seq -f "$work/lane%g.log" 1 "$LANES") "$work/majors.log" "$work/smoke.log" "$work/static.log"; do
         [ -f "$f" ] && awk -v lane="$(basename "$f" .log)" '
             /^==> end-to-end/ { script = $NF }
             /^# FAILED: / { print "  " lane ": " $3 " failed" }
