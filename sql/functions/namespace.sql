@@ -465,13 +465,16 @@ REVOKE ALL ON FUNCTION cosid._floor_lowest(text) FROM PUBLIC;
 -- (measured from the store's clock at the start of the caller's statement, which is never
 -- later than the now its caller compares with: a margin read a moment later would refuse a
 -- floor the raise itself set)
+-- (PL/pgSQL, which keeps its plan for the session, as cosid._is_admin.)
 CREATE OR REPLACE FUNCTION cosid._floor_margin() RETURNS bigint
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT greatest(coalesce(max(s.max_ttl_ms), 60000) + 2 * coalesce(max(s.max_tolerance_ms), 5000),
-                    coalesce(max(s.raised_at_ms + s.raised_reach_ms) FILTER (WHERE s.raised_at_ms > 0), 0)
-                    - (floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint + cosid._store_clock_offset()))
-      FROM cosid.store_state s
-$$;
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN (SELECT greatest(coalesce(max(s.max_ttl_ms), 60000) + 2 * coalesce(max(s.max_tolerance_ms), 5000),
+                            coalesce(max(s.raised_at_ms + s.raised_reach_ms) FILTER (WHERE s.raised_at_ms > 0), 0)
+                            - (floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint
+                               + cosid._store_clock_offset()))
+              FROM cosid.store_state s);
+END $$;
 REVOKE ALL ON FUNCTION cosid._floor_margin() FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid.raise_floor(p_namespace text, p_floor_ms bigint, p_slot_bits int, p_sequence_bits int,

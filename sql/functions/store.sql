@@ -77,8 +77,10 @@ REVOKE ALL ON FUNCTION cosid._grant_limits(bigint) FROM PUBLIC;
 -- floor no lost window reaches, and a slot would wait for; the limits only for a raise before
 -- 1.7, which recorded no reach); settled, false while the store holds several records (a
 -- restore loading, a raise not yet made), when every row counts as not brought up.  Plain
--- SQL, inlined into its callers.
-CREATE OR REPLACE FUNCTION cosid._raise_mark(OUT raise_count bigint, OUT raised_floor bigint, OUT settled boolean)
+-- SQL returning a table (one row: an aggregate), so that PostgreSQL inlines it into the FROM
+-- of its callers, whose plans last the session; a function returning one record is not
+-- inlined, and planned its query again at every call (twice in each acquire).
+CREATE OR REPLACE FUNCTION cosid._raise_mark() RETURNS TABLE (raise_count bigint, raised_floor bigint, settled boolean)
 LANGUAGE sql STABLE AS $$
     SELECT coalesce(pg_catalog.max(s.raise_count), 0),
            coalesce(pg_catalog.max(s.raised_at_ms + coalesce(s.raised_reach_ms, s.max_ttl_ms + 2 * s.max_tolerance_ms))

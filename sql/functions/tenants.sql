@@ -4,11 +4,14 @@
 -- Each definition here is the current one: the build puts this file into the update script
 -- of the version being developed (sql/README.md).
 
+-- (PL/pgSQL, which keeps its plan for the session: a SQL function with a SET is never inlined,
+-- and planned its query again at every call, in every acquire.)
 CREATE OR REPLACE FUNCTION cosid._is_admin() RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
-           OR pg_catalog.pg_has_role(session_user, 'cosid_admin', 'MEMBER')
-$$;
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    RETURN coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = session_user), false)
+           OR pg_catalog.pg_has_role(session_user, 'cosid_admin', 'MEMBER');
+END $$;
 REVOKE ALL ON FUNCTION cosid._is_admin() FROM PUBLIC;
 
 -- The namespace a role's sessions in this database issue in without a SET: its setting for
