@@ -121,7 +121,7 @@ client_loop() {  # client_loop H N PERSISTENT
                        -c "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50)" 2>&1); then
                 echo "$(now_ms) ok"; sleep "$CLIENT_PACE"
             else
-                code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                code=$(sqlstate_of "$out")
                 echo "$(now_ms) ${code:-conn}"; sleep 0.05
             fi
         done > "$d/clients/$2.log"

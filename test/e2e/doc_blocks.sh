@@ -229,10 +229,10 @@ node_stop ss immediate
 
 run_setup pooler.md b 29663
 qb -c "CREATE EXTENSION cosid" >/dev/null
-t0=$(date +%s%3N)
+t0=$(now_ms)
 check_true "pooler.md: instance b issues an id of namespace orders through PgBouncer" \
     "$(wait_for 30 "an id on instance b" qb -c "SELECT cosid_next('orders') > 0")"
-echo "# pooler.md: instance b's first id $(( $(date +%s%3N) - t0 )) ms after CREATE EXTENSION"
+echo "# pooler.md: instance b's first id $(( $(now_ms) - t0 )) ms after CREATE EXTENSION"
 check "pooler.md: instance b holds a slot of orders in the store, under keeper_b" "held keeper_b" \
     "$(qstore -F' ' -c "SELECT l.state, x.owner_role FROM cosid_leases('orders') l
         JOIN cosid.lease x USING (namespace, slot) WHERE l.state = 'held' AND x.owner_role = 'keeper_b'" 2>&1)"

@@ -28,7 +28,7 @@ kill -STOP "$keeper"
 check_true "the lease expired, its ceiling still ahead" \
     "$(wait_until 20 q -c "SELECT state = 'expired' AND ceiling > cosid.store_now() + 20000 FROM cosid_leases('d') WHERE owner_key IS NOT NULL")"
 out=$(err "DROP EXTENSION cosid")
-check "DROP EXTENSION refused with 55006" "55006" "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)"
+check "DROP EXTENSION refused with 55006" "55006" "$(sqlstate_of "$out")"
 ceiling_at=$(q -c "SELECT to_char(to_timestamp(ceiling / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') FROM cosid.lease WHERE namespace = 'd' AND incarnation IS NOT NULL")
 check_true "the error says until when (the ceiling, $ceiling_at UTC) and which slot" \
     "$(grep -q "DETAIL:  The last of them ends at $ceiling_at UTC (slot 0 of namespace \"d\", leased by" <<<"$out" && grep -q "HINT: .*try again after $ceiling_at UTC" <<<"$out" && echo t)"
@@ -36,7 +36,7 @@ check "the extension is still there" "1" "$(q -c "SELECT count(*) FROM pg_extens
 # DROP SCHEMA cosid CASCADE: PostgreSQL refuses it (the schema is a member of the extension)
 out=$(err "DROP SCHEMA cosid CASCADE")
 check "DROP SCHEMA cosid CASCADE refused by PostgreSQL (2BP01), the extension still there" "2BP01 1" \
-    "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-) $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+    "$(sqlstate_of "$out") $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
 kill -CONT "$keeper"; keeper=""
 
 # A released slot's next_floor ahead of the clock (a window that borrowed ticks) holds the
@@ -66,7 +66,7 @@ check_true "the new store's slots started at its now" \
 # this instance's lease is live; a role that owns nothing of cosid is not held up.
 out=$(err "DROP OWNED BY ops")
 check "DROP OWNED BY the extension's owner refused with 55006 while a lease is live, the extension still there" "55006 1" \
-    "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-) $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
+    "$(sqlstate_of "$out") $(q -c "SELECT count(*) FROM pg_extension WHERE extname = 'cosid'")"
 check "DROP OWNED BY a role owning nothing of cosid goes through" "" "$(err "DROP OWNED BY bystander")"
 assert_store_verified "$dir" "$port" postgres "the store made again"
 exit $FAIL

@@ -48,9 +48,9 @@ before=$(qs -c "SELECT string_agg(slot || ':' || fence || ':' || floor || ':' ||
                 FROM cosid.lease WHERE namespace = 'default'")
 # A's window ends (released by a session that issued in it): the next call acquires
 check_true "A releases its lease" "$(qa -c "SELECT cosid_next() > 0" -c "SELECT cosid_release() = 1" | tail -1)"
-t0=$(date +%s%3N)
+t0=$(now_ms)
 out=$(qa -v VERBOSITY=verbose -c "INSERT INTO t(phase) VALUES ('far')" 2>&1 || true)
-took=$(( $(date +%s%3N) - t0 ))
+took=$(( $(now_ms) - t0 ))
 echo "# after ${took} ms: $(grep -E '^(ERROR|DETAIL)' <<<"$out" | cut -c1-200 | tr '\n' ' ')"
 check "the acquire fails (ZC006)" ZC006 "$(sqlstate_of "$out")"
 check_true "its DETAIL names the floor's date" "$(grep -E '^DETAIL:' <<<"$out" | grep -q '2093-09-06' && echo t || echo f)"
@@ -74,9 +74,9 @@ check "zero duplicate ids" 0 "$(qa -c "SELECT count(*) - count(DISTINCT id) FROM
 
 echo "# (4) both slots of 'z' have a next floor in 2093 (as an acquire before this version left them)"
 qs -c "UPDATE cosid.lease SET next_floor = $FAR WHERE namespace = 'z'" >/dev/null
-t0=$(date +%s%3N)
+t0=$(now_ms)
 out=$(qa -v VERBOSITY=verbose -c "SELECT cosid_next('z')" 2>&1 || true)
-took=$(( $(date +%s%3N) - t0 ))
+took=$(( $(now_ms) - t0 ))
 echo "# after ${took} ms: $(grep -E '^(ERROR|DETAIL|HINT)' <<<"$out" | cut -c1-260 | tr '\n' ' ')"
 check "ZC004" ZC004 "$(sqlstate_of "$out")"
 check_true "its DETAIL says how far the floor really is (years) and when" \

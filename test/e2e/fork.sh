@@ -65,7 +65,7 @@ inserter() {
       while [ ! -e "$base/stop" ]; do
           if out=$(node_sql "$1" -v VERBOSITY=sqlstate \
                    -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 100) g" 2>&1); then echo ok; sleep "$CLIENT_PACE"
-          else echo "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)"; sleep 0.05; fi
+          else echo "$(sqlstate_of "$out")"; sleep 0.05; fi
       done > "$base/$2.log" ) &
 }
 # insert_once NODE: the SQLSTATE of one INSERT ("ok" when it worked), and how long it took

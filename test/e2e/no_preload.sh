@@ -55,11 +55,11 @@ grep -E 'WARNING|HINT' <<<"$out" | sed 's/^/#   /'
 check "CREATE EXTENSION outside cosid.database warns, naming the keeper's database" 1 \
     "$(grep -c 'WARNING:  cosid.s lease keeper works in database "postgres", not in "other"' <<<"$out")"
 sleep 1.5   # the keeper has looked for the extension in its database
-t0=$(date +%s%3N)
+t0=$(now_ms)
 # (a timeout of 10 min: "at once" is then told from "after the timeout" by a wide margin on a
 # loaded machine, where the call once took 6.8 s)
 out=$(node_sql_db main other -v VERBOSITY=verbose -c "SET cosid.acquire_timeout = '10min'" -c "SELECT cosid_next()" 2>&1 || true)
-elapsed=$(( $(date +%s%3N) - t0 ))
+elapsed=$(( $(now_ms) - t0 ))
 grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/#   /'
 check "cosid_next in another database before the store exists: ZC006 saying the keeper cannot serve" 1 \
     "$(grep -c 'ERROR:  ZC006: cosid lease keeper cannot serve yet' <<<"$out")"

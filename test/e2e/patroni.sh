@@ -228,7 +228,7 @@ clients() {
                 if out=$(node_sql "$n" -v VERBOSITY=sqlstate \
                       -c "INSERT INTO t(client) SELECT $c FROM generate_series(1, 20)" 2>&1); then
                     echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
-                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    code=$(sqlstate_of "$out")
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$d/clients/$c.log"
         ) &
@@ -247,7 +247,7 @@ node_clients() {
                 if out=$(as_pg "$PG_BIN/psql" -X -q -d "$dsn" -v VERBOSITY=sqlstate \
                       -c "INSERT INTO tn(at) SELECT clock_timestamp() FROM generate_series(1, 20)" 2>&1); then
                     echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
-                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    code=$(sqlstate_of "$out")
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$base/nodeclients/$c.log"
         ) &
@@ -350,7 +350,7 @@ drill() {
         local settle_s=${COSID_PATRONI_SETTLE:-3}
         t_end=$(( $(now_ms) + settle_s * 1000 ))
         check_true "[sync] both instances insert after the switchovers" \
-            "$(wait_for $(( settle_s + 30 )) "${settle_s} s of inserts after the switchovers" bash -c "[ \$(date +%s%3N) -ge $t_end ] && echo t")"
+            "$(wait_for $(( settle_s + 30 )) "${settle_s} s of inserts after the switchovers" clock_past "$t_end")"
         for s in a b; do
             # shellcheck disable=SC2207  # the report's words, one element each
             r=($(window_report "$([ $s = a ] && echo "$A" || echo "$B")" "$t_sw" "$t_end"))

@@ -90,7 +90,7 @@ client() {  # client NODE NAME (its psql without ON_ERROR_STOP, as a plain psql 
         if out=$(node_sql "$1" -v ON_ERROR_STOP=0 -v VERBOSITY=sqlstate \
               -c "SET cosid.acquire_timeout = '5s'" -c "INSERT INTO t(v) SELECT g FROM generate_series(1, 50) g" 2>&1)
         then echo "$(now_ms) ok"; sleep "$CLIENT_PACE"
-        else code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-); echo "$(now_ms) ${code:-conn}"; sleep 0.05
+        else code=$(sqlstate_of "$out"); echo "$(now_ms) ${code:-conn}"; sleep 0.05
         fi
     done > "$base/clients/$2.log"
 }

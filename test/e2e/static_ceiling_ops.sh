@@ -61,7 +61,7 @@ mk b $PB "cosid.static_slots = 'default:5'"
 node_start a
 spread_and_dump a "$D/a.dump" "h) A"
 # B's clock in the middle of A's ids (another host's clock)
-echo "cosid.clock_offset = $(( mid_ms - $(date +%s%3N) ))" >> "$D/b/data/postgresql.conf"
+echo "cosid.clock_offset = $(( mid_ms - $(now_ms) ))" >> "$D/b/data/postgresql.conf"
 node_start b
 # B issues before the restore too: its window, open when the restore starts, must be closed
 qb -c "CREATE EXTENSION cosid" -c "SELECT cosid_next()" >/dev/null
@@ -75,7 +75,7 @@ check_true "h) the window open when the restore began is closed: cosid_next() re
 first=$(qb -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
 echo "# h) cosid_next() between the restore's sections: $(echo "$first" | head -1)"
 check "h) no static window between the restore's sections: refused (55000) with a hint" "55000 1" \
-    "$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$first" | head -1 | cut -c9-) $(grep -c '^HINT: ' <<<"$first")"
+    "$(sqlstate_of "$first") $(grep -c '^HINT: ' <<<"$first")"
 as_pg "$B/pg_restore" -h "$D/b" -p $PB -d postgres --section=data "$D/a.dump"
 as_pg "$B/pg_restore" -h "$D/b" -p $PB -d postgres --section=post-data "$D/a.dump"
 qb -c "CREATE TABLE t_after (id bigint)" -c "DO \$\$ BEGIN FOR i IN 1..20000 LOOP INSERT INTO t_after VALUES (cosid_next()); IF i % 10 = 0 THEN PERFORM pg_sleep(0.002); END IF; END LOOP; END \$\$" >/dev/null 2>"$D/h.err" || true
@@ -100,7 +100,7 @@ check_true "i) the namespace's adopt row written again after a DELETE of every r
 node_stop o
 (cd "$D" && as_pg "$B/pg_upgrade" -b "$B" -B "$B" -d "$D/o/data" -D "$D/n/data" -p $PO -P $PN -s "$D" -U postgres --no-sync --link) \
     > "$D/pg_upgrade.out" 2>&1 || { echo "not ok - pg_upgrade failed"; tail "$D/pg_upgrade.out"; exit 1; }
-echo "cosid.clock_offset = $(( adopted_ms - 5000 - $(date +%s%3N) ))" >> "$D/n/data/postgresql.conf"
+echo "cosid.clock_offset = $(( adopted_ms - 5000 - $(now_ms) ))" >> "$D/n/data/postgresql.conf"
 node_start n
 qn -c "INSERT INTO t_adopt SELECT cosid_next('st'), 'after' FROM generate_series(1, 2000)" >/dev/null 2>"$D/i.err" || true
 check "i) then pg_upgrade onto slot 2: 2000 ids, none at or below the adopted $max_id" "2000|0|" \
@@ -168,7 +168,7 @@ spread_and_dump la "$D/l.dump" "l) LA"
 # LB's clock at LA's first id: its server start and CREATE EXTENSION take a few seconds of LA's
 # spread on a loaded machine, and its window must still open among LA's ids (from the middle,
 # a slow start put it above them)
-echo "cosid.clock_offset = $(( min_ms - $(date +%s%3N) ))" >> "$D/lb/data/postgresql.conf"
+echo "cosid.clock_offset = $(( min_ms - $(now_ms) ))" >> "$D/lb/data/postgresql.conf"
 node_start lb
 early_id=$(qlb -c "CREATE EXTENSION cosid" -c "CREATE TABLE t (id bigint PRIMARY KEY, phase text)" \
     -c "CREATE TABLE t_after (id bigint)" -c "SELECT cosid_next()" | tail -1)   # a window opens before the rows come

@@ -45,7 +45,7 @@ clients() {
                           INSERT INTO u(phase) SELECT '$2' FROM generate_series(1, 20)" 2>&1); then
                     echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
                     echo "$out" > "$DIR/clients/$2.$c.last_error"
-                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    code=$(sqlstate_of "$out")
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$DIR/clients/$2.$c.log"
         ) &
@@ -119,11 +119,11 @@ check_true "the first window of orders after the restart starts at the ceiling t
     "$(wait_until 15 q -c "SELECT count(*) = 1 FROM cosid_pool() WHERE (namespace, slot, floor) = ('orders', 9, $c_orders)")"
 # With a state file, a window's floor ahead of the clock is borrowed from at once
 # (cosid.max_borrow -1): each next ceiling is written to the file before an id reaches it.
-t_back=$(date +%s%3N)
+t_back=$(now_ms)
 check_true "ids flow at once while the clock is behind the floor (borrowed above it)" \
     "$(wait_until 50 q -c "SELECT count(*) >= 200 FROM u WHERE phase = 'back'")"
 check_true "within 15 s, not after the clock passed the old ceiling (30 s)" \
-    "$([ $(( $(date +%s%3N) - t_back )) -lt 15000 ] && echo t || echo f)"
+    "$([ $(( $(now_ms) - t_back )) -lt 15000 ] && echo t || echo f)"
 check_true "so does the first window of default" \
     "$(q -c "SELECT count(*) = 1 FROM cosid_pool() WHERE (namespace, slot, floor) = ('default', 5, $c_default)")"
 stop_clients

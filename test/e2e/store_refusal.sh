@@ -45,9 +45,9 @@ while IFS=$'\t' read -r name reason hintword dsn; do
         node_start a
     fi
     for call in 1 2; do  # the first call after the start, and one more
-        t0=$(date +%s%3N)
+        t0=$(now_ms)
         out=$(qa -v VERBOSITY=verbose -c "SELECT cosid_next()" 2>&1 || true)
-        ms=$(( $(date +%s%3N) - t0 ))
+        ms=$(( $(now_ms) - t0 ))
         echo "# $name, call $call: $ms ms: $(grep -E '^(ERROR|DETAIL|HINT)' <<<"$out" | cut -c1-200 | tr '\n' ' ')"
         check "$name, call $call: cosid_next() fails with ZC006" ZC006 "$(sqlstate_of "$out")"
         check_true "$name, call $call: at once (${ms} ms, well under the 20 s acquire_timeout)" \

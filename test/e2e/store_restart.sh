@@ -27,9 +27,9 @@ r0=$(qa -c "SELECT renewals FROM cosid_stats()")
 check_true "a renewal before the restart" "$(wait_until 12 qa -c "SELECT renewals > $r0 FROM cosid_stats()")"
 f0=$(qa -c "SELECT renewal_failures FROM cosid_stats()")
 r1=$(qa -c "SELECT renewals FROM cosid_stats()")
-went=$(date +%s%3N)
+went=$(now_ms)
 node_restart s fast
-back=$(date +%s%3N)
+back=$(now_ms)
 # The restart may have met a call of the keeper's pass: then it is tried again soon after the
 # store is back.  Without one, the renewal comes when due (10 s after the last).
 check_true "the keeper renews on the restarted store" "$(wait_until 14 qa -c "SELECT renewals > $r1 FROM cosid_stats()")"

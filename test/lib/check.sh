@@ -26,6 +26,7 @@ now_ms() {  # the wall clock in ms, from bash itself: no process (date is one, 2
     local t=${EPOCHREALTIME/[.,]/}
     echo "${t%???}"
 }
+clock_past() { [ "$(now_ms)" -ge "$1" ] && echo t; }  # clock_past MS: "t" once now_ms reaches MS (for wait_until)
 wait_until() {  # wait_until SECONDS COMMAND...: until COMMAND prints "t", at most SECONDS; prints it
     # Polled every 0.1 s for the first 5 s, then every 0.25 s: the scenarios' timed steps wait
     # seconds at most, and a long wait's polls (a psql and a backend each, about 60 ms of CPU

@@ -187,7 +187,7 @@ start_clients() {
                 if out=$(as_pg "$PG_BIN/psql" -X -q -h "$DIR" -p "$PORT" -d postgres -v VERBOSITY=sqlstate \
                       -c "INSERT INTO t(client, phase) SELECT $c, '$PHASE' FROM generate_series(1, 50)" 2>&1); then
                     echo "$(now_ms) ok"; sleep "$CLIENT_PACE"; else
-                    code=$(grep -oE 'ERROR:  [0-9A-Z]{5}' <<<"$out" | head -1 | cut -c9-)
+                    code=$(sqlstate_of "$out")
                     echo "$(now_ms) ${code:-conn}"; sleep 0.05; fi
             done > "$DIR/clients/$PHASE.$c.log"
         ) &
