@@ -109,6 +109,9 @@ server_conf() {
     # test suite's servers: it forks and restores dozens of times (test/e2e/unseen_limits.sh
     # sets it to 0; the demo has no such line)
     case "$0" in */test/*|test/*) echo "cosid.test_reach_cap = '1ms'" ;; esac
+    # COSID_SLOW_MS=N: the servers log every statement that ran N ms or more (scripts/test.sh
+    # then prints a script's slowest ones after it: where a test's CPU goes)
+    [ -z "${COSID_SLOW_MS:-}" ] || echo "log_min_duration_statement = ${COSID_SLOW_MS}"
     for line in "$@"; do echo "$line"; done
 }
 

@@ -103,6 +103,10 @@ KEY_A=$(qa -c "SELECT owner_key FROM cosid_stats()"); KEY_B=$(qb -c "SELECT owne
 
 # Clients on each instance: two that connect for every statement (churn), one that keeps its
 # connection (and its bound slot) until a fault ends it.  Each logs "ms ok" or "ms SQLSTATE".
+# The churning ones pause 0.25 s after a committed statement (check.sh's CLIENT_PACE is 0.1):
+# a connection each time is a setpriv, a psql and a backend, and at 0.1 s the four of them
+# were most of the script's CPU; the persistent ones insert every 0.05 s through every fault.
+CHAOS_PACE=${CHAOS_PACE:-0.25}
 client_loop() {  # client_loop H N PERSISTENT
     local d=${!1}
     (
@@ -119,7 +123,7 @@ client_loop() {  # client_loop H N PERSISTENT
                 sleep 0.2
             elif out=$(node_sql "${1,,}" -v VERBOSITY=sqlstate \
                        -c "INSERT INTO t(client) SELECT $2 FROM generate_series(1, 50)" 2>&1); then
-                echo "$(now_ms) ok"; sleep "$CLIENT_PACE"
+                echo "$(now_ms) ok"; sleep "$CHAOS_PACE"
             else
                 code=$(sqlstate_of "$out")
                 echo "$(now_ms) ${code:-conn}"; sleep 0.05
