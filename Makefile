@@ -73,7 +73,7 @@ test/unit/run_unit: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
 unit: test/unit/run_unit
 	test/unit/run_unit
 
-EXTRA_CLEAN = test/unit/run_unit test/model/run_model test/unit/run_unit_san test/model/run_model_san test/out test/out_isolation test/tmp_check test/tmp_check_iso
+EXTRA_CLEAN = test/unit/run_unit test/model/run_model test/unit/run_unit_san test/unit/san test/model/run_model_san test/out test/out_isolation test/tmp_check test/tmp_check_iso
 
 test/model/model_compare: test/model/model_compare.cpp $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	g++ -std=c++17 -O1 -g -Wall -Wextra -Isrc/core -o $@ test/model/model_compare.cpp $(CORE_SRCS)
@@ -90,8 +90,17 @@ test/model/run_model: $(MODEL_SRCS) $(wildcard test/model/*.hpp) $(CORE_SRCS) $(
 # run in seconds either way, and GoogleTest's macros at -O1 under the sanitizers cost 110 CPU-s
 # to build against 43.
 SAN_FLAGS = -std=c++17 -g1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra -Isrc/core
-test/unit/run_unit_san: $(UNIT_SRCS) $(CORE_SRCS) $(wildcard src/core/*.hpp)
-	g++ $(SAN_FLAGS) -O0 -o $@ $(UNIT_SRCS) $(CORE_SRCS) -lgtest -lgtest_main -pthread
+# (an object per source, in test/unit/san: make -j2 builds them on both cores)
+UNIT_SAN_OBJS = $(patsubst test/unit/%.cpp,test/unit/san/%.o,$(UNIT_SRCS)) \
+	$(patsubst src/core/%.cpp,test/unit/san/core_%.o,$(CORE_SRCS))
+test/unit/san/%.o: test/unit/%.cpp $(wildcard src/core/*.hpp)
+	@mkdir -p $(@D)
+	g++ $(SAN_FLAGS) -O0 -c -o $@ $<
+test/unit/san/core_%.o: src/core/%.cpp $(wildcard src/core/*.hpp)
+	@mkdir -p $(@D)
+	g++ $(SAN_FLAGS) -O0 -c -o $@ $<
+test/unit/run_unit_san: $(UNIT_SAN_OBJS)
+	g++ $(SAN_FLAGS) -O0 -o $@ $(UNIT_SAN_OBJS) -lgtest -lgtest_main -pthread
 test/model/run_model_san: $(MODEL_SRCS) $(wildcard test/model/*.hpp) $(CORE_SRCS) $(wildcard src/core/*.hpp)
 	g++ $(SAN_FLAGS) -O1 -o $@ $(MODEL_SRCS) $(CORE_SRCS) -pthread
 

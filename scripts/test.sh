@@ -1,33 +1,48 @@
 #!/usr/bin/env bash
 # Every test of cosid: GoogleTest on the core and the model checker, then, side by side,
 # pg_regress and isolation specs against temporary instances that preload cosid, and the
-# end-to-end scripts under test/e2e in three lanes, on Debian's PostgreSQL 15; and, beside them,
+# end-to-end scripts under test/e2e in four lanes, on Debian's PostgreSQL 15; and, beside them,
 # the other majors in ../shared/pg (scripts/majors.sh).
 # Run as root on a fresh Debian 12 machine; it installs what it needs.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 stage() { log "$* [at $SECONDS s]"; }  # a phase's heading, with the time since the start
-install_prerequisites
-apt_install_missing postgresql-15-partman  # test/e2e/partman.sh: daily partitions of a cosid column
-apt_install_missing bash-builtins  # test/lib/check.sh: sleep as a builtin in the scripts' loops
-apt_install_missing shellcheck cppcheck clang-format clang-tidy  # scripts/static_checks.sh
-# test/e2e/applications.sh: the frameworks of docs/applications.md (npm comes with NodeSource's
-# nodejs, which Debian's npm package would conflict with: only when there is no npm at all)
-apt_install_missing python3-sqlalchemy python3-psycopg2 python3-django ruby-activerecord ruby-pg
-command -v npm >/dev/null || apt_install_missing nodejs npm
-# the end-to-end scripts' own packages, once, here: the scripts install what is missing
-# themselves (when run alone), which in the lanes would make them wait for each other's apt
-# (patroni.sh, prometheus.sh, health.sh; pgbouncer is a prerequisite), and Citus's build
-# (test/lib/citus.sh: citus.sh says why when there is none)
-apt_install_missing patroni etcd-server curl prometheus prometheus-postgres-exporter python3-yaml
-build_and_install COSID_WERROR=1  # a warning fails the test command
-# shellcheck source=test/lib/citus.sh
-source "$COSID_ROOT/test/lib/citus.sh"
-citus_install || true
+install_prerequisites  # what the build needs
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
 # (an early exit ends what runs in the background)
-trap 'for p in ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${san_pid:-} ${static_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
+trap 'for p in ${apt_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${static_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
+# bg_niced NICE CMD...: CMD in the background, in a session of its own (a process group to stop
+# or end) whose scheduling group is niced.  Linux's autogroup gives every session an equal share
+# of the CPU whatever the nice of its processes, so a plain `nice` of a new session is ignored:
+# the background builds took half the machine from the model checker (132 s instead of 73).
+bg_niced() {
+    setsid bash -c 'echo "$1" > /proc/self/autogroup 2>/dev/null || true; shift; exec nice -n 19 "$@"' _ "$@" &
+}
+# What only the end-to-end lanes and the static checks use is installed in the background,
+# niced, while the tree is built and the model checker runs (one apt-get update for all of it);
+# the lanes wait for it.  The scripts install what is missing themselves when run alone, which
+# in the lanes would make them wait for each other's apt.
+#   postgresql-15-partman: test/e2e/partman.sh (daily partitions of a cosid column)
+#   bash-builtins: test/lib/check.sh (sleep as a builtin in the scripts' loops)
+#   the linters (shellcheck, cppcheck, clang-format, clang-tidy): scripts/static_checks.sh
+#   python3-sqlalchemy ... ruby-pg, nodejs npm: test/e2e/applications.sh, the frameworks of
+#     docs/applications.md (npm comes with NodeSource's nodejs, which Debian's npm package
+#     would conflict with: only when there is no npm at all)
+#   patroni ... python3-yaml: patroni.sh, prometheus.sh, health.sh (pgbouncer is a prerequisite)
+# ($work/apt.rc says it is done: the static checks wait for it too)
+bg_niced 10 bash -c 'source "$1/scripts/lib.sh"; set +e; rc_file=$2; shift 2; apt_install_missing "$@"; rc=$?
+    command -v npm >/dev/null || apt_install_missing nodejs npm || rc=1
+    echo "$rc" > "$rc_file"; exit "$rc"' _ "$COSID_ROOT" "$work/apt.rc" \
+    postgresql-15-partman bash-builtins shellcheck cppcheck clang-format clang-tidy \
+    python3-sqlalchemy python3-psycopg2 python3-django ruby-activerecord ruby-pg \
+    patroni etcd-server curl prometheus prometheus-postgres-exporter python3-yaml > "$work/apt.log" 2>&1
+apt_pid=$!
+build_and_install COSID_WERROR=1  # a warning fails the test command
+# Citus's build (test/lib/citus.sh: citus.sh says why when there is none)
+# shellcheck source=test/lib/citus.sh
+source "$COSID_ROOT/test/lib/citus.sh"
+citus_install || true
 
 total_passed=0
 total_failed=0
@@ -39,26 +54,23 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
 }
 
 stage "GoogleTest: the pure C++ core, under ASan and UBSan"
-# The unit tests are built once, with AddressSanitizer and UndefinedBehaviorSanitizer (one g++
-# command, on one core); the model checker is built on the other one meanwhile
-# (test/model/model_checks.sh finds it made; a failure there it makes and reports again
-# itself).  scripts/static_checks.sh finds the unit tests made and runs them again with the
-# other checks.
-make -C "$COSID_ROOT" -s test/model/run_model COSID_WERROR=1 > "$work/model_build.log" 2>&1 & model_pid=$!
-make -C "$COSID_ROOT" -s test/unit/run_unit_san
-wait "$model_pid" || true; model_pid=""
-# Then, in the background, the model checker built with the sanitizers (for
-# scripts/static_checks.sh, which finds it made) and the Debian package (scripts/package.sh).
-# Each in a session of its own (a process group to stop or end) whose scheduling group is
-# niced: Linux's autogroup gives every session an equal share of the CPU whatever the nice
-# of its processes, so a plain `nice` on a new session is ignored, and these builds took half
-# the machine from the model checker below (132 s instead of 73).  What is left of the
-# sanitizer build when the end-to-end lanes start is stopped until they end.
-bg_niced() {  # bg_niced NICE CMD...: CMD in a new session whose autogroup has nice NICE
-    setsid bash -c 'echo "$1" > /proc/self/autogroup 2>/dev/null || true; shift; exec nice -n 19 "$@"' _ "$@" &
-}
-bg_niced 19 make -C "$COSID_ROOT" -s test/model/run_model_san > "$work/san_build.log" 2>&1
-san_pid=$!
+# The unit tests are built once, with AddressSanitizer and UndefinedBehaviorSanitizer (an
+# object per source), and the model checker beside them (one g++ command): make -j2 -k on both
+# cores.  Then make again for the unit tests alone: nothing to do, or their build's error,
+# which ends the run (the model checker's: test/model/model_checks.sh makes it again and
+# reports it).  scripts/static_checks.sh finds the unit tests made and runs them again.
+make -C "$COSID_ROOT" -s -k -j2 test/unit/run_unit_san test/model/run_model COSID_WERROR=1 > "$work/gtest_build.log" 2>&1 || true
+make -C "$COSID_ROOT" -s test/unit/run_unit_san || { echo "not ok - the unit tests' build"; exit 1; }
+# Then, in the background, the Debian package (scripts/package.sh), and the static checks
+# and sanitizers (scripts/static_checks.sh: shellcheck, cppcheck, clang-tidy, clang-format, the
+# unit tests again and the model checker to smaller bounds under ASan and UBSan), which build
+# the model checker with the sanitizers first and run the linters once they are installed.
+# Both with bg_niced (above), at 19: they take what the model checker and the end-to-end lanes
+# leave of the CPU, not their time, and are waited for after the lanes.
+bg_niced 19 bash -c 'make -C "$1" -s test/model/run_model_san > "$2/san_build.log" 2>&1
+    for _ in $(seq 1 1800); do [ -e "$2/apt.rc" ] && break; sleep 1; done
+    exec bash "$1/scripts/static_checks.sh"' _ "$COSID_ROOT" "$work" > "$work/static.log" 2>&1
+static_pid=$!
 package_started=$SECONDS
 bg_niced 19 bash -c 'rc=0; bash "$1/scripts/package.sh" "$2/deb" > "$2/package.log" 2>&1 || rc=$?
     echo "$rc" > "$2/package.rc"; echo "# the package was built in $((SECONDS)) s" > "$2/package.times"' _ "$COSID_ROOT" "$work"
@@ -175,7 +187,7 @@ echo "META.json, make dist and docs: $meta_ok passed, $meta_bad failed"
 total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_bad))
 [ "$meta_bad" = 0 ] || { echo "total: $total_passed passed, $total_failed failed"; exit 1; }
 
-# The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (3, or
+# The end-to-end scripts on PostgreSQL 15 run in lanes beside the majors' lane (4, or
 # COSID_E2E_LANES: most of a script's time is waiting for leases, clocks and servers, not
 # CPU).  Every lane takes the next script from one queue, longest first (LPT: the seconds
 # below, each script's time in a run of the whole command on 2 cores, as the "LPT table of
@@ -184,28 +196,36 @@ total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_ba
 # Their packages were installed above, so any script may run in any lane.  Each lane has its
 # own work directory, and the initdb template they copy from is made before they start
 # (scripts/lib.sh).
-LANES=${COSID_E2E_LANES:-3}
+LANES=${COSID_E2E_LANES:-4}
 DURATIONS="
-upgrade.sh 208  patroni.sh 202  static_ceiling_ops.sh 165  applications.sh 142  chaos.sh 142
-static_ceiling.sh 134  acquire_cost.sh 133  static_switch.sh 133  faults_process.sh 128
-fork.sh 126  citus.sh 123  static_slots.sh 118  unseen_limits.sh 112  faults_clock_store.sh 86
-store_failover.sh 84  model_compare.sh 75  lease_edges.sh 74  store_restore_race.sh 74
-doc_blocks.sh 68  store_restore_staged.sh 65  shared_store.sh 55  keeper_pass_large_pool.sh 54
-store_restore.sh 54  databases.sh 46  limit_raise_lost.sh 44  logical_replication.sh 44
-prometheus.sh 44  no_preload.sh 43  shared_slot.sh 43  health.sh 42  pgbouncer.sh 42
-tenants.sh 42  readme_start.sh 40  remote_store_edges.sh 40  store_change.sh 39
-store_restart.sh 39  keeper_transient.sh 38  clock_jump.sh 37  floor_bounds.sh 37
-regional.sh 37  bind_defaults.sh 36  raised_keeper_restart.sh 35  raised_release_all.sh 35
-raised_twice_outage.sh 35  raised_floor_wait.sh 34  drop_database.sh 33
-raised_mixed_release.sh 33  settings_no_stop.sh 30  adopt.sh 29  store_dsn_secret.sh 28
-raised_floor_seconds.sh 26  raised_keeper_exit.sh 25  raised_outage.sh 25
-regional_range_race.sh 25  static_no_file.sh 25  static_release_race.sh 24  pass_row_lock.sh 23
-raise_clock_behind.sh 23  raised_other_slot_order.sh 23  concurrency.sh 19
-drop_extension.sh 18  raised_idle_successor.sh 17  raised_max_namespaces.sh 16  pooler.sh 15
-drop_guard_edges.sh 14  raised_release_own.sh 14  raised_order.sh 13
-regional_local_history.sh 13  store_refusal.sh 13  partman.sh 12  slow_commit.sh 12
-raise_scale.sh 10  dump_restore.sh 5
+patroni.sh 136  chaos.sh 132  unseen_limits.sh 93  static_ceiling_ops.sh 85
+acquire_cost.sh 82  static_slots.sh 78  static_ceiling.sh 76  store_failover.sh 67
+fork.sh 63  faults_process.sh 62  citus.sh 60  store_restore_staged.sh 55
+keeper_pass_large_pool.sh 50  store_restore.sh 50  store_restore_race.sh 42  upgrade.sh 40
+doc_blocks.sh 37  faults_clock_store.sh 37  lease_edges.sh 35  logical_replication.sh 34
+applications.sh 31  store_restart.sh 31  limit_raise_lost.sh 30  floor_bounds.sh 26
+shared_store.sh 26  store_change.sh 25  health.sh 24  no_preload.sh 24  prometheus.sh 22
+raised_floor_wait.sh 22  static_release_race.sh 22  pgbouncer.sh 21
+raised_twice_outage.sh 21  static_no_file.sh 21  raised_mixed_release.sh 20
+keeper_transient.sh 18  remote_store_edges.sh 18  clock_jump.sh 17  model_compare.sh 17
+bind_defaults.sh 16  concurrency.sh 15  raised_floor_seconds.sh 15  regional.sh 15
+pass_row_lock.sh 14  raise_clock_behind.sh 14  raised_release_all.sh 14  drop_database.sh 13
+databases.sh 12  raised_keeper_exit.sh 12  raised_idle_successor.sh 11
+raised_keeper_restart.sh 11  raised_max_namespaces.sh 11  raised_other_slot_order.sh 11
+raised_outage.sh 11  regional_range_race.sh 11  settings_no_stop.sh 11  adopt.sh 10
+readme_start.sh 10  pooler.sh 9  tenants.sh 9  raised_order.sh 8  shared_slot.sh 8
+drop_extension.sh 7  slow_commit.sh 7  static_switch.sh 7  raise_scale.sh 6
+raised_release_own.sh 6  store_dsn_secret.sh 6  store_refusal.sh 5  drop_guard_edges.sh 4
+partman.sh 4  regional_local_history.sh 4  dump_restore.sh 3
 "
+# the packages the lanes use, installed in the background since the start
+apt_status=0
+wait "$apt_pid" || apt_status=$?
+apt_pid=""
+if [ "$apt_status" != 0 ]; then
+    sed 's/^/#   /' "$work/apt.log" | tail -20
+    echo "not ok - installing the end-to-end scripts' and static checks' packages"; total_failed=$((total_failed + 1))
+fi
 fresh_cluster "$work/template-probe" && rm -rf "$work/template-probe"
 {
     for t in "$COSID_ROOT"/test/e2e/*.sh; do
@@ -257,13 +277,12 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
 }
 stage "end-to-end scripts on PostgreSQL 15 in $LANES lanes: lanes 2 to $LANES in the background (their output follows lane 1's)"
 lane_pids=()
-san_stopped=""
-if kill -0 "$san_pid" 2>/dev/null; then kill -STOP -- "-$san_pid" 2>/dev/null && san_stopped=1; fi
 for lane in $(seq 2 "$LANES"); do run_lane "$lane" > "$work/lane$lane.log" 2>&1 & lane_pids+=($!); done
 run_lane 1 | tee "$work/lane1.log"
 for p in "${lane_pids[@]}"; do wait "$p" || true; done
 for lane in $(seq 2 "$LANES"); do cat "$work/lane$lane.log"; done
 status=0
+[ "$apt_status" = 0 ] || status=1
 passed=0
 failed=0
 for f in $(seq -f "$work/lane%g.log" 1 "$LANES"); do
@@ -303,17 +322,6 @@ echo "model checker: $model_ok passed, $model_bad failed"
 total_passed=$((total_passed + model_ok)); total_failed=$((total_failed + model_bad))
 [ "$model_bad" = 0 ] || status=1
 
-# Lint and sanitizers: shellcheck on every script, cppcheck on the pure C++, and the unit
-# tests and the model checker (to smaller bounds) under ASan and UBSan (scripts/static_checks.sh).
-# After the end-to-end lanes (their builds would take the CPU the lanes' timed steps need on
-# a 2-core machine), in the background beside what is left of the majors' lane and the
-# package's smoke test (neither uses what they build); counted after the package.
-stage "in the background: shellcheck, cppcheck, ASan and UBSan"
-[ -z "$san_stopped" ] || kill -CONT -- "-$san_pid" 2>/dev/null || true
-wait "$san_pid" || true; san_pid=""  # (a failed build: static_checks.sh makes it again and reports it)
-setsid nice -n 10 bash "$COSID_ROOT/scripts/static_checks.sh" > "$work/static.log" 2>&1 &
-static_pid=$!
-
 stage "PostgreSQL 16 to 19, pg_upgrade"
 majors_status=0
 wait "$majors_pid" || majors_status=$?
@@ -346,7 +354,7 @@ else
 fi
 make -C "$COSID_ROOT" -s install >/dev/null  # the development install again, as before the package
 
-stage "shellcheck, cppcheck, ASan and UBSan (they ran beside the package's smoke test)"
+stage "shellcheck, cppcheck, clang-tidy, ASan and UBSan (they ran beside the lanes, niced)"
 wait "$static_pid" || true; static_pid=""
 cat "$work/static.log"
 static_ok=$(grep -c '^ok' "$work/static.log" || true); static_bad=$(grep -c '^not ok' "$work/static.log" || true)
