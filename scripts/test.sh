@@ -12,7 +12,7 @@ install_prerequisites  # what the build needs
 work="$(mktemp -d /tmp/cosid-test.XXXXXX)"
 kill_tree() { local c; for c in $(pgrep -P "$1" || true); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
 # (an early exit ends what runs in the background)
-trap 'for p in ${apt_pid:-} ${unit_pid:-} ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${static_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
+trap 'for p in ${apt_pid:-} ${model_pid:-} ${regress_pid:-} ${package_pid:-} ${majors_pid:-} ${static_pid:-}; do kill -CONT -- "-$p" 2>/dev/null || true; kill_tree "$p"; done; rm -rf "$work"' EXIT
 # bg_niced NICE CMD...: CMD in the background, in a session of its own (a process group to stop
 # or end) whose scheduling group is niced.  Linux's autogroup gives every session an equal share
 # of the CPU whatever the nice of its processes, so a plain `nice` of a new session is ignored:
@@ -54,36 +54,34 @@ count_line() {  # count_line LOGFILE: adds what a runner's summary says to the t
     total_passed=$((total_passed + ${p:-0})); total_failed=$((total_failed + ${f:-0}))
 }
 
-# GoogleTest on the pure C++ core, in the background: the unit tests built once, with
-# AddressSanitizer and UndefinedBehaviorSanitizer (an object per source, make -j2), then run;
-# $work/unit.rc holds their exit status (scripts/static_checks.sh waits for it: it runs them
-# again, and two makes of one target at once would race).  Counted after the lanes.
-stage "in the background: GoogleTest (the pure C++ core, under ASan and UBSan)"
-{
-    rc=0
-    if make -C "$COSID_ROOT" -s -j2 test/unit/run_unit_san > "$work/unit.log" 2>&1; then
-        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-            "$COSID_ROOT/test/unit/run_unit_san" >> "$work/unit.log" 2>&1 || rc=$?
-    else
-        rc=$?; echo "not ok - the unit tests' build" >> "$work/unit.log"
-    fi
-    echo "$rc" > "$work/unit.rc"
-} &
-unit_pid=$!
-# The Debian package (scripts/package.sh), and the static checks and sanitizers
-# (scripts/static_checks.sh: shellcheck, cppcheck, clang-tidy, clang-format, the unit tests
-# again and the model checker to smaller bounds under ASan and UBSan), which build the model
-# checker with the sanitizers first and run the rest once the linters are installed and the
-# unit tests built.  Both with bg_niced (above), at 10 and 19: they take what the lanes leave
-# of the CPU, not their time, and are waited for after the lanes.
+stage "GoogleTest: the pure C++ core, under ASan and UBSan"
+# The unit tests are built once, with AddressSanitizer and UndefinedBehaviorSanitizer (an
+# object per source), and the model checker beside them (one g++ command): make -j2 -k on both
+# cores.  Then make again for the unit tests alone: nothing to do, or their build's error,
+# which ends the run (the model checker's: test/model/model_checks.sh makes it again and
+# reports it).  scripts/static_checks.sh finds the unit tests made and runs them again.
+make -C "$COSID_ROOT" -s -k -j2 test/unit/run_unit_san test/model/run_model COSID_WERROR=1 > "$work/gtest_build.log" 2>&1 || true
+make -C "$COSID_ROOT" -s test/unit/run_unit_san || { echo "not ok - the unit tests' build"; exit 1; }
+# Then, in the background, the Debian package (scripts/package.sh), and the static checks
+# and sanitizers (scripts/static_checks.sh: shellcheck, cppcheck, clang-tidy, clang-format, the
+# unit tests again and the model checker to smaller bounds under ASan and UBSan), which build
+# the model checker with the sanitizers first and run the linters once they are installed.
+# Both with bg_niced (above), at 10 and 19: they take what the model checker and the end-to-end
+# lanes leave of the CPU, not their time, and are waited for after the lanes.
 bg_niced 19 bash -c 'make -C "$1" -s test/model/run_model_san > "$2/san_build.log" 2>&1
-    for _ in $(seq 1 1800); do [ -e "$2/apt.rc" ] && [ -e "$2/unit.rc" ] && break; sleep 1; done
+    for _ in $(seq 1 1800); do [ -e "$2/apt.rc" ] && break; sleep 1; done
     exec bash "$1/scripts/static_checks.sh"' _ "$COSID_ROOT" "$work" > "$work/static.log" 2>&1
 static_pid=$!
 package_started=$SECONDS
 bg_niced 10 bash -c 'rc=0; bash "$1/scripts/package.sh" "$2/deb" > "$2/package.log" 2>&1 || rc=$?
     echo "$rc" > "$2/package.rc"; echo "# the package was built in $((SECONDS)) s" > "$2/package.times"' _ "$COSID_ROOT" "$work"
 package_pid=$!
+unit_status=0
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$COSID_ROOT/test/unit/run_unit_san" > "$work/unit.log" 2>&1 || unit_status=$?
+grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is|runtime error|Sanitizer' "$work/unit.log" || true
+count_line "$work/unit.log"
+[ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
 
 # The exhaustive model checker over the same core (docs/safety.md): its bounds with every rule
 # on, then each rule switched off and the violation it closes reached (about a minute of the
@@ -320,16 +318,6 @@ if [ "$(cat "$work/installcheck.rc" 2>/dev/null)" != 0 ]; then
 fi
 total_passed=$((total_passed + $(grep -cE '\.\.\. ok' "$work/installcheck.log")))
 
-stage "GoogleTest (it ran beside the end-to-end scripts)"
-wait "$unit_pid" || true; unit_pid=""
-grep -E '^\[ +(FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is|runtime error|Sanitizer|^not ok' "$work/unit.log" || true
-count_line "$work/unit.log"
-if [ "$(cat "$work/unit.rc" 2>/dev/null)" != 0 ]; then
-    status=1
-    grep -qE '^\[  FAILED  \] [0-9]+ test' "$work/unit.log" || { tail -30 "$work/unit.log"; total_failed=$((total_failed + 1)); }
-    echo "not ok - GoogleTest under ASan and UBSan (exit $(cat "$work/unit.rc" 2>/dev/null || echo none))" | tee -a "$work/unit_result.log"
-fi
-
 stage "the model checker (it ran beside the end-to-end scripts)"
 wait "$model_pid" || true; model_pid=""
 grep -E '^(ok|not ok)|^# the model' "$work/model.log" || true
@@ -383,7 +371,7 @@ total_passed=$((total_passed + static_ok)); total_failed=$((total_failed + stati
 # the check's line and the script it came from.
 if [ "$status" != 0 ]; then
     echo "failures:"
-    for f in "$work/unit_result.log" "$work/installcheck.log" "$work/model.log" $(seq -f "$work/lane%g.log" 1 "$LANES") "$work/majors.log" "$work/smoke.log" "$work/static.log"; do
+    for f in "$work/installcheck.log" "$work/model.log" $(seq -f "$work/lane%g.log" 1 "$LANES") "$work/majors.log" "$work/smoke.log" "$work/static.log"; do
         [ -f "$f" ] && awk -v lane="$(basename "$f" .log)" '
             /^==> end-to-end/ { script = $NF }
             /^# FAILED: / { print "  " lane ": " $3 " failed" }
