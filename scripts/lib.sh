@@ -74,6 +74,12 @@ install_prerequisites() {
     id "$PG_USER" >/dev/null 2>&1 || useradd --system --create-home "$PG_USER"
 }
 
+# The sanitizers' settings for the unit tests and the model checker built with ASan and UBSan
+# (scripts/test.sh and scripts/static_checks.sh): stop at the first report.  (detect_leaks:
+# GoogleTest's death tests and the checker's worker threads end by exit.)
+# shellcheck disable=SC2034  # used by the scripts that source this file
+SAN_ENV=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1)
+
 build_and_install() {
     log "building and installing cosid"
     make -C "$COSID_ROOT" -s -j2 "$@" >/dev/null

@@ -68,8 +68,7 @@ longest=$(python3 scripts/long_functions.py --all src 2>/dev/null | head -1 | se
 [ "$rc" = 0 ] && [ "$n" = 0 ] && say OK "functions in src/ over 80 lines: none (the longest: $longest)" ||
     say FAIL "functions in src/ over 80 lines: $n" "$work/long_functions.log"
 
-# (detect_leaks: GoogleTest's death tests and the checker's worker threads end by exit)
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export "${SAN_ENV[@]}"  # the sanitizers' settings (scripts/lib.sh)
 if make -s test/unit/run_unit_san > "$work/build_unit.log" 2>&1; then
     test/unit/run_unit_san > "$work/unit.log" 2>&1
     rc=$?

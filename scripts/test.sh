@@ -77,8 +77,7 @@ bg_niced 19 bash -c 'rc=0; bash "$1/scripts/package.sh" "$2/deb" > "$2/package.l
     echo "$rc" > "$2/package.rc"; echo "# the package was built in $((SECONDS)) s" > "$2/package.times"' _ "$COSID_ROOT" "$work"
 package_pid=$!
 unit_status=0
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$COSID_ROOT/test/unit/run_unit_san" > "$work/unit.log" 2>&1 || unit_status=$?
+env "${SAN_ENV[@]}" "$COSID_ROOT/test/unit/run_unit_san" > "$work/unit.log" 2>&1 || unit_status=$?  # (scripts/lib.sh)
 grep -E '^\[ +(OK|FAILED|PASSED) +\]|^\[==========\]|Failure|Expected|Which is|runtime error|Sanitizer' "$work/unit.log" || true
 count_line "$work/unit.log"
 [ "$unit_status" = 0 ] || { echo "unit: $total_passed passed, $total_failed failed"; exit 1; }
@@ -202,15 +201,15 @@ DURATIONS="
 patroni.sh 136  chaos.sh 132  unseen_limits.sh 93  static_ceiling_ops.sh 85
 acquire_cost.sh 82  static_slots.sh 78  static_ceiling.sh 76  store_failover.sh 67
 fork.sh 63  faults_process.sh 62  citus.sh 60  store_restore_staged.sh 55
-keeper_pass_large_pool.sh 15  store_restore.sh 50  store_restore_race.sh 42  upgrade.sh 40
-doc_blocks.sh 37  faults_clock_store.sh 37  lease_edges.sh 35  logical_replication.sh 34
+store_restore.sh 50  store_restore_race.sh 42  upgrade.sh 40  doc_blocks.sh 37
+faults_clock_store.sh 37  lease_edges.sh 35  logical_replication.sh 34
 applications.sh 31  store_restart.sh 31  limit_raise_lost.sh 30  floor_bounds.sh 26
 shared_store.sh 26  store_change.sh 25  health.sh 24  no_preload.sh 24  prometheus.sh 22
 raised_floor_wait.sh 22  static_release_race.sh 22  pgbouncer.sh 21
 raised_twice_outage.sh 21  static_no_file.sh 21  raised_mixed_release.sh 20
 keeper_transient.sh 18  remote_store_edges.sh 18  clock_jump.sh 17  model_compare.sh 17
-bind_defaults.sh 16  concurrency.sh 15  raised_floor_seconds.sh 15  regional.sh 15
-pass_row_lock.sh 14  raise_clock_behind.sh 14  raised_release_all.sh 14  drop_database.sh 13
+bind_defaults.sh 16  concurrency.sh 15  keeper_pass_large_pool.sh 15  raised_floor_seconds.sh 15
+regional.sh 15  pass_row_lock.sh 14  raise_clock_behind.sh 14  raised_release_all.sh 14  drop_database.sh 13
 databases.sh 12  raised_keeper_exit.sh 12  raised_idle_successor.sh 11
 raised_keeper_restart.sh 11  raised_max_namespaces.sh 11  raised_other_slot_order.sh 11
 raised_outage.sh 11  regional_range_race.sh 11  settings_no_stop.sh 11  adopt.sh 10
@@ -243,6 +242,8 @@ next_script() {  # next_script: takes the next script off the queue ("" when non
 lanes_started=$SECONDS
 run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N: P passed, F failed" at the end
     local lane=$1 t name passed=0 failed=0 started
+    # the logs the running script's servers wrote, NUL-separated
+    script_logs() { find "$work/e2e$lane" -name '*.log' -newer "$work/e2e$lane/.started" -print0 2>/dev/null; }
     while name=$(next_script) && [ -n "$name" ]; do
         t="$COSID_ROOT/test/e2e/$name"
         [ -e "$t" ] || continue  # a listed script that is gone
@@ -256,8 +257,7 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
         local ok=0
         cpu_run "$work/e2e$lane.cpu" bash "$t" "$work/e2e$lane" || ok=$?
         if [ -n "${COSID_SLOW_MS:-}" ]; then  # (scripts/lib.sh's server_conf: the statements its servers logged as slow)
-            find "$work/e2e$lane" -name '*.log' -newer "$work/e2e$lane/.started" -print0 2>/dev/null |
-                xargs -0 -r grep -h 'duration: ' 2>/dev/null | sed -E 's/^.*duration: ([0-9.]+) ms +(statement|execute [^:]*): /\1 /' |
+            script_logs | xargs -0 -r grep -h 'duration: ' 2>/dev/null | sed -E 's/^.*duration: ([0-9.]+) ms +(statement|execute [^:]*): /\1 /' |
                 sort -rn | head -5 | cut -c1-240 | sed "s/^/# slow in $name: /" || true
         fi
         if [ "$ok" = 0 ]; then passed=$((passed + 1))
@@ -267,8 +267,7 @@ run_lane() {  # run_lane N: scripts off the queue until it is empty; "e2e lane N
             failed=$((failed + 1)); echo "# FAILED: $name"
             # what its servers logged as errors, and the keepers' failed store calls (a failure on a
             # loaded CI machine is read from here)
-            find "$work/e2e$lane" -name '*.log' -newer "$work/e2e$lane/.started" -print0 2>/dev/null |
-                xargs -0 -r grep -hE 'ERROR|FATAL|PANIC|terminated by signal|cosid: .*(failed|not confirmed)' 2>/dev/null | sort -u | tail -20 |
+            script_logs | xargs -0 -r grep -hE 'ERROR|FATAL|PANIC|terminated by signal|cosid: .*(failed|not confirmed)' 2>/dev/null | sort -u | tail -20 |
                 cut -c1-300 | sed 's/^/#   server log: /' || true
         fi
         echo "# $name took $((SECONDS - started)) s, $(cat "$work/e2e$lane.cpu") CPU-s"
