@@ -162,12 +162,17 @@ done
 } &
 majors_pid=$!
 
-stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references) and the Grafana dashboard"
+stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references), the SQL's lock order and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
 for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too
     python3 "$COSID_ROOT/test/meta/check_docs.py" "$arg" > "$work/docs.log" 2>&1 \
         || grep -q '^not ok' "$work/docs.log" || echo "not ok - check_docs.py $arg ran" >> "$work/docs.log"
     cat "$work/docs.log" >> "$work/meta.log"
+done
+# the store's lock order in the SQL functions (test/meta/check_sql.py says which rules)
+for arg in "$COSID_ROOT" --self-test; do
+    python3 "$COSID_ROOT/test/meta/check_sql.py" "$arg" >> "$work/meta.log" 2>&1 \
+        || grep -q '^not ok' "$work/meta.log" || echo "not ok - check_sql.py $arg ran" >> "$work/meta.log"
 done
 # the Grafana dashboard against the exporter's query file (test/e2e/prometheus.sh checks it
 # against what the real exporter emits)
@@ -215,7 +220,7 @@ raised_keeper_restart.sh 11  raised_max_namespaces.sh 11  raised_other_slot_orde
 raised_outage.sh 11  regional_range_race.sh 11  settings_no_stop.sh 11  adopt.sh 10
 readme_start.sh 10  pooler.sh 9  tenants.sh 9  raised_order.sh 8  shared_slot.sh 8
 drop_extension.sh 7  slow_commit.sh 7  static_switch.sh 7  raise_scale.sh 6
-raised_release_own.sh 6  store_dsn_secret.sh 6  store_refusal.sh 5  drop_guard_edges.sh 4
+raised_release_own.sh 6  lock_order.sh 6  store_dsn_secret.sh 6  store_refusal.sh 5  drop_guard_edges.sh 4
 partman.sh 4  regional_local_history.sh 4  dump_restore.sh 3
 "
 # the packages the lanes use, installed in the background since the start

@@ -85,10 +85,12 @@ BEGIN
          ORDER BY d.declared_at NULLS LAST, f.fork_id LIMIT 1;
     END IF;
     IF v_reason IS NOT NULL THEN
+        -- The state's row before cosid.fork_declared, in the store's lock order
+        -- (cosid._store_state_lock).
+        PERFORM cosid._fork_mark(v_reason);
         INSERT INTO cosid.fork_declared (fork_id, reason)
         SELECT f.fork_id, f.reason FROM cosid._fork_lines(p_forks) f
         ON CONFLICT (fork_id) DO NOTHING;
-        PERFORM cosid._fork_mark(v_reason);
     END IF;
     RETURN v_reason;
 END $$;
@@ -123,7 +125,7 @@ BEGIN
     -- What the data directory shows (a promotion, a cosid.fork file) is declared by the
     -- keeper once it finds the store ready: after that, or this would not cover it.
     PERFORM cosid._fork_declared_here();
-    LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+    PERFORM cosid._store_state_lock();
     v_reason := cosid._fork_reason();
     IF v_reason IS NULL THEN
         RETURN 'no fork to acknowledge: the store grants as usual';
@@ -133,7 +135,8 @@ BEGIN
     -- does not declare them again).
     UPDATE cosid.fork_declared SET acknowledged_at = pg_catalog.clock_timestamp() WHERE acknowledged_at IS NULL;
     RETURN format('fork acknowledged (%s): every slot freed, next floors at least %s + %s s (the reach cap)',
-                  rtrim(v_reason, '.'), coalesce(stopped_at::text, 'now'), cosid._unseen_reach_cap_ms() / 1000.0);
+                  rtrim(v_reason, '.'), coalesce(stopped_at::text, 'now'),
+                  pg_catalog.trim_scale(cosid._unseen_reach_cap_ms() / 1000.0));
 END $$;
 COMMENT ON FUNCTION cosid_fork_acknowledge(timestamptz) IS 'the other copy of this forked store''s server has stopped issuing: raise the floors from stopped_at and grant again (superuser or cosid_admin)';
 REVOKE ALL ON FUNCTION cosid_fork_acknowledge(timestamptz) FROM PUBLIC;

@@ -113,6 +113,40 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._raise_fence_step(bigint, bigint) FROM PUBLIC;
 
+-- The store's state taken for a change (a raise, a fork refused or acknowledged, a restore
+-- declared): SHARE ROW EXCLUSIVE on cosid.store_state till the transaction ends.  The lock
+-- order of the store is cosid.store_state, then cosid.fork_declared, then cosid.lease: a raise
+-- holds this lock and then waits for every transaction writing lease rows.  A transaction that
+-- already holds lease rows (a keeper's pass lease by lease, cosid_revoke_role) and only now
+-- finds the state changed would wait for that raise while the raise waits for it: it does not
+-- wait, it fails to serialize (40001), rolls back what it wrote, and is run again (the keeper
+-- does that at its next pass).  Its first look at the state came before its first lease row,
+-- and found it settled then.
+CREATE OR REPLACE FUNCTION cosid._store_state_lock() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_locks k
+                    WHERE k.pid = pg_catalog.pg_backend_pid() AND k.locktype = 'relation' AND k.granted
+                      AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                                         WHERE d.datname = pg_catalog.current_database())
+                      AND k.relation = 'cosid.lease'::regclass AND k.mode <> 'AccessShareLock') THEN
+        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+        RETURN;
+    END IF;
+    BEGIN
+        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RAISE EXCEPTION 'cosid lease store: its state is locked by another transaction, and this one holds lease rows'
+            USING ERRCODE = 'serialization_failure',
+                  DETAIL = 'A change of the store''s state (a raise, a fork declared or acknowledged, a restore) waits '
+                           'for every transaction that holds lease rows: waiting for it after writing lease rows could '
+                           'deadlock.',
+                  HINT = 'Run the call again in a new transaction (the keeper does at its next pass); run an '
+                         'administrator''s function in a transaction of its own.';
+    END;
+END $$;
+REVOKE ALL ON FUNCTION cosid._store_state_lock() FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid._follow_timeline(p_ttl_ms bigint) RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT cosid._follow_timeline(p_ttl_ms, false, NULL)
@@ -175,7 +209,7 @@ BEGIN
       INTO v_count, v_here FROM cosid.store_state s;
     IF NOT (v_count = 1 AND v_here) OR p_fork_ack THEN
         -- Conflicts with itself and with every writer of the table, not with readers.
-        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
+        PERFORM cosid._store_state_lock();
         SELECT count(*), coalesce(bool_and(s.system_identifier = v_sys AND s.timeline = v_tli
                                            AND s.fork_pending IS NULL), false)
           INTO v_count, v_here FROM cosid.store_state s;
@@ -413,6 +447,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_id text;
 BEGIN
+    IF restored THEN
+        -- First, as every change of the store's state (cosid._store_state_lock): the keeper's
+        -- cosid._fork_check may find the cosid.fork file written below before this commits,
+        -- and must wait here, not declare the same fork beside this declaration.
+        PERFORM cosid._store_state_lock();
+    END IF;
     IF restored AND (SELECT bool_or(s.issuer_incarnation IS NOT NULL) FROM cosid.store_state s) THEN
         -- A copy of a server that was issuing from this store: its origin may go on, on any
         -- slot, and no raise keeps above that.  A fork until cosid_fork_acknowledge(), in this
@@ -440,7 +480,6 @@ BEGIN
             USING HINT = 'Once the original server is stopped for good, SELECT cosid_fork_acknowledge(); here raises the floors and grants again.';
         RETURN (SELECT max(failovers) FROM cosid.store_state);
     ELSIF restored THEN
-        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
         -- a second record of the state, as a restored dump has: the next call raises
         INSERT INTO cosid.store_state (system_identifier, timeline, raise_floors_on_new_timeline, max_ttl_ms,
                                        max_tolerance_ms, failovers, raised_at_ms, raise_count)

@@ -154,6 +154,9 @@ BEGIN
     IF namespace IS NOT NULL THEN
         PERFORM cosid._namespace_row(namespace);
     END IF;
+    -- The timeline followed before the rows are locked (cosid._store_state_lock: a raise it
+    -- needs waits for lease rows, and is done here before this call holds any).
+    PERFORM cosid._follow_timeline(NULL);
     FOR r IN SELECT l.namespace, l.slot FROM cosid.lease l
               WHERE l.owner_role = role AND l.incarnation IS NOT NULL
                 AND (namespace IS NULL OR l.namespace = namespace)

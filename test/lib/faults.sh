@@ -124,9 +124,15 @@ check_client_through() {
 }
 # raise_store_floors [PSQL ARGS...]: the fault server's store raises every floor, as after a
 # failover (declared a copy of itself, its original gone: restored, then acknowledged), in one
-# session after PSQL ARGS (a SET that must hold for it); quiet.
+# session after PSQL ARGS (a SET that must hold for it); quiet unless it fails.
 raise_store_floors() {
-    q "$@" -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" >/dev/null 2>&1
+    local out
+    # A raise that fails (a deadlock, a refusal) fails the script here, where it happened.
+    if ! out=$(q "$@" -c "SELECT cosid_store_follow_timeline(restored => true)" -c "SELECT cosid_fork_acknowledge()" 2>&1); then
+        echo "not ok - the store's floors raised (restored => true, then acknowledged): $(grep -m2 ERROR <<<"$out")"
+        # shellcheck disable=SC2034  # FAIL: for the script that sourced this file
+        FAIL=1
+    fi
 }
 
 # fault_server DIR PORT: ttl 2 s; namespace f with tolerance 300 ms; table t with a unique key.
