@@ -130,10 +130,11 @@ BEGIN
     IF v_reason IS NULL THEN
         RETURN 'no fork to acknowledge: the store grants as usual';
     END IF;
-    PERFORM cosid._follow_timeline(NULL, true, v_ms);
     -- Every fork a data directory declared here is acknowledged with it (cosid._fork_check
-    -- does not declare them again).
+    -- does not declare them again); before the raise takes the lease rows, in the store's
+    -- lock order (cosid._store_state_lock).
     UPDATE cosid.fork_declared SET acknowledged_at = pg_catalog.clock_timestamp() WHERE acknowledged_at IS NULL;
+    PERFORM cosid._follow_timeline(NULL, true, v_ms);
     RETURN format('fork acknowledged (%s): every slot freed, next floors at least %s + %s s (the reach cap)',
                   rtrim(v_reason, '.'), coalesce(stopped_at::text, 'now'),
                   pg_catalog.trim_scale(cosid._unseen_reach_cap_ms() / 1000.0));

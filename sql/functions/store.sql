@@ -113,37 +113,36 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._raise_fence_step(bigint, bigint) FROM PUBLIC;
 
+-- Whether this transaction holds a lock on p_rel of mode p_mode or a stronger one (src/pg/store/locks.cpp).
+CREATE OR REPLACE FUNCTION cosid._lock_held(p_rel regclass, p_mode text) RETURNS boolean
+AS 'MODULE_PATHNAME', 'cosid_lock_held' LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION cosid._lock_held(regclass, text) FROM PUBLIC;
+
 -- The store's state taken for a change (a raise, a fork refused or acknowledged, a restore
--- declared): SHARE ROW EXCLUSIVE on cosid.store_state till the transaction ends.  The lock
--- order of the store is cosid.store_state, then cosid.fork_declared, then cosid.lease: a raise
--- holds this lock and then waits for every transaction writing lease rows.  A transaction that
--- already holds lease rows (a keeper's pass lease by lease, cosid_revoke_role) and only now
--- finds the state changed would wait for that raise while the raise waits for it: it does not
--- wait, it fails to serialize (40001), rolls back what it wrote, and is run again (the keeper
--- does that at its next pass).  Its first look at the state came before its first lease row,
--- and found it settled then.
+-- declared): SHARE ROW EXCLUSIVE on cosid.store_state till the transaction ends.  The store's
+-- lock order is cosid.store_state first: a raise holds this lock and then waits for every
+-- transaction that holds lease rows (cosid.fork_declared's writers hold a lock on the state
+-- that excludes this one).  So a transaction that already holds lease rows must not wait for
+-- it: every store call looks at the state before its first lease row, and one that holds
+-- rows and finds the state unsettled only now (a keeper's pass lease by lease, whose next
+-- renewal looks again after a fork was declared; cosid_revoke_role's next revoke) fails to
+-- serialize (40001) at once and rolls back what it wrote.  Its caller asks again in a new
+-- transaction, which settles the state before any lease row (the keeper goes on lease by
+-- lease at once).  Unless it holds the state's lock already: its own raise settled it.
 CREATE OR REPLACE FUNCTION cosid._store_state_lock() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_locks k
-                    WHERE k.pid = pg_catalog.pg_backend_pid() AND k.locktype = 'relation' AND k.granted
-                      AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d
-                                         WHERE d.datname = pg_catalog.current_database())
-                      AND k.relation = 'cosid.lease'::regclass AND k.mode <> 'AccessShareLock') THEN
-        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
-        RETURN;
-    END IF;
-    BEGIN
-        LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE NOWAIT;
-    EXCEPTION WHEN lock_not_available THEN
-        RAISE EXCEPTION 'cosid lease store: its state is locked by another transaction, and this one holds lease rows'
+    IF cosid._lock_held('cosid.lease', 'RowShareLock')
+       AND NOT cosid._lock_held('cosid.store_state', 'ShareRowExclusiveLock') THEN
+        RAISE EXCEPTION 'cosid lease store: its state changed while this transaction held lease rows'
             USING ERRCODE = 'serialization_failure',
-                  DETAIL = 'A change of the store''s state (a raise, a fork declared or acknowledged, a restore) waits '
-                           'for every transaction that holds lease rows: waiting for it after writing lease rows could '
-                           'deadlock.',
-                  HINT = 'Run the call again in a new transaction (the keeper does at its next pass); run an '
-                         'administrator''s function in a transaction of its own.';
-    END;
+                  DETAIL = 'The store''s state (a fork declared, a raise due, a restore) is settled before a store call''s '
+                           'first lease row: a raise waits for every transaction that holds lease rows, and this one '
+                           'would wait for the raise.',
+                  HINT = 'Run the call again in a new transaction (the keeper does so at once); run an administrator''s '
+                         'function in a transaction of its own.';
+    END IF;
+    LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
 END $$;
 REVOKE ALL ON FUNCTION cosid._store_state_lock() FROM PUBLIC;
 

@@ -71,6 +71,13 @@ extern "C" {
 #define COSID_MY_PROC_NUMBER() (MyProc->pgprocno)
 #define COSID_MY_LXID() (MyProc->lxid)
 #endif
+// Whether this transaction holds a lock of exactly that mode: LockHeldByMe took no third
+// argument (orstronger) until 16.
+#if PG_VERSION_NUM >= 170000
+#define COSID_LOCK_HELD_BY_ME(tag, mode) LockHeldByMe((tag), (mode), false)
+#else
+#define COSID_LOCK_HELD_BY_ME(tag, mode) LockHeldByMe((tag), (mode))
+#endif
 // Whether the current user owns a database (superusers own everything): pg_database_ownercheck
 // until 15, object_ownercheck from 16 on.
 #if PG_VERSION_NUM >= 160000

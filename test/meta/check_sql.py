@@ -4,30 +4,35 @@ order": cosid.store_state, then cosid.fork_declared, then cosid.lease):
   - only cosid._store_state_lock takes SHARE ROW EXCLUSIVE on cosid.store_state (it refuses to
     wait where the caller already holds lease rows);
   - a function that marks the store a fork and records the fork marks it first;
-  - a function that writes or locks cosid.lease rows follows the timeline (or takes the
-    state's lock) before its first such statement.
+  - a function that writes or locks cosid.lease rows, or calls one that does, follows the
+    timeline (or takes the state's lock) before its first such statement; a later call in a
+    loop is guarded at run time (cosid._store_state_lock refuses to wait there).
 Usage: check_sql.py ROOT | --self-test.  Prints "ok - ..." / "not ok - ..." lines."""
 import glob, os, re, sys
 
 FUNCTION = re.compile(r'^CREATE OR REPLACE FUNCTION ([\w.]+)\(', re.M)
 STATE_SRX = re.compile(r'LOCK TABLE cosid\.store_state IN SHARE ROW EXCLUSIVE MODE', re.I)
+# (a statement on the rows, or a call of a function that writes them)
 LEASE_WRITE = re.compile(r'UPDATE cosid\.lease\b|INSERT INTO cosid\.lease\b|DELETE FROM cosid\.lease\b'
-                         r'|FROM cosid\.lease\b[^;]*FOR (NO KEY )?UPDATE', re.I)
+                         r'|FROM cosid\.lease\b[^;]*FOR (NO KEY )?UPDATE'
+                         r'|cosid\.(acquire|renew|release|revoke)\(', re.I)
 FOLLOW = re.compile(r'cosid\._follow_timeline\(|cosid\._store_state_lock\(')
 # (the two that take the locks themselves, in the order above)
 OWN_ORDER = {'cosid._follow_timeline', 'cosid._store_state_lock'}
 
 
 def code(body):
-    """The body without its comments (a comment may name any statement)."""
-    return re.sub(r'--[^\n]*', '', body)
+    """The body without its comments and string literals (either may name any statement)."""
+    return re.sub(r"'(?:[^']|'')*'", "''", re.sub(r'--[^\n]*', '', body))
 
 
 def functions(text):
+    """(name, body): each definition's text from its AS, without comments."""
     starts = [(m.start(), m.group(1)) for m in FUNCTION.finditer(text)]
     for i, (at, name) in enumerate(starts):
         end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
-        yield name, code(text[at:end])
+        body = code(text[at:end])
+        yield name, body[body.find('$$'):] if '$$' in body else body
 
 
 def problems(files):
@@ -80,6 +85,9 @@ $$;
         'rows locked first': 'CREATE OR REPLACE FUNCTION cosid.b() RETURNS void AS $$\n'
                              '    FOR r IN SELECT 1 FROM cosid.lease l ORDER BY 1 FOR UPDATE LOOP\n'
                              '        PERFORM cosid._follow_timeline(NULL);\n    END LOOP;\n$$;\n',
+        'a lease function called first': 'CREATE OR REPLACE FUNCTION cosid.b() RETURNS void AS $$\n'
+                                         "    PERFORM cosid.revoke('n', 1);\n"
+                                         '    PERFORM cosid._follow_timeline(NULL);\n$$;\n',
     }
     fails = 0
     _, found = problems({'good.sql': good})

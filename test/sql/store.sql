@@ -98,3 +98,20 @@ SELECT current_setting('synchronous_commit') AS after_it;
 SET synchronous_commit = remote_apply;
 SELECT current_setting('synchronous_commit') AS stronger_kept FROM cosid._durable() d;
 RESET synchronous_commit;
+-- The store's lock order (cosid._store_state_lock): a transaction that holds lease rows and
+-- finds the state unsettled fails to serialize at once, unless it holds the state's lock.
+-- cosid._lock_held reads this backend's own locks: a mode or any stronger one.
+BEGIN;
+SELECT cosid._lock_held('cosid.lease', 'RowShareLock') AS before_any;
+SELECT 1 AS locked FROM cosid.lease WHERE namespace = 'st' AND slot = 2 FOR UPDATE;
+SELECT cosid._lock_held('cosid.lease', 'RowShareLock') AS row_share,
+       cosid._lock_held('cosid.lease', 'RowExclusiveLock') AS not_row_exclusive;
+SELECT expect_error($$SELECT cosid._store_state_lock()$$);
+ROLLBACK;
+BEGIN;
+LOCK TABLE cosid.store_state IN EXCLUSIVE MODE;
+SELECT 1 AS locked FROM cosid.lease WHERE namespace = 'st' AND slot = 2 FOR UPDATE;
+SELECT cosid._lock_held('cosid.store_state', 'ShareRowExclusiveLock') AS stronger_held;
+SELECT FROM cosid._store_state_lock();
+ROLLBACK;
+SELECT expect_error($$SELECT cosid._lock_held('cosid.lease', 'RowShare')$$);
