@@ -161,7 +161,7 @@ qc -c "EXPLAIN INSERT INTO by_id(path) VALUES ('explain'), ('explain')" >/dev/nu
 check "a plain EXPLAIN of an INSERT consumes ids (Citus evaluates the defaults to route rows)" 2 \
     "$(( $(qc -c "SELECT ids_issued FROM cosid_stats()") - before ))"
 
-# client NODE N: until $base/stop, rounds of every write path through that node.
+# client NODE N: until $base/stop, rounds of every write path through that node, CLIENT_PACE apart.
 client() {
     local n=$1 c=$2 round=0
     (
@@ -186,6 +186,7 @@ client() {
                 echo "INSERT INTO by_id(path) SELECT 'insert-select' FROM src WHERE k % 4 = $((round % 4));"
             } | node_sql "$n" >/dev/null 2>>"$base/clients.err" \
                 && echo ok || echo failed
+            sleep "$CLIENT_PACE"  # (rounds, not density, are what the checks read)
         done > "$base/client.$n.$c.log"
     ) &
 }
@@ -228,9 +229,9 @@ grep -E 'ERROR|DETAIL|HINT' <<<"$out" | sed 's/^/# /' || true
 # own store, and the two made the same ids.
 p0=$(qc -c "SELECT substr(owner_key, 6) FROM cosid_leases('default') WHERE slot = 0 AND state = 'held'")
 n0=c; for n in w1 w2; do [ "$p0" = "$(node_port $n)" ] && n0=$n; done
-burst() {  # burst TENANT PATH: 3 s of 50-row inserts, one after the other (ids in most ms)
+burst() {  # burst TENANT PATH: 1 s of 50-row inserts, one after the other (ids in most ms)
     echo "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); BEGIN
-          WHILE clock_timestamp() < t0 + interval '3 s' LOOP
+          WHILE clock_timestamp() < t0 + interval '1 s' LOOP
               INSERT INTO by_tenant(tenant, path) SELECT $1, '$2' FROM generate_series(1, 50);
           END LOOP; END \$\$"
 }
