@@ -55,6 +55,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_tol_ms := floor(extract(epoch FROM tolerance) * 1000)::bigint;
+    -- The namespace's row before the store's state, as an acquire takes them (src/README.md:
+    -- the store's lock order): a raise here would otherwise hold the state while it waited
+    -- for an acquire that holds the row and waits for the state.
+    PERFORM FROM cosid.namespace n WHERE n.name = cosid_namespace_create.name FOR UPDATE;
     PERFORM cosid._follow_timeline(NULL);  -- one row of store_state to read
     SELECT s.max_tolerance_ms INTO v_max_tol FROM cosid.store_state s;
     IF v_tol_ms > v_max_tol THEN
@@ -403,9 +407,11 @@ BEGIN
                   DETAIL = 'Floors are Unix times in milliseconds.',
                   HINT = 'Pass the time no window of the namespace should start at or below, e.g. now().';
     END IF;
-    -- Writers of lease rows wait until this commits: none grants a window meanwhile.
-    LOCK TABLE cosid.lease IN SHARE MODE;
+    -- The namespace's row first, as an acquire takes it (src/README.md: the store's lock
+    -- order); then writers of lease rows wait until this commits: none grants a window
+    -- meanwhile.
     SELECT * INTO v_ns FROM cosid.namespace n WHERE n.name = namespace FOR UPDATE;
+    LOCK TABLE cosid.lease IN SHARE MODE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'cosid namespace "%" does not exist', namespace
             USING ERRCODE = 'undefined_object',

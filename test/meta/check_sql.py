@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Checks the store's lock order in sql/functions/*.sql (src/README.md, "The store's lock
-order": cosid.store_state, then cosid.fork_declared, then cosid.lease):
+order": a namespace's row, cosid.store_state, cosid.fork_declared, cosid.lease):
   - only cosid._store_state_lock takes SHARE ROW EXCLUSIVE on cosid.store_state (it refuses to
     wait where the caller already holds lease rows);
   - a function that marks the store a fork and records the fork marks it first;
   - a function that writes or locks cosid.lease rows, or calls one that does, follows the
     timeline (or takes the state's lock) before its first such statement; a later call in a
-    loop is guarded at run time (cosid._store_state_lock refuses to wait there).
+    loop is guarded at run time (cosid._store_state_lock refuses to wait there);
+  - a function that locks a namespace's row does so before all of those.
 Usage: check_sql.py ROOT | --self-test.  Prints "ok - ..." / "not ok - ..." lines."""
 import glob, os, re, sys
 
@@ -17,6 +18,9 @@ LEASE_WRITE = re.compile(r'UPDATE cosid\.lease\b|INSERT INTO cosid\.lease\b|DELE
                          r'|FROM cosid\.lease\b[^;]*FOR (NO KEY )?UPDATE'
                          r'|cosid\.(acquire|renew|release|revoke)\(', re.I)
 FOLLOW = re.compile(r'cosid\._follow_timeline\(|cosid\._store_state_lock\(')
+# a namespace's row locked, and what must come after it
+NAMESPACE_LOCK = re.compile(r'FROM cosid\.namespace\b[^;]*FOR (NO KEY |KEY )?(UPDATE|SHARE)', re.I)
+AFTER_NAMESPACE = re.compile(FOLLOW.pattern + '|' + LEASE_WRITE.pattern + r'|LOCK TABLE cosid\.lease\b', re.I)
 # (the two that take the locks themselves, in the order above)
 OWN_ORDER = {'cosid._follow_timeline', 'cosid._store_state_lock'}
 
@@ -48,6 +52,10 @@ def problems(files):
             mark, record = body.find('cosid._fork_mark('), body.find('INSERT INTO cosid.fork_declared')
             if mark >= 0 and record >= 0 and record < mark:
                 found.append('%s records a fork in cosid.fork_declared before it marks cosid.store_state' % where)
+            row = NAMESPACE_LOCK.search(body)
+            before = AFTER_NAMESPACE.search(body)
+            if row and before and before.start() < row.start():
+                found.append('%s locks a namespace\'s row after the store\'s state or lease rows' % where)
             write = LEASE_WRITE.search(body)
             if write and name not in OWN_ORDER:
                 follow = FOLLOW.search(body)
@@ -85,6 +93,9 @@ $$;
         'rows locked first': 'CREATE OR REPLACE FUNCTION cosid.b() RETURNS void AS $$\n'
                              '    FOR r IN SELECT 1 FROM cosid.lease l ORDER BY 1 FOR UPDATE LOOP\n'
                              '        PERFORM cosid._follow_timeline(NULL);\n    END LOOP;\n$$;\n',
+        'a namespace locked last': 'CREATE OR REPLACE FUNCTION cosid.b() RETURNS void AS $$\n'
+                                   '    LOCK TABLE cosid.lease IN SHARE MODE;\n'
+                                   "    PERFORM FROM cosid.namespace n WHERE n.name = 'x' FOR UPDATE;\n$$;\n",
         'a lease function called first': 'CREATE OR REPLACE FUNCTION cosid.b() RETURNS void AS $$\n'
                                          "    PERFORM cosid.revoke('n', 1);\n"
                                          '    PERFORM cosid._follow_timeline(NULL);\n$$;\n',

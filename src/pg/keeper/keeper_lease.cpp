@@ -411,6 +411,16 @@ void send_one(const DueLease& d) {
 // A store without cosid.lease_pass (older than 1.5): lease by lease, asked again later.
 int64 lease_pass_missing_until = 0;
 
+// Leases in the order of the store's primary key (namespace, slot): the rows of a pass are
+// then locked in the order cosid_revoke_role locks a role's, and neither waits for the other
+// while holding a row the other needs.
+static int due_order(const void* a, const void* b) {
+    const DueLease* x = static_cast<const DueLease*>(a);
+    const DueLease* y = static_cast<const DueLease*>(b);
+    int c = strcmp(x->ns, y->ns);
+    return c != 0 ? c : (x->slot > y->slot) - (x->slot < y->slot);
+}
+
 // The renewals and releases due in a pass, in one store transaction (cosid.lease_pass),
 // each answered and applied as alone.  A pass that fails with the store's answer (an error
 // in one lease rolls back all) is asked again lease by lease, so that each lease gets its
@@ -422,6 +432,7 @@ void run_due_leases(DueLease* due, int n) {
         for (int k = 0; k < n; ++k) send_one(due[k]);
         return;
     }
+    qsort(due, n, sizeof(DueLease), due_order);
     LeaseCall* calls = static_cast<LeaseCall*>(palloc(sizeof(LeaseCall) * n));
     StoreResult* results = static_cast<StoreResult*>(palloc(sizeof(StoreResult) * n));
     for (int k = 0; k < n; ++k) calls[k] = LeaseCall{due[k].release, due[k].ns, due[k].slot, due[k].fence, due[k].last};
