@@ -42,7 +42,9 @@ q -c "CREATE TABLE before AS SELECT namespace, slot, fence, incarnation IS NOT N
 # The raise: in one transaction with the change that provokes it, its own work counted there.
 out=$(q -v ON_ERROR_STOP=1 <<'SQL'
 BEGIN;
--- (no lease row changes meanwhile: the keeper's calls wait for this transaction)
+-- (no lease row changes meanwhile: the keeper's calls wait for this transaction; the store's
+-- state first, in the store's lock order: src/README.md)
+LOCK TABLE cosid.store_state IN SHARE ROW EXCLUSIVE MODE;
 LOCK TABLE cosid.lease IN SHARE ROW EXCLUSIVE MODE;
 SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL \gset held_
 UPDATE cosid.store_state SET timeline = 0, issuer_incarnation = NULL;
