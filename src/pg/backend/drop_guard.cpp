@@ -88,6 +88,10 @@ void windows_ahead(Ahead* out, List* owners) {
             list_member_oid(owners, ext_owner) || (OidIsValid(schema_owner) && list_member_oid(owners, schema_owner));
     }
     if (dropped) {
+        // The namespace table before the lease table, in the store's lock order (src/README.md):
+        // an acquire holds its namespace's row while it waits for the lease table, and the
+        // drop that follows this look takes every table of the extension.
+        SPI_execute("LOCK TABLE cosid.namespace IN EXCLUSIVE MODE", false, 0);
         SPI_execute("LOCK TABLE cosid.lease IN SHARE MODE", false, 0);
         // Read with a snapshot taken now that the lock is held: the statement's own (taken
         // before it, and the transaction's at REPEATABLE READ) misses a window granted by an
