@@ -55,6 +55,17 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_tol_ms := floor(extract(epoch FROM tolerance) * 1000)::bigint;
+    v_epoch_ms := floor(extract(epoch FROM epoch) * 1000)::bigint;
+    v_ts_bits := total_bits - slot_bits - sequence_bits;
+    -- The same call again is a no-op, also for a namespace made under older rules: a plain
+    -- read, which holds up no acquire of the namespace.
+    IF EXISTS (SELECT 1 FROM cosid.namespace n
+               WHERE n.name = cosid_namespace_create.name
+                 AND (n.slot_bits, n.sequence_bits, n.timestamp_bits, n.epoch_ms, n.unit, n.tolerance_ms)
+                     = (cosid_namespace_create.slot_bits, cosid_namespace_create.sequence_bits, v_ts_bits,
+                        v_epoch_ms, v_unit, v_tol_ms)) THEN
+        RETURN;
+    END IF;
     -- The namespace's row before the store's state, as an acquire takes them (src/README.md:
     -- the store's lock order): a raise here would otherwise hold the state while it waited
     -- for an acquire that holds the row and waits for the state.
@@ -66,16 +77,6 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = 'After a failover the store raises every floor by 2 x its max_tolerance, which must cover every namespace''s tolerance.',
                   HINT = format('Raise the limit on the store first: SELECT cosid_store_settings(max_tolerance => %L), and let its standbys replay it.', tolerance);
-    END IF;
-    v_epoch_ms := floor(extract(epoch FROM epoch) * 1000)::bigint;
-    v_ts_bits := total_bits - slot_bits - sequence_bits;
-    -- The same call again is a no-op, also for a namespace made under older rules.
-    IF EXISTS (SELECT 1 FROM cosid.namespace n
-               WHERE n.name = cosid_namespace_create.name
-                 AND (n.slot_bits, n.sequence_bits, n.timestamp_bits, n.epoch_ms, n.unit, n.tolerance_ms)
-                     = (cosid_namespace_create.slot_bits, cosid_namespace_create.sequence_bits, v_ts_bits,
-                        v_epoch_ms, v_unit, v_tol_ms)) THEN
-        RETURN;
     END IF;
     PERFORM cosid.layout_check(v_ts_bits, slot_bits, sequence_bits, v_epoch_ms, v_unit);
     -- A layout whose timestamps cannot cover now would only ever fail in cosid_next().
@@ -141,6 +142,11 @@ BEGIN
                   HINT = 'Use a range within the layout''s slots, or more slot bits.';
     END IF;
     PERFORM @extschema@.cosid_namespace_create(name, slot_bits, tolerance, epoch, sequence_bits, unit, total_bits);
+    -- The same call again: a plain read first, which holds up no acquire of the namespace.
+    IF EXISTS (SELECT 1 FROM cosid.namespace n
+                WHERE n.name = cosid_namespace_create.name AND n.slot_range IS NOT DISTINCT FROM v_range) THEN
+        RETURN;
+    END IF;
     SELECT * INTO v_old FROM cosid.namespace n WHERE n.name = cosid_namespace_create.name FOR UPDATE;
     IF v_old.slot_range IS NOT DISTINCT FROM v_range THEN
         RETURN;  -- the same call again

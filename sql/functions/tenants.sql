@@ -160,7 +160,8 @@ BEGIN
     FOR r IN SELECT l.namespace, l.slot FROM cosid.lease l
               WHERE l.owner_role = role AND l.incarnation IS NOT NULL
                 AND (namespace IS NULL OR l.namespace = namespace)
-              ORDER BY l.namespace, l.slot FOR UPDATE
+              -- (byte order, as the keeper sends a pass's leases: run_due_leases)
+              ORDER BY l.namespace COLLATE "C", l.slot FOR UPDATE
     LOOP
         PERFORM cosid.revoke(r.namespace, r.slot);
         v_done := v_done + 1;

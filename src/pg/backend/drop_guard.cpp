@@ -179,10 +179,12 @@ void windows_ahead_in(Oid database, const char* name, Ahead* out) {
     if (!out->looked)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("cosid could not check database \"%s\" for a lease store before it goes", name),
-                        errdetail("The background worker that looks at its lease table did not finish (a lock on the "
-                                  "table held for 10 s, or an error: the server log says which)."),
-                        errhint("End the session that holds cosid.lease in that database (pg_locks), or first run DROP "
-                                "EXTENSION cosid there (it is checked there), and try again.")));
+                        errdetail("The background worker that looks at its lease table did not finish (a lock on "
+                                  "cosid.namespace or cosid.lease held for 10 s, or an error: the server log says "
+                                  "which)."),
+                        errhint("End the session that holds cosid.namespace or cosid.lease in that database "
+                                "(pg_locks), or first run DROP EXTENSION cosid there (it is checked there), and try "
+                                "again.")));
 }
 
 void refuse_if_ahead(const Ahead& ahead, const char* what, const char* made_again) {
