@@ -204,7 +204,7 @@ total_passed=$((total_passed + meta_ok)); total_failed=$((total_failed + meta_ba
 LANES=${COSID_E2E_LANES:-4}
 DURATIONS="
 chaos.sh 135  patroni.sh 132  unseen_limits.sh 91  static_ceiling_ops.sh 79
-store_failover.sh 68  faults_process.sh 62  static_slots.sh 60  acquire_cost.sh 54
+store_failover.sh 68  faults_process.sh 62  static_slots.sh 60  acquire_cost.sh 62
 static_ceiling.sh 54  fork.sh 52  store_restore.sh 52  upgrade.sh 52  citus.sh 46
 store_restore_staged.sh 43  store_restore_race.sh 40  faults_clock_store.sh 39  health.sh 38
 limit_raise_lost.sh 38  model_compare.sh 37  doc_blocks.sh 36  lease_edges.sh 36
