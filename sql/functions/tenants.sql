@@ -43,8 +43,13 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_role name;
 BEGIN
+    -- (by the primary key: IS NOT DISTINCT FROM, = for an incarnation not NULL, leaves the
+    -- planner no other index, as in cosid.renew; with =, the partial index of held leases was
+    -- usable too, and a plan made while the statistics had every slot free read every held
+    -- lease of the namespace at each release)
     SELECT l.owner_role INTO v_role FROM cosid.lease l
-     WHERE l.namespace = p_namespace AND l.slot = p_slot AND l.incarnation = p_incarnation AND l.fence = p_fence;
+     WHERE l.namespace = p_namespace AND l.slot = p_slot AND p_incarnation IS NOT NULL
+       AND l.incarnation IS NOT DISTINCT FROM p_incarnation AND l.fence = p_fence;
     IF FOUND AND v_role IS NOT NULL AND v_role <> session_user THEN
         RAISE EXCEPTION 'permission denied to % slot % of cosid namespace "%"', p_what, p_slot, p_namespace
             USING ERRCODE = 'insufficient_privilege',
