@@ -164,15 +164,14 @@ majors_pid=$!
 
 stage "META.json (PGXN meta spec), make dist, the docs (README.md's size, links, docs/reference.md, internal references), the SQL's lock order and the Grafana dashboard"
 python3 "$COSID_ROOT/test/meta/check_meta.py" "$COSID_ROOT/META.json" "$COSID_ROOT/cosid.control" > "$work/meta.log" 2>&1 || true
-for arg in "$COSID_ROOT" --self-test; do  # a checker that crashes counts as a failure too
-    python3 "$COSID_ROOT/test/meta/check_docs.py" "$arg" > "$work/docs.log" 2>&1 \
-        || grep -q '^not ok' "$work/docs.log" || echo "not ok - check_docs.py $arg ran" >> "$work/docs.log"
-    cat "$work/docs.log" >> "$work/meta.log"
-done
-# the store's lock order in the SQL functions (test/meta/check_sql.py says which rules)
-for arg in "$COSID_ROOT" --self-test; do
-    python3 "$COSID_ROOT/test/meta/check_sql.py" "$arg" >> "$work/meta.log" 2>&1 \
-        || grep -q '^not ok' "$work/meta.log" || echo "not ok - check_sql.py $arg ran" >> "$work/meta.log"
+# the docs, and the store's lock order in the SQL functions (test/meta/check_sql.py says which
+# rules); a checker that crashes counts as a failure too
+for checker in check_docs.py check_sql.py; do
+    for arg in "$COSID_ROOT" --self-test; do
+        python3 "$COSID_ROOT/test/meta/$checker" "$arg" > "$work/checker.log" 2>&1 \
+            || grep -q '^not ok' "$work/checker.log" || echo "not ok - $checker $arg ran" >> "$work/checker.log"
+        cat "$work/checker.log" >> "$work/meta.log"
+    done
 done
 # the Grafana dashboard against the exporter's query file (test/e2e/prometheus.sh checks it
 # against what the real exporter emits)
