@@ -39,6 +39,72 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 REVOKE ALL ON FUNCTION cosid._grant_window(bigint, bigint, bigint, bigint, bigint, bigint, bigint, bigint, bigint) FROM PUBLIC;
 
+-- The slot search of cosid.acquire: a cursor over the next at most 16 slots above p_after,
+-- in slot order, that fit preference p_pref (1 to 9, the order of cosid.acquire's comment).
+-- (The acquire stops at the first slot past its range: a bound here too made the generic
+-- plan's estimate so small that PostgreSQL planned the statement again at every call.)
+-- Preferences 1 to 4 ask too that the slot's next window can start now
+-- (p_now): its next floor with the raises it missed at or below it, and no static ceiling
+-- recorded above it for its slot or its namespace (slot -1; a slot static here before has its
+-- last window's ceiling there, up to cosid.static_ahead ahead).  Each shape is a static
+-- statement, whose plan is made once a session and kept (a dynamic EXECUTE was planned at
+-- every call: a quarter of an acquire's time); and a cursor, which the acquire reads one slot
+-- at a time, so the common acquire reads one candidate's row, not a batch of them.
+CREATE OR REPLACE FUNCTION cosid._slot_candidates(p_pref int, p_namespace text, p_owner_key text, p_preferred int,
+                                                  p_now bigint, p_after int, p_incarnation uuid, p_count bigint,
+                                                  p_raised_floor bigint) RETURNS refcursor
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_any boolean := p_pref > 4;  -- 5 to 9: whether or not the next window can start now
+    c     refcursor;
+BEGIN
+    IF p_pref IN (1, 5) THEN
+        OPEN c FOR SELECT l.slot FROM cosid.lease l
+                    WHERE l.namespace = p_namespace AND l.slot > p_after
+                      AND l.slot = p_preferred
+                      AND (l.incarnation IS NULL OR (l.expires_at <= p_now AND l.incarnation <> p_incarnation))
+                      AND (v_any OR (cosid._raised_next_floor(l.next_floor, l.raise_seen, p_count, p_raised_floor) <= p_now
+                                     AND NOT EXISTS (SELECT FROM cosid.static_ceiling sc
+                                                      WHERE sc.namespace = p_namespace AND sc.slot IN (l.slot, -1)
+                                                        AND sc.ceiling_ms > p_now)));
+    ELSIF p_pref IN (2, 6) THEN
+        OPEN c FOR SELECT l.slot FROM cosid.lease l
+                    WHERE l.namespace = p_namespace AND l.slot > p_after
+                      AND coalesce(l.owner_key, l.previous_owner_key) = p_owner_key
+                      AND (l.incarnation IS NULL OR (l.expires_at <= p_now AND l.incarnation <> p_incarnation))
+                      AND (v_any OR (cosid._raised_next_floor(l.next_floor, l.raise_seen, p_count, p_raised_floor) <= p_now
+                                     AND NOT EXISTS (SELECT FROM cosid.static_ceiling sc
+                                                      WHERE sc.namespace = p_namespace AND sc.slot IN (l.slot, -1)
+                                                        AND sc.ceiling_ms > p_now)))
+                    ORDER BY l.slot LIMIT 16;
+    ELSIF p_pref IN (3, 7) THEN
+        OPEN c FOR SELECT l.slot FROM cosid.lease l
+                    WHERE l.namespace = p_namespace AND l.slot > p_after
+                      AND l.incarnation IS NULL
+                      AND (v_any OR (cosid._raised_next_floor(l.next_floor, l.raise_seen, p_count, p_raised_floor) <= p_now
+                                     AND NOT EXISTS (SELECT FROM cosid.static_ceiling sc
+                                                      WHERE sc.namespace = p_namespace AND sc.slot IN (l.slot, -1)
+                                                        AND sc.ceiling_ms > p_now)))
+                    ORDER BY l.slot LIMIT 16;
+    ELSIF p_pref IN (4, 8) THEN
+        OPEN c FOR SELECT l.slot FROM cosid.lease l
+                    WHERE l.namespace = p_namespace AND l.slot > p_after
+                      AND l.expires_at <= p_now AND l.incarnation <> p_incarnation
+                      AND (v_any OR (cosid._raised_next_floor(l.next_floor, l.raise_seen, p_count, p_raised_floor) <= p_now
+                                     AND NOT EXISTS (SELECT FROM cosid.static_ceiling sc
+                                                      WHERE sc.namespace = p_namespace AND sc.slot IN (l.slot, -1)
+                                                        AND sc.ceiling_ms > p_now)))
+                    ORDER BY l.slot LIMIT 16;
+    ELSE
+        OPEN c FOR SELECT l.slot FROM cosid.lease l
+                    WHERE l.namespace = p_namespace AND l.slot > p_after
+                      AND l.incarnation = p_incarnation AND l.expires_at <= p_now
+                    ORDER BY l.slot LIMIT 16;
+    END IF;
+    RETURN c;
+END $$;
+REVOKE ALL ON FUNCTION cosid._slot_candidates(int, text, text, int, bigint, int, uuid, bigint, bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
 RETURNS TABLE (slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
@@ -48,14 +114,13 @@ DECLARE
     v_now  bigint := cosid.store_now();
     v_ns   cosid.namespace;
     v_dup  boolean;
-    v_cond text;
-    v_pref int := 0;
     v_after int;
     v_batch int;
-    c      record;
+    v_slot int;
+    v_cur  refcursor;
+    v_upper int;
     r      cosid.lease;
     v_static bigint;
-    v_now_ok text;
     v_missed boolean := false;
     v_mark record;
 BEGIN
@@ -85,7 +150,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'A ttl above the store''s max_ttl is granted at max_ttl; one above 24 hours is a mistake.';
     END IF;
-    PERFORM cosid._follow_timeline(p_ttl_ms);
+    PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);
     SELECT g.ttl_ms INTO p_ttl_ms FROM cosid._grant_limits(p_ttl_ms) g;
     v_now := cosid.store_now();  -- after a raise, which may have waited for another caller's
     -- The store's last raise, for a row not yet brought up to it (the lazy raise,
@@ -138,57 +203,45 @@ BEGIN
     -- number of slots), until a slot is won; a slot lost to a racing acquirer just moves on
     -- to the next.  A slot that fits two preferences comes
     -- twice; the second try matches no row.
-    -- "Can start now" also asks cosid.static_ceiling: a slot static here before (see the
-    -- UPDATE below) has its last window's ceiling there, up to cosid.static_ahead ahead.
-    v_now_ok := ' AND cosid._raised_next_floor(l.next_floor, l.raise_seen, $8, $9) <= $4 AND NOT EXISTS (SELECT 1 FROM cosid.static_ceiling sc'
-                || ' WHERE sc.namespace = l.namespace AND sc.slot IN (l.slot, -1) AND sc.ceiling_ms > $4)';
     -- Free slots come before expired leases (3 and 4 each in two steps, as in
     -- src/core/lease_model.cpp slot_preference): a free slot is found through the index of
     -- free slots (cosid.lease_free) without reading the held ones, so an acquire costs the
     -- same at every fill while free slots remain; and an expired lease's owner may still renew
-    -- it, which it can only while nobody took it over.
-    FOREACH v_cond IN ARRAY ARRAY[
-        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
-        'coalesce(l.owner_key, l.previous_owner_key) = $2'
-            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))' || v_now_ok,
-        'l.incarnation IS NULL' || v_now_ok,
-        'l.expires_at <= $4 AND l.incarnation <> $6' || v_now_ok,
-        -- (4) After a raise no slot's next window can start now (every next floor is at or
-        -- above the raised floor, ahead of the clock until the store's clock reaches it): each
-        -- asker takes back its own slot, which the raise freed, instead of the whole fleet
-        -- racing for the lowest free slots at once, as it does after a switchover.
-        'l.slot = $3 AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
-        'coalesce(l.owner_key, l.previous_owner_key) = $2'
-            || ' AND (l.incarnation IS NULL OR (l.expires_at <= $4 AND l.incarnation <> $6))',
-        'l.incarnation IS NULL',
-        'l.expires_at <= $4 AND l.incarnation <> $6',
-        'l.incarnation = $6 AND l.expires_at <= $4']
-    LOOP
-        v_pref := v_pref + 1;
+    -- it, which it can only while nobody took it over.  (4) After a raise no slot's next
+    -- window can start now (every next floor is at or above the raised floor, ahead of the
+    -- clock until the store's clock reaches it): each asker takes back its own slot, which the
+    -- raise freed, instead of the whole fleet racing for the lowest free slots at once, as it
+    -- does after a switchover.  cosid._slot_candidates reads each preference.
+    FOR v_pref IN 1 .. 9 LOOP
         -- (3) reads the free slots and the expired leases until one can start now: every one of
         -- them while the store's raised floor is ahead of its clock, when none can (see (4)).
         -- Skipped then: after a switchover each acquire read the whole namespace twice for
         -- nothing (tens of ms at 16 slot bits, for every instance of the fleet at once).
         CONTINUE WHEN v_pref IN (3, 4) AND v_mark.raised_floor > v_now;
+        CONTINUE WHEN v_pref IN (1, 5) AND p_preferred IS NULL;  -- no preferred slot asked for
         v_after := coalesce(lower(v_ns.slot_range), 0) - 1;  -- a regional store grants only its range
+        v_upper := coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits);
         LOOP
             v_batch := 0;
             -- (a row past the layout's slots, left by a hand edit, is never granted: its ids
             -- would spill into the timestamp bits)
-            FOR c IN EXECUTE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = $1 AND l.slot > $5 AND l.slot < $7 AND '
-                             || v_cond || ' ORDER BY l.slot LIMIT 16'
-                     USING p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
-                           coalesce(upper(v_ns.slot_range), 1 << v_ns.slot_bits), v_mark.raise_count,
-                           v_mark.raised_floor
+            v_cur := cosid._slot_candidates(v_pref, p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
+                                            v_mark.raise_count, v_mark.raised_floor);
             LOOP
+                FETCH v_cur INTO v_slot;
+                EXIT WHEN NOT FOUND;
+                IF v_slot >= v_upper THEN  -- past the range: so is every slot after it
+                    v_batch := 0;
+                    EXIT;
+                END IF;
                 v_batch := v_batch + 1;
-                v_after := c.slot;
+                v_after := v_slot;
                 -- A slot a server of this database issued on as a static slot before it was
                 -- leased (cosid.static_slots removed, a restart), or a static namespace's
                 -- adopted floor (slot -1): the window starts above the ceilings it recorded,
                 -- so ids the static windows issued ahead of the clock are not issued again.
                 v_static := (SELECT max(sc.ceiling_ms) FROM cosid.static_ceiling sc
-                              WHERE sc.namespace = p_namespace AND sc.slot IN (c.slot, -1));
+                              WHERE sc.namespace = p_namespace AND sc.slot IN (v_slot, -1));
                 -- A row that missed the store's last raise (free when the raise ran, so left
                 -- alone) is brought up to it here: its window starts at or above the raised
                 -- floor, and its fence takes the raise's step (cosid._raise_fence_step) on top
@@ -220,7 +273,7 @@ BEGIN
                  -- the row as the lock found it.
                  WHERE l.namespace = p_namespace
                    AND l.slot = (SELECT k.slot FROM cosid.lease k
-                                  WHERE k.namespace = p_namespace AND k.slot = c.slot
+                                  WHERE k.namespace = p_namespace AND k.slot = v_slot
                                     AND (k.incarnation IS NULL
                                          OR (k.expires_at <= v_now AND (k.incarnation <> p_incarnation OR v_pref = 9)))
                                     FOR NO KEY UPDATE SKIP LOCKED)
@@ -240,12 +293,14 @@ BEGIN
                     IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
                         PERFORM FROM cosid.store_state s FOR KEY SHARE;
                     END IF;
+                    CLOSE v_cur;
                     RETURN QUERY SELECT r.slot, r.fence, r.expires_at, r.floor, r.ceiling, r.next_floor,
                                         v_now, v_dup, NULL::bigint;
                     RETURN;
                 END IF;
                 v_missed := true;  -- taken meanwhile, or passed over: its locker may roll back
             END LOOP;
+            CLOSE v_cur;
             EXIT WHEN v_batch < 16;
         END LOOP;
     END LOOP;

@@ -22,6 +22,8 @@
 #     search itself at 10,000 at most as at 100 + 5: it reads the index of free slots, not the
 #     held slots below the first free one (1.5 and 1.6 read those in slot order, about a page
 #     each, since the renewals scatter the rows);
+#   - the slot search's statements are planned at their first calls only: at most M/4 plans
+#     in M acquires (a dynamic EXECUTE was planned two or three times an acquire);
 #   - the purge runs for one window in 32: twice in each 64 acquires; with 300 windows older
 #     than the retention added, 64 acquires more leave none;
 #   - cosid_verify() finds no overlap, cosid_issuer() names the window of a new lease;
@@ -35,7 +37,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/acquire_cost"; PORT=${PORT:-28480}; M=64
 node_stop main immediate
 node_up main "$DIR" "$PORT" "shared_preload_libraries = 'cosid,pg_stat_statements'" \
-    "pg_stat_statements.track = 'all'" "jit = on"
+    "pg_stat_statements.track = 'all'" "pg_stat_statements.track_planning = on" "jit = on"
 trap 'node_stop main immediate' EXIT
 qd() { local db=$1; shift; node_sql_db main "$db" "$@"; }
 DBS=(v15 cur)
@@ -72,8 +74,11 @@ fill() {
         -c "VACUUM ANALYZE" >/dev/null
 }
 # count DB FILL: M acquires of new owners in one session, each its own transaction; sets
-# C[DB/FILL] to "buffers statements jit history purges ms search", each per acquire (purges: in
-# all; search: the buffers of the slot search, the statement that reads slots in slot order)
+# C[DB/FILL] to "buffers statements jit history purges ms search plans", each per acquire
+# (purges: in all; search: the buffers of the slot search, the statements that read the
+# namespace's free slots and expired leases in slot order; plans: how often those statements
+# were planned, in all)
+SEARCH='^SELECT l\.slot FROM cosid\.lease l\s+WHERE l\.namespace = (\$1|p_namespace) AND l\.slot > (\$5|p_after)\s+AND (l\.slot < \$7 AND )?(l\.incarnation IS NULL|l\.expires_at <= (\$4|p_now) AND l\.incarnation <> (\$6|p_incarnation))'
 declare -A C H
 count() {  # count DB FILL [OWNER]: the owners OWNER1 to OWNERM (default: new ones, w$FILL.N)
     local db=$1 fill=$2 i
@@ -87,17 +92,16 @@ count() {  # count DB FILL [OWNER]: the owners OWNER1 to OWNERM (default: new on
     C[$db/$fill]=$(qd "$db" -F ' ' -c "
         WITH s AS (SELECT * FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
                      AND query NOT LIKE '%pg_stat_statements%'),
-             top AS (SELECT * FROM s WHERE query LIKE 'SELECT slot FROM cosid.acquire%')
+             top AS (SELECT * FROM s WHERE query LIKE 'SELECT slot FROM cosid.acquire%'),
+             search AS (SELECT '$SEARCH'::text AS re)
         SELECT round((SELECT sum(shared_blks_hit + shared_blks_read) FROM top) / $M::numeric, 1),
                round((SELECT sum(calls) FROM s WHERE queryid NOT IN (SELECT queryid FROM top)) / $M::numeric, 2),
                round((SELECT sum(jit_functions) FROM s) / $M::numeric, 2),
                round((SELECT coalesce(sum(calls), 0) FROM s WHERE query ~ 'window_history|history_settings') / $M::numeric, 2),
                (SELECT coalesce(sum(calls), 0) FROM s WHERE query LIKE '%cosid._history_purge(%'),
                round((SELECT sum(total_exec_time) FROM top)::numeric / $M, 2),
-               round((SELECT coalesce(sum(shared_blks_hit + shared_blks_read), 0) FROM s
-                       WHERE query LIKE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = _1 AND l.slot > _5 AND l.slot < _7 AND (l.incarnation IS NULL%'
-                          OR query LIKE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = _1 AND l.slot > _5 AND l.slot < _7 AND l.incarnation IS NULL%'
-                          OR query LIKE 'SELECT l.slot FROM cosid.lease l WHERE l.namespace = _1 AND l.slot > _5 AND l.slot < _7 AND l.expires_at <= _4 AND l.incarnation <> _6%') / $M::numeric, 1)")
+               round((SELECT coalesce(sum(shared_blks_hit + shared_blks_read), 0) FROM s, search WHERE query ~ search.re) / $M::numeric, 1),
+               (SELECT coalesce(sum(plans), 0) FROM s, search WHERE query ~ search.re)")
 }
 # ancient DB: 300 ended windows of 1970, older than any retention, for the purge to find
 ancient() {
@@ -111,28 +115,32 @@ for db in "${DBS[@]}"; do
         H[$db/$fill]=$(qd $db -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL AND expires_at > cosid.store_now()")
     done
 done
-echo "# per acquire: buffers (of which the slot search), statements run, statements JIT-compiled, statements on the history, purges (of $M), ms"
+echo "# per acquire: buffers (of which the slot search), statements run, statements JIT-compiled, statements on the history, purges (of $M), ms; plans of the slot search (of $M acquires)"
 for fill in 100 10000; do
     for db in "${DBS[@]}"; do
-        read -r b s j h p ms sb <<<"${C[$db/$fill]}"
-        printf '# %-4s %5s held: %7s buffers (%7s) %6s statements %5s JIT %5s history %3s purges %7s ms\n' \
-            "$db" "$fill" "$b" "$sb" "$s" "$j" "$h" "$p" "$ms"
+        read -r b s j h p ms sb pl <<<"${C[$db/$fill]}"
+        printf '# %-4s %5s held: %7s buffers (%7s) %6s statements %5s JIT %5s history %3s purges %7s ms %4s search plans\n' \
+            "$db" "$fill" "$b" "$sb" "$s" "$j" "$h" "$p" "$ms" "$pl"
     done
 done
 
 on=cur; [ "${ACQUIRE_COST_ASSERT:-}" = 1.6 ] && on=v16
 le() { awk -v a="$1" -v b="$2" 'BEGIN { print (a <= b) ? "t" : "f" }'; }  # le A B: t if A <= B
 for fill in 100 10000; do
-    read -r b s j h p _ <<<"${C[$on/$fill]}"
+    read -r b s j h p _ _ pl <<<"${C[$on/$fill]}"
     # shellcheck disable=SC2034  # s15: a field read to skip it
     read -r b15 s15 _ <<<"${C[v15/$fill]}"
     check_true "$fill held: statements JIT-compiled per acquire ($j) none" "$(le "$j" 0)"
     check_true "$fill held: statements on the history per acquire ($h) at most 1.25" "$(le "$h" 1.25)"
     check_true "$fill held: buffers per acquire ($b) at most 1.5's ($b15) + 10%" "$(le "$b" "$(awk -v a="$b15" 'BEGIN{print a * 1.1}')")"
     check "$fill held: purges in $M acquires" 2 "$p"
+    # The slot search's statements keep their plans for the session: planned at its first
+    # calls only, not at every acquire (a dynamic EXECUTE was, two or three times an acquire,
+    # a quarter of its time).
+    check_true "$fill held: the slot search planned $pl times in $M acquires, at most $((M / 4))" "$(le "$pl" $((M / 4)))"
     check "$fill held: leases held when counted" $((fill + 2 + M)) "${H[$on/$fill]}"
 done
-read -r b100 s100 _ _ _ _ sb100 <<<"${C[$on/100]}"; read -r b10k s10k _ _ _ _ sb10k <<<"${C[$on/10000]}"
+read -r b100 s100 _ _ _ _ sb100 _ <<<"${C[$on/100]}"; read -r b10k s10k _ _ _ _ sb10k _ <<<"${C[$on/10000]}"
 # The store's raise mark is read in every acquire, twice: a SQL function PostgreSQL inlines
 # into its callers' plans, which last the session (one that returns a single record is not
 # inlined, and its query was planned again at every call: a third of an acquire's time).
@@ -181,7 +189,7 @@ check "cosid_issuer() names the window of a new lease" "1 w10000.$M live" "$(qd 
 qd $on -c "SELECT cosid_store_follow_timeline(restored => true)" >/dev/null
 check "after a raise: no lease held" 0 "$(qd $on -c "SELECT count(*) FROM cosid.lease WHERE incarnation IS NOT NULL")"
 count $on raised fill
-read -r braised _ _ _ _ _ sbraised <<<"${C[$on/raised]}"
+read -r braised _ _ _ _ _ sbraised _ <<<"${C[$on/raised]}"
 echo "# after a raise: $braised buffers per acquire, $sbraised of them the slot search"
 check_true "after a raise: the slot search ($sbraised buffers per acquire) reads at most what it reads at 10,000 held ($sb10k) + 5" \
     "$(le "$sbraised" "$(awk -v a="$sb10k" 'BEGIN{print a + 5}')")"
