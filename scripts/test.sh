@@ -220,6 +220,7 @@ raised_other_slot_order.sh 10  raised_outage.sh 10  adopt.sh 9  raised_order.sh 
 regional_range_race.sh 9  drop_extension.sh 7  shared_slot.sh 7  store_refusal.sh 7
 lock_order.sh 6  partman.sh 6  slow_commit.sh 6  raise_scale.sh 5  raised_release_own.sh 5
 regional_local_history.sh 5  store_dsn_secret.sh 5  drop_guard_edges.sh 4  dump_restore.sh 3
+acquire_batch.sh 45
 static_switch.sh 2
 "
 # the packages the lanes use, installed in the background since the start

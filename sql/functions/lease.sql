@@ -524,6 +524,40 @@ END $$;
 REVOKE ALL ON FUNCTION cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION cosid.lease_pass(uuid, bigint, boolean[], text[], int[], bigint[], bigint[]) TO cosid_keeper;
 
+-- A keeper's acquires due together, in one store transaction: after a switchover's raise
+-- freed every lease, each instance asks for a successor in each of its namespaces at once,
+-- and one commit, round trip and connection turn serves them all.  Each is cosid.acquire's,
+-- in the order given (ord: its place in p_namespaces, from 1), with its answer row.  The
+-- namespaces' rows are locked first, in the order of their names, and the timeline followed,
+-- before any lease row (the store's lock order: src/README.md): no acquire of the batch then
+-- waits for a namespace's row while the batch holds lease rows.  An error in one acquire
+-- rolls back all of them: the keeper then asks again one acquire at a time, and each gets
+-- its own answer.  At most 64 a call.
+CREATE OR REPLACE FUNCTION cosid.acquire_many(p_namespaces text[], p_owner_key text, p_incarnation uuid,
+                                              p_ttl_ms bigint, p_preferred int DEFAULT NULL)
+RETURNS TABLE (ord int, namespace text, slot int, fence bigint, expires_at bigint, floor bigint, ceiling bigint,
+               next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    n int := coalesce(cardinality(p_namespaces), 0);
+BEGIN
+    IF n > 64 OR (n > 0 AND (array_ndims(p_namespaces) <> 1 OR array_lower(p_namespaces, 1) <> 1)) THEN
+        RAISE EXCEPTION 'cosid.acquire_many takes at most 64 namespaces, in an array of one dimension from 1'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('It got %s elements in %s dimensions.', n, coalesce(array_ndims(p_namespaces), 0));
+    END IF;
+    PERFORM FROM cosid.namespace x WHERE x.name = ANY (p_namespaces) ORDER BY x.name COLLATE "C" FOR KEY SHARE;
+    IF n > 0 AND p_ttl_ms > 0 AND p_ttl_ms <= 86400000 THEN
+        PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);  -- (a bad ttl: cosid.acquire's error)
+    END IF;
+    FOR k IN 1 .. n LOOP
+        RETURN QUERY SELECT k, p_namespaces[k], a.*
+                       FROM cosid.acquire(p_namespaces[k], p_owner_key, p_incarnation, p_ttl_ms, p_preferred) a;
+    END LOOP;
+END $$;
+REVOKE ALL ON FUNCTION cosid.acquire_many(text[], text, uuid, bigint, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cosid.acquire_many(text[], text, uuid, bigint, int) TO cosid_keeper;
+
 -- The leases of one incarnation acquired by the calling store role, one at a time after
 -- (namespace, slot): the keeper's look for orphans at its start.  Incarnations are not
 -- readable by other roles (cosid.lease's column privileges), so this is how a keeper finds

@@ -154,6 +154,30 @@ SELECT role_name, max_leases FROM cosid_lease_cap(NULL, role => 'pass_one');
 SELECT count(*) AS pass_set_revoked FROM generate_series(0, 7) s, cosid.revoke('pass_set', s) r;
 
 SELECT count(*) AS revoked FROM generate_series(0, 7) s, cosid.revoke('batch', s) r;
+
+-- cosid.acquire_many: acquires in several namespaces in one transaction, each cosid.acquire's
+-- answer with its place; an error in one (an unknown namespace) rolls back all of them; bad
+-- arrays are refused; not for ordinary roles.
+SELECT cosid_namespace_create('many_a', slot_bits => 3), cosid_namespace_create('many_b', slot_bits => 3);
+SET SESSION AUTHORIZATION pass_one;
+SELECT ord, namespace, slot IS NOT NULL AS granted, fence > 0 AS fenced, duplicate_key
+  FROM cosid.acquire_many('{many_b,many_a,many_b}', 'many', '00000000-0000-0000-0000-0000000000c1', 60000)
+ ORDER BY ord;
+SELECT expect_error($$SELECT * FROM cosid.acquire_many('{many_a,no_such_namespace}', 'many',
+    '00000000-0000-0000-0000-0000000000c2', 60000)$$);
+SELECT expect_error($$SELECT * FROM cosid.acquire_many(array_fill('many_a'::text, ARRAY[65]), 'many',
+    '00000000-0000-0000-0000-0000000000c2', 60000)$$);
+SELECT expect_error($$SELECT * FROM cosid.acquire_many('{{many_a},{many_b}}', 'many',
+    '00000000-0000-0000-0000-0000000000c2', 60000)$$);
+SELECT count(*) AS nothing_asked FROM cosid.acquire_many('{}', 'many', '00000000-0000-0000-0000-0000000000c2', 60000);
+RESET SESSION AUTHORIZATION;
+SELECT namespace, count(*) AS held FROM cosid.lease
+ WHERE namespace LIKE 'many__' AND incarnation IS NOT NULL GROUP BY namespace ORDER BY namespace;
+SET ROLE pass_app;
+SELECT expect_error($$SELECT * FROM cosid.acquire_many('{many_a}', 'many', '00000000-0000-0000-0000-0000000000c3', 60000)$$);
+RESET ROLE;
+SELECT count(*) AS many_revoked
+  FROM generate_series(0, 7) s, unnest('{many_a,many_b}'::text[]) n, cosid.revoke(n, s) r;
 DROP ROLE pass_one;
 DROP ROLE pass_two;
 DROP ROLE pass_app;

@@ -295,7 +295,8 @@ void plan_entry(int i, const EntryLook& l, PassPlan* p) {
 // The end of keeper_pass: due requests, round-robin, within one store bound from pass_start.
 // Returns the next sleep: 0, a new pass computes it.
 long serve_due_requests(int64 pass_start) {
-    bool served = false;
+    // Several due at once (a switchover's successors, a start): one store transaction first.
+    bool served = serve_due_batch(mono_ms());
     for (int n = 0; n < shared->npool; ++n) {
         // Leases first again, then the rest, from where this pass stopped: a namespace whose
         // acquires keep failing cannot starve requests at later entries.  One due request is

@@ -18,6 +18,7 @@ bool transient(int sqlerrcode);
 
 // keeper_request.cpp
 void serve_request(int i, int64 now);
+bool serve_due_batch(int64 now);
 void request_failed_locked(PoolEntry* e, const char* message, const char* hint, int code, int64 done);
 bool request_abandoned_locked(const PoolEntry* e, int64 now);
 void serve_raise_request();

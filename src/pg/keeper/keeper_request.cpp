@@ -240,6 +240,8 @@ bool window_usable(const char* ns, StoreResult* r, StoreError* err) {
     return true;
 }
 
+bool window_checked(const char* ns, bool ok, StoreResult* r, StoreError* err);
+
 // The store call of serve_request: a window of `ns` acquired and checked (window_usable), or
 // false with err.  r->found false with true: the namespace is exhausted.
 bool acquire_window(const char* ns, StoreResult* r, StoreError* err) {
@@ -249,6 +251,12 @@ bool acquire_window(const char* ns, StoreResult* r, StoreError* err) {
     bool ok = store_is_remote() || fork_before_local_acquire(err);
     if (ok)
         ok = store_acquire(ns, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot, r, err);
+    return window_checked(ns, ok, r, err);
+}
+
+// The store's answer `ok`, r, err to an acquire in `ns` (alone or in a batch), checked as
+// acquire_window's: r->found with true is a window to use.
+bool window_checked(const char* ns, bool ok, StoreResult* r, StoreError* err) {
     if (ok && r->found && setting_test_keeper_exit[0] != '\0' && strcmp(setting_test_keeper_exit, ns) == 0 &&
         !shared->test_keeper_exited) {
         // Tests only: the acquire committed, and the keeper dies before it records the answer,
@@ -319,7 +327,111 @@ void note_acquire(const char* ns, bool ok, const StoreResult& r, const StoreErro
     }
 }
 
+// The answer to request i, into its entry, counted and logged; its waiters woken.
+void answer_request(int i, const char* ns, bool ok, const StoreResult& r, const StoreError& err, int64 before,
+                    int64 after) {
+    int64 done = mono_ms();
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    answer_request_locked(i, ns, ok, r, err, done);
+    LWLockRelease(shared->lock);
+    note_acquire(ns, ok, r, err, before, after);
+    ConditionVariableBroadcast(&shared->cv);
+}
+
+// A store without cosid.acquire_many (older than 1.8): one acquire a transaction, asked again
+// later.
+int64 acquire_many_missing_until = 0;
+
+// Requests due together, at most this many in one store transaction.
+constexpr int kBatchMax = 32;
+
+struct BatchItem {
+    int i;
+    char ns[NAMEDATALEN];
+};
+
+static int batch_order(const void* a, const void* b) {
+    return strcmp(static_cast<const BatchItem*>(a)->ns, static_cast<const BatchItem*>(b)->ns);
+}
+
+// The lease requests due now (not a static slot's), at most kBatchMax, marked "acquiring".
+// Fewer than two: none is taken, and the requests are served one by one.
+int take_due_batch(BatchItem* items, int64 now) {
+    int n = 0;
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (int i = 0; i < shared->npool && n < kBatchMax; ++i) {
+        PoolEntry* e = &shared->pool[i];
+        if (e->state != kWanted || e->retry_at > now || static_slot_for(e->ns) >= 0) continue;
+        items[n].i = i;
+        strlcpy(items[n].ns, e->ns, sizeof(items[n].ns));
+        n++;
+    }
+    if (n < 2) n = 0;
+    for (int k = 0; k < n; ++k) shared->pool[items[k].i].state = kAcquiring;
+    LWLockRelease(shared->lock);
+    return n;
+}
+
+// Requests of a batch the store did not answer as a batch go back to be served one by one.
+void untake_batch(const BatchItem* items, int n) {
+    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
+    for (int k = 0; k < n; ++k) shared->pool[items[k].i].state = kWanted;
+    LWLockRelease(shared->lock);
+}
+
 }  // namespace
+
+// The lease requests due now, in one store transaction (cosid.acquire_many), each answered
+// and checked as serve_request answers one.  After a switchover's raise freed every lease,
+// an instance wants a successor in each of its namespaces at once, and the store's cost is
+// then per instance, not per namespace.  A batch the store refused (an error in one acquire
+// rolls back all) is asked again one by one, so that each request gets its own answer; one
+// that failed on the way (a lost connection, an outcome unknown) fails every request in it,
+// as the next calls would have within the same bound.  Returns whether it served any.
+bool serve_due_batch(int64 now) {
+    if (setting_store_only || now < acquire_many_missing_until) return false;
+    BatchItem items[kBatchMax];
+    int n = take_due_batch(items, now);
+    if (n == 0) return false;
+    StoreError err;
+    memset(&err, 0, sizeof(err));
+    bool ok = store_is_remote() || (store_local_guard(&err) && fork_before_local_acquire(&err));
+    if (!ok) {  // refused before the store: each request gets the refusal from serve_request
+        untake_batch(items, n);
+        return false;
+    }
+    qsort(items, n, sizeof(BatchItem), batch_order);
+    const char* names[kBatchMax];
+    for (int k = 0; k < n; ++k) names[k] = items[k].ns;
+    StoreResult* results = static_cast<StoreResult*>(palloc(sizeof(StoreResult) * n));
+    int64 before = clock_ms();
+    ok = store_acquire_many(names, n, shared->owner_key, shared->incarnation, setting_ttl_ms, setting_preferred_slot,
+                            results, &err);
+    int64 after = clock_ms();
+    // Asked again one by one unless the store was not reached (or may have committed): a
+    // transient answer of the store (one namespace's row locked, the batch past its statement
+    // bound) is one request's as often as all of theirs, and must not hold up the others.
+    if (!ok && !err.outcome_unknown && ERRCODE_TO_CATEGORY(err.sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION) {
+        if (err.sqlerrcode == ERRCODE_UNDEFINED_FUNCTION) {
+            acquire_many_missing_until = mono_ms() + 60000;
+            ereport(LOG, (errmsg("cosid: the lease store has no cosid.acquire_many (%s); leases are acquired one "
+                                 "transaction each",
+                                 err.message),
+                          errhint("ALTER EXTENSION cosid UPDATE on the lease store.")));
+        }
+        untake_batch(items, n);
+        pfree(results);
+        return false;
+    }
+    if (!ok && err.outcome_unknown) request_orphan_sweep();  // whatever it took is released
+    for (int k = 0; k < n; ++k) {
+        StoreError one = err;
+        bool got = ok && window_checked(items[k].ns, true, &results[k], &one);
+        answer_request(items[k].i, items[k].ns, got, results[k], one, before, after);
+    }
+    pfree(results);
+    return true;
+}
 
 void serve_request(int i, int64 now) {
     PoolEntry* e = &shared->pool[i];
@@ -360,14 +472,7 @@ void serve_request(int i, int64 now) {
     }
     int64 before = clock_ms();
     bool ok = acquire_window(ns, &r, &err);
-    int64 after = clock_ms();
-    int64 done = mono_ms();
-
-    LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    answer_request_locked(i, ns, ok, r, err, done);
-    LWLockRelease(shared->lock);
-    note_acquire(ns, ok, r, err, before, after);
-    ConditionVariableBroadcast(&shared->cv);
+    answer_request(i, ns, ok, r, err, before, clock_ms());
 }
 
 // cosid_adopt's request: the namespace's floor is raised where its windows come from (the

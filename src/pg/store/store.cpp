@@ -139,24 +139,27 @@ bool store_local_guard(StoreError* err) {
     return false;
 }
 
+// The columns of an acquire's answer row (read_acquire), from its result `a` and its
+// namespace's row `n`.  A store before 1.5 has no slot_range: read through jsonb, NULL there.
+// The store that granted it (cosid.history): its record's id, newest first (a store before
+// 1.4 has none: NULL).
+#define ACQUIRE_COLUMNS                                                                                \
+    "SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "            \
+    "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, " \
+    "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms, "                                      \
+    "pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'slot_range', "                                   \
+    "(SELECT pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'store_id' FROM cosid.store_state s "     \
+    "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1) "
+
 bool store_acquire(const char* ns, const char* owner_key, const char* incarnation, int64 ttl_ms, int preferred,
                    StoreResult* out, StoreError* err) {
     char ttl[32], pref[32];
     snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_ms);
     snprintf(pref, sizeof(pref), "%d", preferred);
     const char* args[5] = {ns, owner_key, incarnation, ttl, pref};
-    return run("SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "
-               "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
-               "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms, "
-               // (a store before 1.5 has no slot_range: read through jsonb, NULL there)
-               "pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'slot_range', "
-               // the store that granted it (cosid.history): its record's id, newest first (a
-               // store before 1.4 has none: NULL)
-               "(SELECT pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'store_id' FROM cosid.store_state s "
-               "ORDER BY pg_catalog.to_jsonb(s) OPERATOR(pg_catalog.->>) 'created_at' DESC LIMIT 1) "
-               "FROM cosid._durable() durable, "
-               "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
-               "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
+    return run(ACQUIRE_COLUMNS "FROM cosid._durable() durable, "
+                               "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
+                               "LEFT JOIN cosid.namespace n ON n.name = $1::text",  // LEFT: acquire always runs
                5, args, read_acquire, out, err);
 }
 
@@ -220,20 +223,23 @@ bool store_release(const char* ns, int32 slot, const char* incarnation, int64 fe
 namespace {
 // An array literal of `n` elements, each quoted (namespace names may hold commas, quotes or
 // braces), in the keeper's memory context.
+// One element of an array literal, quoted: ',' before every element but the first.
+void append_array_element(StringInfo out, int k, const char* value) {
+    if (k > 0) appendStringInfoChar(out, ',');
+    appendStringInfoChar(out, '"');
+    for (const char* c = value; *c != '\0'; ++c) {
+        if (*c == '"' || *c == '\\') appendStringInfoChar(out, '\\');
+        appendStringInfoChar(out, *c);
+    }
+    appendStringInfoChar(out, '"');
+}
+
 const char* array_literal(int n, const char* (*element)(const LeaseCall&, char* buf), const LeaseCall* calls) {
     StringInfoData out;
     initStringInfo(&out);
     appendStringInfoChar(&out, '{');
     char buf[32];
-    for (int k = 0; k < n; ++k) {
-        if (k > 0) appendStringInfoChar(&out, ',');
-        appendStringInfoChar(&out, '"');
-        for (const char* c = element(calls[k], buf); *c != '\0'; ++c) {
-            if (*c == '"' || *c == '\\') appendStringInfoChar(&out, '\\');
-            appendStringInfoChar(&out, *c);
-        }
-        appendStringInfoChar(&out, '"');
-    }
+    for (int k = 0; k < n; ++k) append_array_element(&out, k, element(calls[k], buf));
     appendStringInfoChar(&out, '}');
     return out.data;
 }
@@ -296,6 +302,45 @@ bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, in
                "FROM cosid._durable() durable, "
                "cosid.lease_pass($1::uuid, $2::bigint, $3::bool[], $4::text[], $5::int[], $6::bigint[], $7::bigint[])",
                7, args, nullptr, &first, err, &sink);
+}
+
+namespace {
+struct AcquireRows {
+    StoreResult* results;
+    int n;
+};
+
+// One row per acquire of the batch: the columns of store_acquire's answer, then its ordinal.
+void take_acquire_row(void* ctx, const TextRow& r) {
+    AcquireRows* rows = static_cast<AcquireRows*>(ctx);
+    int ord = get_int32(r, 18, 0);
+    if (ord < 1 || ord > rows->n) return;
+    StoreResult* out = &rows->results[ord - 1];
+    out->row = true;
+    read_acquire(r, out);
+}
+}  // namespace
+
+bool store_acquire_many(const char* const* namespaces, int n, const char* owner_key, const char* incarnation,
+                        int64 ttl_ms, int preferred, StoreResult* results, StoreError* err) {
+    memset(results, 0, sizeof(StoreResult) * n);
+    StringInfoData list;
+    initStringInfo(&list);
+    appendStringInfoChar(&list, '{');
+    for (int k = 0; k < n; ++k) append_array_element(&list, k, namespaces[k]);
+    appendStringInfoChar(&list, '}');
+    char ttl[32], pref[32];
+    snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_ms);
+    snprintf(pref, sizeof(pref), "%d", preferred);
+    const char* args[5] = {list.data, owner_key, incarnation, ttl, pref};
+    AcquireRows rows{results, n};
+    RowSink sink{take_acquire_row, &rows};
+    StoreResult first;
+    return run(ACQUIRE_COLUMNS ", a.ord "
+                               "FROM cosid._durable() durable, "
+                               "cosid.acquire_many($1::text[], $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
+                               "LEFT JOIN cosid.namespace n ON n.name = a.namespace",
+               5, args, nullptr, &first, err, &sink);
 }
 
 namespace {

@@ -37,6 +37,12 @@ struct LeaseCall {
 // (found = false: the lease was lost).  A failure fails them all (one transaction).
 bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, int64 ttl_ms, StoreResult* results,
                       StoreError* err);
+// Acquires in each of `n` namespaces for this incarnation in one store transaction
+// (cosid.acquire_many, a store of 1.8 or later): results[k] answers namespaces[k] as
+// store_acquire answers one (row = false: no answer came for it).  A failure fails them all
+// (one transaction).
+bool store_acquire_many(const char* const* namespaces, int n, const char* owner_key, const char* incarnation,
+                        int64 ttl_ms, int preferred, StoreResult* results, StoreError* err);
 // The first lease the store has for this incarnation after (after_ns, after_slot) in
 // (namespace, slot) order: namespace_name, slot, fence and ceiling; row = false when none.
 bool store_next_own_lease(const char* incarnation, const char* after_ns, int32 after_slot, StoreResult* out,

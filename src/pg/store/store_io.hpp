@@ -9,7 +9,7 @@
 
 namespace cosid::pg::store_io {
 
-constexpr int kMaxCols = 17;
+constexpr int kMaxCols = 18;
 
 struct TextRow {
     bool present;  // the statement returned a row
