@@ -88,8 +88,10 @@ build_and_install() {
 
 # fresh_cluster DATADIR: a new cluster, copied from one initdb made once per machine (initdb
 # takes seconds; the suite starts dozens of servers).  Each copy is a separate cluster, with
-# the same system identifier (the tests that need another one run initdb themselves).
-INITDB_TEMPLATE="/tmp/cosid-initdb-template-$(basename "$(dirname "$PG_BIN")")"
+# the same system identifier (the tests that need another one run initdb themselves).  One
+# template per PostgreSQL installation, named by its bin directory's whole path (the
+# benches' copies of a PostgreSQL all end in .../pg/bin, of whatever major).
+INITDB_TEMPLATE="/tmp/cosid-initdb-template-$(tr -c 'A-Za-z0-9\n' '_' <<<"$PG_BIN")"
 fresh_cluster() {
     if [ ! -f "$INITDB_TEMPLATE/PG_VERSION" ]; then
         local tmp="$INITDB_TEMPLATE.$$"

@@ -54,6 +54,7 @@ struct Options {
     std::vector<std::string> namespaces{"fleet"};  // each instance holds one lease in each
     bool pooled = false;
     bool batch = true;     // the leases due in a pass renewed in one cosid.lease_pass, as the keeper does
+    bool acquire_many = false;  // the leases missing acquired in one cosid.acquire_many (a store of 1.8 on)
     double churn = 0.002;  // per renewal round (ttl/3): probability of a release or a crash (half each)
     int connect_parallel = 64;
     int ramp_seconds = 0;  // spread of the first acquires (default: ttl/3)
@@ -66,7 +67,7 @@ struct Options {
 };
 
 enum class State { Idle, Connecting, Ready, Acquiring, Holding, Renewing, Releasing, Down };
-enum class Call { None, Acquire, Renew, Pass, Release };
+enum class Call { None, Acquire, AcquireMany, Renew, Pass, Release };
 
 // One of an instance's leases (one per namespace).
 struct Lease {
@@ -78,8 +79,9 @@ struct Lease {
     // window still serves until valid_until, and the successor must come before that.
     int64_t orphan_until_us = 0;  // 0: none
     int64_t orphan_ceiling = 0;
-    bool answered = false;  // in the pass in flight: the store's row for it came
-    int64_t answer_ceiling = 0;
+    bool answered = false;  // in the call in flight: the store's row for it came
+    int answer_slot = -1;   // an acquire's: the slot granted (-1: none, the namespace is full)
+    int64_t answer_fence = 0, answer_floor = 0, answer_ceiling = 0;
 };
 
 struct Instance {
@@ -92,8 +94,6 @@ struct Instance {
     std::vector<int> inflight;  // the leases the call in flight is for
     int64_t sent_us = 0;
     bool want_out = false;
-    int answer_slot = -1;  // what an acquire's answer granted
-    int64_t answer_fence = 0, answer_floor = 0, answer_ceiling = 0;
     std::string error;
 };
 
@@ -231,8 +231,10 @@ void fail(Instance& in, const char* what) {
 // same statement inside BEGIN ... COMMIT with the bounds set for that transaction only.
 void send(Instance& in, Call call, const std::string& sql, std::vector<std::string> args) {
     in.call = call;
-    in.answer_slot = -1;
-    for (auto& l : in.leases) l.answered = false;
+    for (auto& l : in.leases) {
+        l.answered = false;
+        l.answer_slot = -1;
+    }
     in.error.clear();
     in.sent_us = now_us();
     int ok;
@@ -261,28 +263,43 @@ void send(Instance& in, Call call, const std::string& sql, std::vector<std::stri
     watch(in, f == 1);
 }
 
-// The store's acquire for lease i (namespace i), the keeper's SQL (src/pg/store/store.cpp).
-void acquire(Instance& in, int i) {
-    in.state = State::Acquiring;
-    in.inflight.assign(1, i);
-    // each simulated server prefers its own slot (cosid.preferred_slot), in every namespace
-    send(in, Call::Acquire,
-         "SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "
-         "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
-         "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms "
-         "FROM cosid._durable() durable, "
-         "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
-         "LEFT JOIN cosid.namespace n ON n.name = $1::text",
-         {opt.namespaces[i], in.owner_key, in.incarnation, std::to_string(opt.ttl_ms),
-          std::to_string(opt.id_offset + in.id)});
-}
-
 // '{a,b,c}': one array argument of cosid.lease_pass, element k from lease inflight[k].
 template <typename F>
 std::string array_of(const Instance& in, F part) {
     std::string s = "{";
     for (size_t k = 0; k < in.inflight.size(); ++k) s += (k ? "," : "") + part(in.leases[in.inflight[k]], in.inflight[k]);
     return s + "}";
+}
+
+// The store's acquire for lease i (namespace i), the keeper's SQL (src/pg/store/store.cpp);
+// with acquire_many every lease missing in one call, as the keeper's serve_due_batch asks for
+// the requests due together (a switchover's successors).
+void acquire(Instance& in, int i) {
+    in.state = State::Acquiring;
+    in.inflight.assign(1, i);
+    if (opt.acquire_many)
+        for (size_t k = i + 1; k < in.leases.size(); ++k)
+            if (in.leases[k].slot < 0) in.inflight.push_back((int)k);
+    // each simulated server prefers its own slot (cosid.preferred_slot), in every namespace
+    std::string pref = std::to_string(opt.id_offset + in.id);
+    const char* cols =
+        "SELECT a.slot, a.fence, a.expires_at, a.floor, a.ceiling, a.next_floor, a.store_now, "
+        "a.duplicate_key, a.earliest_expiry, n.timestamp_bits, n.slot_bits, n.sequence_bits, n.epoch_ms, "
+        "CASE n.unit WHEN 's' THEN 1000 ELSE 1 END, n.tolerance_ms ";
+    if (in.inflight.size() == 1)
+        return send(in, Call::Acquire,
+                    std::string(cols) +
+                        "FROM cosid._durable() durable, "
+                        "cosid.acquire($1::text, $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
+                        "LEFT JOIN cosid.namespace n ON n.name = $1::text",
+                    {opt.namespaces[i], in.owner_key, in.incarnation, std::to_string(opt.ttl_ms), pref});
+    send(in, Call::AcquireMany,
+         std::string(cols) +
+             ", a.ord FROM cosid._durable() durable, "
+             "cosid.acquire_many($1::text[], $2::text, $3::uuid, $4::bigint, nullif($5::int, -1)) a "
+             "LEFT JOIN cosid.namespace n ON n.name = a.namespace",
+         {array_of(in, [](const Lease&, int k) { return opt.namespaces[k]; }), in.owner_key, in.incarnation,
+          std::to_string(opt.ttl_ms), pref});
 }
 
 // The leases in `inflight`, renewed or released in one store transaction as the keeper's
@@ -380,25 +397,32 @@ void carry_on(Instance& in, int64_t at) {
 
 void on_acquired(Instance& in, int64_t t, int lat) {
     if (acquire_gate) st.acquire_lat_us.push_back(lat);
-    ++st.acquires;
-    if (in.answer_slot < 0) {
-        ++st.exhausted;  // namespace full: wait like a keeper, then try again
+    bool full = false;
+    for (int i : in.inflight) {
+        Lease& l = in.leases[i];
+        ++st.acquires;
+        if (l.answer_slot < 0) {
+            ++st.exhausted;  // namespace full: wait like a keeper, then try again
+            full = true;
+            continue;
+        }
+        if (l.orphan_until_us > 0) {  // the successor of a lease the store freed
+            if (t > l.orphan_until_us) ++st.successor_late;
+            st.jump_max_ms = std::max(st.jump_max_ms, l.answer_floor - l.orphan_ceiling);
+        }
+        ++holders;
+        l.slot = l.answer_slot;
+        l.fence = l.answer_fence;
+        l.floor = l.answer_floor;
+        l.ceiling = l.answer_ceiling;
+        l.orphan_until_us = 0;
+        l.valid_until_us = in.sent_us + opt.ttl_ms * 1000;
+        l.next_renew_us = in.sent_us + opt.ttl_ms * 1000 / 3;
+    }
+    if (full) {
         in.state = State::Ready;
         return schedule(in.id, t + 1000000);
     }
-    Lease& l = in.leases[in.inflight[0]];
-    if (l.orphan_until_us > 0) {  // the successor of a lease the store freed
-        if (t > l.orphan_until_us) ++st.successor_late;
-        st.jump_max_ms = std::max(st.jump_max_ms, in.answer_floor - l.orphan_ceiling);
-    }
-    ++holders;
-    l.slot = in.answer_slot;
-    l.fence = in.answer_fence;
-    l.floor = in.answer_floor;
-    l.ceiling = in.answer_ceiling;
-    l.orphan_until_us = 0;
-    l.valid_until_us = in.sent_us + opt.ttl_ms * 1000;
-    l.next_renew_us = in.sent_us + opt.ttl_ms * 1000 / 3;
     carry_on(in, t);
 }
 
@@ -442,6 +466,7 @@ void on_answer(Instance& in) {
     }
     switch (call) {
     case Call::Acquire:
+    case Call::AcquireMany:
         return on_acquired(in, t, lat);
     case Call::Renew:
     case Call::Pass:
@@ -458,12 +483,15 @@ void on_answer(Instance& in) {
 
 // One row of an answer: an acquire's grant, or a renewal's (cosid.lease_pass: ord first).
 void take_row(Instance& in, PGresult* res, int row) {
-    if (in.call == Call::Acquire) {
-        if (PQgetisnull(res, row, 0)) return;
-        in.answer_slot = atoi(PQgetvalue(res, row, 0));
-        in.answer_fence = atoll(PQgetvalue(res, row, 1));
-        in.answer_floor = atoll(PQgetvalue(res, row, 3));
-        in.answer_ceiling = atoll(PQgetvalue(res, row, 4));
+    if (in.call == Call::Acquire || in.call == Call::AcquireMany) {
+        int ord = in.call == Call::AcquireMany ? atoi(PQgetvalue(res, row, 15)) : 1;  // (after the 15 columns)
+        if (ord < 1 || ord > (int)in.inflight.size() || PQgetisnull(res, row, 0)) return;
+        Lease& l = in.leases[in.inflight[ord - 1]];
+        l.answered = true;
+        l.answer_slot = atoi(PQgetvalue(res, row, 0));
+        l.answer_fence = atoll(PQgetvalue(res, row, 1));
+        l.answer_floor = atoll(PQgetvalue(res, row, 3));
+        l.answer_ceiling = atoll(PQgetvalue(res, row, 4));
         return;
     }
     if (in.call != Call::Renew && in.call != Call::Pass) return;
@@ -698,6 +726,7 @@ void parse_options(int argc, char** argv) {
         }
         else if (k == "--pooled") opt.pooled = v == "1";
         else if (k == "--batch") opt.batch = v == "1";
+        else if (k == "--acquire-many") opt.acquire_many = v == "1";
         else if (k == "--churn") opt.churn = atof(v.c_str());
         else if (k == "--connect-parallel") opt.connect_parallel = atoi(v.c_str());
         else if (k == "--ramp-seconds") opt.ramp_seconds = atoi(v.c_str());

@@ -6,8 +6,10 @@
 #   FLEET_CASES="direct:100 direct:1000 pooled:1000 pooled:10000 pooled:20000"
 #   FLEET_NAMESPACES="1"  leases per instance, one per namespace; a list runs each case at each
 #                     (e.g. "1 5": the store's cost per lease when a keeper renews 5 in a pass)
-#   FLEET_BATCH=1     a pass's renewals in one cosid.lease_pass, as the keeper does (0: one
-#                     store transaction per lease, as a keeper with a store older than 1.5)
+#   FLEET_BATCH=1     a pass's renewals in one cosid.lease_pass, and the leases an instance misses
+#                     (a switchover's successors, its start) in one cosid.acquire_many on a store
+#                     that has it (1.8 on), as the keeper does (0: one store transaction per lease,
+#                     as a keeper with a store older than 1.5)
 #   FLEET_SWITCHOVER=0  1: a streaming standby beside the store, promoted a third into each
 #                     case's measured period (the store stopped fast first, PgBouncer pointed at
 #                     the standby); counts the leases lost across it.  The raise (every slot row
@@ -173,7 +175,9 @@ run_case() {
         done
     fi
     rm -f "$sdir"/run.*
-    local pm pids=() offset=0 share extra
+    local pm pids=() offset=0 share extra many=0
+    # a store of 1.8 on: the leases an instance misses asked for in one call, as its keeper does
+    [ "$batch" = 1 ] && [ "$(sq -c "SELECT to_regprocedure('cosid.acquire_many(text[],text,uuid,bigint,integer)') IS NOT NULL")" = t ] && many=1
     pm=$(head -1 "$store_dir/data/postmaster.pid")
     local switcher=""
     if [ "$switchover" != 0 ]; then switch_over & switcher=$!; fi
@@ -186,7 +190,7 @@ run_case() {
         [ "$j" = 0 ] && extra=(--admin-conninfo "$(store_conninfo postgres)" --ready-file "$sdir/run.ready"
                                --watch-pids "$(echo "$pm" $(cat "$sdir"/bouncer*/pgbouncer.pid 2>/dev/null) | tr ' ' ',')")
         "$fdir/fleet" --conninfo "${conns[$j]}" --n "$share" --seconds "$fleet_secs" \
-            --namespace "$names" --batch "$batch" --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" \
+            --namespace "$names" --batch "$batch" --acquire-many "$many" --pooled "$([ "$mode" = pooled ] && echo 1 || echo 0)" \
             --latency-file "$sdir/run.lat$j" "${extra[@]}" --id-offset "$offset" \
             --idle-seconds "${FLEET_IDLE_SECONDS:-5}" ${FLEET_RAMP_SECONDS:+--ramp-seconds "$FLEET_RAMP_SECONDS"} \
             > "$sdir/run.out$j" 2>&1 &

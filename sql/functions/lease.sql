@@ -41,8 +41,10 @@ REVOKE ALL ON FUNCTION cosid._grant_window(bigint, bigint, bigint, bigint, bigin
 
 -- The slot search of cosid.acquire: a cursor over the next at most 16 slots above p_after,
 -- in slot order, that fit preference p_pref (1 to 9, the order of cosid.acquire's comment).
--- (The acquire stops at the first slot past its range: a bound here too made the generic
--- plan's estimate so small that PostgreSQL planned the statement again at every call.)
+-- The acquire stops at the first slot past its range (p_upper): a bound here too made the
+-- generic plan's estimate so small that PostgreSQL planned the statement again at every
+-- call.  Except for expired leases (4, 8), which no index finds: without the bound their scan
+-- read every free slot above a regional store's range, up to the namespace's end.
 -- Preferences 1 to 4 ask too that the slot's next window can start now
 -- (p_now): its next floor with the raises it missed at or below it, and no static ceiling
 -- recorded above it for its slot or its namespace (slot -1; a slot static here before has its
@@ -51,8 +53,8 @@ REVOKE ALL ON FUNCTION cosid._grant_window(bigint, bigint, bigint, bigint, bigin
 -- every call: a quarter of an acquire's time); and a cursor, which the acquire reads one slot
 -- at a time, so the common acquire reads one candidate's row, not a batch of them.
 CREATE OR REPLACE FUNCTION cosid._slot_candidates(p_pref int, p_namespace text, p_owner_key text, p_preferred int,
-                                                  p_now bigint, p_after int, p_incarnation uuid, p_count bigint,
-                                                  p_raised_floor bigint) RETURNS refcursor
+                                                  p_now bigint, p_after int, p_incarnation uuid, p_upper int,
+                                                  p_count bigint, p_raised_floor bigint) RETURNS refcursor
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_any boolean := p_pref > 4;  -- 5 to 9: whether or not the next window can start now
@@ -88,7 +90,7 @@ BEGIN
                     ORDER BY l.slot LIMIT 16;
     ELSIF p_pref IN (4, 8) THEN
         OPEN c FOR SELECT l.slot FROM cosid.lease l
-                    WHERE l.namespace = p_namespace AND l.slot > p_after
+                    WHERE l.namespace = p_namespace AND l.slot > p_after AND l.slot < p_upper
                       AND l.expires_at <= p_now AND l.incarnation <> p_incarnation
                       AND (v_any OR (cosid._raised_next_floor(l.next_floor, l.raise_seen, p_count, p_raised_floor) <= p_now
                                      AND NOT EXISTS (SELECT FROM cosid.static_ceiling sc
@@ -103,7 +105,7 @@ BEGIN
     END IF;
     RETURN c;
 END $$;
-REVOKE ALL ON FUNCTION cosid._slot_candidates(int, text, text, int, bigint, int, uuid, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION cosid._slot_candidates(int, text, text, int, bigint, int, uuid, int, bigint, bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION cosid.acquire(p_namespace text, p_owner_key text, p_incarnation uuid,
                               p_ttl_ms bigint, p_preferred int DEFAULT NULL)
@@ -226,7 +228,7 @@ BEGIN
             -- (a row past the layout's slots, left by a hand edit, is never granted: its ids
             -- would spill into the timestamp bits)
             v_cur := cosid._slot_candidates(v_pref, p_namespace, p_owner_key, p_preferred, v_now, v_after, p_incarnation,
-                                            v_mark.raise_count, v_mark.raised_floor);
+                                            v_upper, v_mark.raise_count, v_mark.raised_floor);
             LOOP
                 FETCH v_cur INTO v_slot;
                 EXIT WHEN NOT FOUND;
@@ -539,14 +541,26 @@ RETURNS TABLE (ord int, namespace text, slot int, fence bigint, expires_at bigin
                next_floor bigint, store_now bigint, duplicate_key boolean, earliest_expiry bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    n int := coalesce(cardinality(p_namespaces), 0);
+    n        int := coalesce(cardinality(p_namespaces), 0);
+    v_locked int;
 BEGIN
     IF n > 64 OR (n > 0 AND (array_ndims(p_namespaces) <> 1 OR array_lower(p_namespaces, 1) <> 1)) THEN
         RAISE EXCEPTION 'cosid.acquire_many takes at most 64 namespaces, in an array of one dimension from 1'
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('It got %s elements in %s dimensions.', n, coalesce(array_ndims(p_namespaces), 0));
     END IF;
-    PERFORM FROM cosid.namespace x WHERE x.name = ANY (p_namespaces) ORDER BY x.name COLLATE "C" FOR KEY SHARE;
+    -- (NOWAIT: a row an administrator's open transaction holds FOR UPDATE fails the batch at
+    -- once, and the keeper asks one namespace at a time, the others not held up behind it)
+    SELECT count(*) INTO v_locked
+      FROM (SELECT FROM cosid.namespace x WHERE x.name = ANY (p_namespaces)
+             ORDER BY x.name COLLATE "C" FOR KEY SHARE NOWAIT) l;
+    IF v_locked < (SELECT count(DISTINCT u) FROM unnest(p_namespaces) u) THEN
+        -- A namespace that does not exist fails the batch before any lease row (one made
+        -- meanwhile would be locked after them): its own error, or a retry if it was just made.
+        PERFORM cosid._namespace_row(u) FROM unnest(p_namespaces) u;
+        RAISE EXCEPTION 'cosid.acquire_many: a namespace of % was made while the call locked them', p_namespaces
+            USING ERRCODE = 'serialization_failure', HINT = 'Call again.';
+    END IF;
     IF n > 0 AND p_ttl_ms > 0 AND p_ttl_ms <= 86400000 THEN
         PERFORM cosid._follow_timeline(p_ttl_ms, false, NULL);  -- (a bad ttl: cosid.acquire's error)
     END IF;

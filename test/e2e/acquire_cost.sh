@@ -175,6 +175,21 @@ dup=$(qd fresh -c "SELECT round(coalesce(sum(shared_blks_hit + shared_blks_read)
                     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query LIKE 'v_dup := EXISTS%'")
 check_true "statistics of free slots only, 1,000 held: the check for a live lease of the owner key reads at most 6 buffers an acquire ($dup)" \
     "$(le "${dup:-99}" 6)"
+# A regional store (slot_range [0,512) of 16 slot bits) with every slot of its range held: an
+# acquire finds none, and must not read the namespace's 65,024 slots above the range on the
+# way (the search for expired leases has no index to stop it: its bound keeps it in the range).
+q -c "CREATE DATABASE regional" >/dev/null
+qd regional -c "CREATE EXTENSION cosid" -c "CREATE EXTENSION pg_stat_statements" \
+    -c "SELECT cosid_store_settings(max_ttl => '100 s')" \
+    -c "SELECT cosid_namespace_create('n', '[0,512)', slot_bits => 16, sequence_bits => 6)" >/dev/null 2>&1
+qd regional -c "DO \$\$ BEGIN PERFORM cosid.acquire('n', 'fill' || i, gen_random_uuid(), 100000)
+                 FROM generate_series(1, 512) i; END \$\$" -c "ANALYZE cosid.lease" >/dev/null
+count regional full
+read -r breg _ <<<"${C[regional/full]}"
+check "a regional store's range full: no slot granted past it" "512 0" "$(qd regional -F ' ' -c "
+    SELECT count(*) FILTER (WHERE slot < 512), count(*) FILTER (WHERE slot >= 512) FROM cosid.lease WHERE incarnation IS NOT NULL")"
+check_true "a regional store's range full: an acquire reads at most 3,000 buffers ($breg), not the slots above the range" \
+    "$(le "$breg" 3000)"
 assert_store_verified "$DIR" "$PORT" $on "the store ($on)"
 check "cosid_issuer() names the window of a new lease" "1 w10000.$M live" "$(qd $on -F ' ' -c "
     SELECT count(*), min(i.owner_key), min(CASE WHEN i.source = 'held lease' THEN 'live' ELSE i.source END)

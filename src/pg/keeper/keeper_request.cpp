@@ -412,12 +412,16 @@ bool serve_due_batch(int64 now) {
     // transient answer of the store (one namespace's row locked, the batch past its statement
     // bound) is one request's as often as all of theirs, and must not hold up the others.
     if (!ok && !err.outcome_unknown && ERRCODE_TO_CATEGORY(err.sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION) {
-        if (err.sqlerrcode == ERRCODE_UNDEFINED_FUNCTION) {
+        bool missing = err.sqlerrcode == ERRCODE_UNDEFINED_FUNCTION;
+        if (missing || (err.sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE && strstr(err.message, "acquire_many"))) {
+            // Not there, or not for this store role (granted cosid.acquire itself, not
+            // cosid_keeper): one acquire a transaction, asked again in a minute.
             acquire_many_missing_until = mono_ms() + 60000;
-            ereport(LOG, (errmsg("cosid: the lease store has no cosid.acquire_many (%s); leases are acquired one "
+            ereport(LOG, (errmsg("cosid: the lease store %s cosid.acquire_many (%s); leases are acquired one "
                                  "transaction each",
-                                 err.message),
-                          errhint("ALTER EXTENSION cosid UPDATE on the lease store.")));
+                                 missing ? "has no" : "refuses", err.message),
+                          errhint(missing ? "ALTER EXTENSION cosid UPDATE on the lease store."
+                                          : "GRANT cosid_keeper to the keeper's store role on the lease store.")));
         }
         untake_batch(items, n);
         pfree(results);
