@@ -550,7 +550,8 @@ BEGIN
                   DETAIL = format('It got %s elements in %s dimensions.', n, coalesce(array_ndims(p_namespaces), 0));
     END IF;
     -- (NOWAIT: a row an administrator's open transaction holds FOR UPDATE fails the batch at
-    -- once, and the keeper asks one namespace at a time, the others not held up behind it)
+    -- once, and the keeper asks one namespace at a time: the batch does not wait a store
+    -- bound for that row first, as all of its namespaces would)
     SELECT count(*) INTO v_locked
       FROM (SELECT FROM cosid.namespace x WHERE x.name = ANY (p_namespaces)
              ORDER BY x.name COLLATE "C" FOR KEY SHARE NOWAIT) l;
