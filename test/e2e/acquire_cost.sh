@@ -40,14 +40,18 @@ node_up main "$DIR" "$PORT" "shared_preload_libraries = 'cosid,pg_stat_statement
     "pg_stat_statements.track = 'all'" "pg_stat_statements.track_planning = on" "jit = on"
 trap 'node_stop main immediate' EXIT
 qd() { local db=$1; shift; node_sql_db main "$db" "$@"; }
+# new_store DB VERSION NAMESPACE_ARGS: database DB, a store of cosid VERSION ("": the current
+# one) with pg_stat_statements, max_ttl 100 s, and namespace n made with NAMESPACE_ARGS
+new_store() {
+    q -c "CREATE DATABASE $1" >/dev/null
+    qd "$1" -c "CREATE EXTENSION cosid ${2:+VERSION '$2'}" -c "CREATE EXTENSION pg_stat_statements" \
+        -c "SELECT cosid_store_settings(max_ttl => '100 s')" -c "SELECT cosid_namespace_create('n', $3)" >/dev/null 2>&1
+}
 DBS=(v15 cur)
 [ "${ACQUIRE_COST_ASSERT:-}${ACQUIRE_COST_V16:-}" = "" ] || DBS=(v15 v16 cur)
 for db in "${DBS[@]}"; do
-    q -c "CREATE DATABASE $db" >/dev/null
-    case $db in v15) v="VERSION '1.5'" ;; v16) v="VERSION '1.6'" ;; *) v="" ;; esac
-    qd $db -c "CREATE EXTENSION cosid $v" -c "CREATE EXTENSION pg_stat_statements" \
-        -c "SELECT cosid_store_settings(max_ttl => '100 s')" \
-        -c "SELECT cosid_namespace_create('n', slot_bits => 16, sequence_bits => 6)" >/dev/null 2>&1
+    case $db in v15) v=1.5 ;; v16) v=1.6 ;; *) v="" ;; esac
+    new_store "$db" "$v" "slot_bits => 16, sequence_bits => 6"
 done
 # fill DB N: acquires of new owners until N leases are held (jit off: 1.6's acquires take a
 # millisecond then too), then every lease renewed (none expires before it is counted), in an
@@ -164,10 +168,8 @@ check "windows older than the retention purged" 0 "$(qd $on -c "SELECT count(*) 
 # owner key must still read that key's rows (lease_owner), not every held lease of the
 # namespace through that index (1,000 rows, 0.3 ms: a fleet's start grew with the square of
 # its size).
-q -c "CREATE DATABASE fresh" >/dev/null
-qd fresh -c "CREATE EXTENSION cosid" -c "CREATE EXTENSION pg_stat_statements" \
-    -c "SELECT cosid_store_settings(max_ttl => '100 s')" \
-    -c "SELECT cosid_namespace_create('n', slot_bits => 12, sequence_bits => 6)" -c "ANALYZE cosid.lease" >/dev/null 2>&1
+new_store fresh "" "slot_bits => 12, sequence_bits => 6"
+qd fresh -c "ANALYZE cosid.lease" >/dev/null
 qd fresh -c "DO \$\$ BEGIN PERFORM cosid.acquire('n', 'fill' || i, gen_random_uuid(), 100000)
                  FROM generate_series(1, 1000) i; END \$\$" >/dev/null
 count fresh 1000
@@ -178,10 +180,7 @@ check_true "statistics of free slots only, 1,000 held: the check for a live leas
 # A regional store (slot_range [0,512) of 16 slot bits) with every slot of its range held: an
 # acquire finds none, and must not read the namespace's 65,024 slots above the range on the
 # way (the search for expired leases has no index to stop it: its bound keeps it in the range).
-q -c "CREATE DATABASE regional" >/dev/null
-qd regional -c "CREATE EXTENSION cosid" -c "CREATE EXTENSION pg_stat_statements" \
-    -c "SELECT cosid_store_settings(max_ttl => '100 s')" \
-    -c "SELECT cosid_namespace_create('n', '[0,512)', slot_bits => 16, sequence_bits => 6)" >/dev/null 2>&1
+new_store regional "" "'[0,512)', slot_bits => 16, sequence_bits => 6"
 qd regional -c "DO \$\$ BEGIN PERFORM cosid.acquire('n', 'fill' || i, gen_random_uuid(), 100000)
                  FROM generate_series(1, 512) i; END \$\$" -c "ANALYZE cosid.lease" >/dev/null
 count regional full
