@@ -9,7 +9,8 @@
 # floor is lowered again it is served, and the next raise's five successors come together.
 # Checks: the windows granted per store transaction (the history's rows by xmin): one each
 # after the refused batch, the five successors in one after the second raise; the fifth's
-# error; no error on the others; ids unique in each namespace; cosid_verify().
+# error, and its store calls at most 12 a second while its client calls every 20 ms; no error
+# on the others; ids unique in each namespace; cosid_verify().
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/faults.sh"
 DIR="${1:-/tmp/cosid-e2e}/acquire_batch"; PORT=${PORT:-27130}
 node_up main "$DIR" "$PORT" "cosid.ttl = '12s'" "cosid.acquire_timeout = '30s'"
@@ -49,6 +50,21 @@ check "b5's callers: no slot (ZC006)" 'ZC006 cosid could not acquire a slot in n
     "$(q -c "SELECT min(err) FROM ids WHERE ns = 'b5' AND err IS NOT NULL")"
 check "the keeper's log: b5's acquire refused for its floor" 1 \
     "$(grep -c -m1 'acquire in namespace "b5" failed: cosid namespace "b5" grants no window before' "$DIR/server.log" || true)"
+# b5's client calls every 20 ms and is refused each time: the keeper asks the store again at
+# most every 100 ms for it, not once per call (each a store call of its own, about 40 a second)
+refused() { grep -c 'acquire in namespace "b5" failed' "$DIR/server.log" || true; }
+errs() { q -c "SELECT count(*) FROM ids WHERE ns = 'b5' AND err IS NOT NULL"; }
+# (measured once b5's calls have been refused for 10 s: the request for its successor, which
+# the keeper keeps for ttl + 2 s from its next renewal after the raise, up to ttl/3 later, has
+# ended by then (the calls fail from the freed window's ceiling on, at least 9 s after the
+# raise); before, every call posted a request of its own)
+wait_for 40 "b5's calls refused for 10 s" \
+    q -c "SELECT max(start) - min(start) > interval '10 s' FROM ids WHERE ns = 'b5' AND err IS NOT NULL" >/dev/null
+l0=$(refused); e0=$(errs); t0=$(now_ms)
+wait_for 30 "15 more of b5's calls refused" q -c "SELECT count(*) >= $((e0 + 15)) FROM ids WHERE ns = 'b5' AND err IS NOT NULL" >/dev/null
+l1=$(refused); t1=$(now_ms)
+check_true "b5 refused: $((l1 - l0)) store calls in $((t1 - t0)) ms for $(($(errs) - e0)) calls, at most 12 a second" \
+    "$(awk -v n=$((l1 - l0)) -v ms=$((t1 - t0)) 'BEGIN { print (ms > 0 && n * 1000 / ms <= 12) ? "t" : "f" }')"
 check "b1-b4: no error" 0 "$(q -c "SELECT count(err) FROM ids WHERE ns <> 'b5'")"
 q -c "DELETE FROM ids WHERE ns = 'b5' AND err IS NOT NULL" >/dev/null
 # b5's floor lowered: its next request is served, and the next raise frees five leases whose

@@ -176,6 +176,7 @@ struct LeaseWait {
 void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 start, int timeout, LeaseWait* w) {
     int request = -1;  // the request this backend counts itself a waiter of: entry and id
     uint64 request_id = 0;
+    uint64 refusals_seen = 0;  // the request's refusals when this backend began to wait on it
     ConditionVariablePrepareToSleep(&shared->cv);
     for (;;) {
         LWLockAcquire(shared->lock, LW_EXCLUSIVE);
@@ -189,11 +190,19 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                     e->waiters++;
                     request = r;
                     request_id = e->request_id;
+                    refusals_seen = e->refusals;
+                    // A refusal answered before this call asked is not its answer: the keeper
+                    // asks again, at most kRefusedRetryMs after that refusal.  (Each call of a
+                    // namespace the store refuses was a store call of its own, as fast as its
+                    // clients called; a call after an administrator's fix got the old error.)
+                    if (e->error[0] != '\0')
+                        e->retry_at = Min(e->retry_at, Max(e->refused_at + kRefusedRetryMs, mono_ms()));
                 }
                 e->request_seen_at = mono_ms();
-                strlcpy(w->error, e->error, sizeof(w->error));
-                strlcpy(w->error_hint, e->error_hint, sizeof(w->error_hint));
-                w->error_code = e->error_code;
+                bool answered = e->refusals != refusals_seen;
+                strlcpy(w->error, answered ? e->error : "", sizeof(w->error));
+                strlcpy(w->error_hint, answered ? e->error_hint : "", sizeof(w->error_hint));
+                w->error_code = answered ? e->error_code : 0;
                 if (e->earliest_expiry != 0) w->earliest_expiry = e->earliest_expiry;
                 if (e->tries > 0) {
                     w->tries = e->tries;
@@ -205,10 +214,13 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                     keeper_problem_known(here, checks_before);
         if (done && request >= 0) {
             // The last waiter to give up takes a request nobody is being served by along
-            // (one the keeper is acquiring for, it drops when the store answers).
+            // (one the keeper is acquiring for, it drops when the store answers).  Not a
+            // refused one: the next call of its namespace waits for its next answer instead
+            // of posting a new request, which the keeper would take to the store at once; the
+            // keeper drops it when it is answered with no waiter (request_abandoned_locked).
             PoolEntry* e = &shared->pool[request];
             if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id && --e->waiters <= 0 &&
-                e->state == kWanted && mono_ms() > e->keeper_wants_until)
+                e->state == kWanted && mono_ms() > e->keeper_wants_until && e->error[0] == '\0')
                 drop_request_locked(e);
         }
         LWLockRelease(shared->lock);

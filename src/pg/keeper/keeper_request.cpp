@@ -151,6 +151,8 @@ void request_failed_locked(PoolEntry* e, const char* message, const char* hint, 
     snprintf(e->error, sizeof(e->error), "%s", message);
     strlcpy(e->error_hint, hint, sizeof(e->error_hint));
     e->error_code = code;
+    e->refusals++;  // (lease_wait.cpp: a caller takes only a refusal that came after it asked)
+    e->refused_at = done;
     e->retry_at = done + 1000;
 }
 
@@ -162,7 +164,9 @@ void refuse_request(PoolEntry* e, const char* message, const char* hint, int cod
     strlcpy(e->error_hint, hint, sizeof(e->error_hint));
     e->error_code = code;
     e->state = kWanted;
-    e->retry_at = mono_ms() + 1000;
+    e->refusals++;
+    e->refused_at = mono_ms();
+    e->retry_at = e->refused_at + 1000;
     LWLockRelease(shared->lock);
     ConditionVariableBroadcast(&shared->cv);
 }

@@ -67,6 +67,8 @@ int request_entry_locked(const char* ns) {
         e->earliest_expiry = 0;
         e->error[0] = '\0';
         e->error_code = 0;
+        e->refusals = 0;
+        e->refused_at = 0;
         e->tries = 0;
         e->last_error[0] = '\0';
         e->users = 0;

@@ -40,6 +40,10 @@ enum EntryState : uint32 {
     kDraining,   // its lease ended; waits until no backend is in the middle of a claim on it
 };
 
+// A request the keeper refused (PoolEntry::error) is asked again this soon after the refusal
+// when another call of its namespace comes (src/pg/backend/lease_wait.cpp).
+constexpr int64 kRefusedRetryMs = 100;
+
 struct PoolEntry {
     uint32 state;
     char ns[NAMEDATALEN];
@@ -102,6 +106,9 @@ struct PoolEntry {
     int64 keeper_wants_until;
     int64 earliest_expiry;   // store ms, when the namespace was exhausted; 0 otherwise
     char error[512];         // set by the keeper when the request cannot be served: fail now
+    uint64 refusals;         // how many times the keeper answered it with an error (error set);
+                             // a caller that came after the last is answered kRefusedRetryMs after it at most
+    int64 refused_at;        // mono ms: the last of them
     int error_code;          // the store's SQLSTATE for it
     char error_hint[256];    // static slots: what to do about it ('' = the caller's own hint)
     char static_error[200];  // static slots: why the next ceiling could not be written ('' = none)
