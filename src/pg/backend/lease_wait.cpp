@@ -199,7 +199,9 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
                         e->retry_at = Min(e->retry_at, Max(e->refused_at + kRefusedRetryMs, mono_ms()));
                 }
                 e->request_seen_at = mono_ms();
-                bool answered = e->refusals != refusals_seen;
+                // (at the caller's timeout, a refusal from before it asked says more than "the
+                // keeper did not answer": with a cosid.acquire_timeout under kRefusedRetryMs)
+                bool answered = e->refusals != refusals_seen || elapsed_ms(start) >= timeout;
                 strlcpy(w->error, answered ? e->error : "", sizeof(w->error));
                 strlcpy(w->error_hint, answered ? e->error_hint : "", sizeof(w->error_hint));
                 w->error_code = answered ? e->error_code : 0;
@@ -217,7 +219,8 @@ void wait_on_request(const char* ns, bool here, uint64 checks_before, int64 star
             // (one the keeper is acquiring for, it drops when the store answers).  Not a
             // refused one: the next call of its namespace waits for its next answer instead
             // of posting a new request, which the keeper would take to the store at once; the
-            // keeper drops it when it is answered with no waiter (request_abandoned_locked).
+            // keeper drops it, without asking the store, if nobody waits for it when it is due
+            // again (keeper_request.cpp, drop_refused_unwanted_locked).
             PoolEntry* e = &shared->pool[request];
             if ((e->state == kWanted || e->state == kAcquiring) && e->request_id == request_id && --e->waiters <= 0 &&
                 e->state == kWanted && mono_ms() > e->keeper_wants_until && e->error[0] == '\0')

@@ -130,6 +130,15 @@ bool request_abandoned_locked(const PoolEntry* e, int64 now) {
     return (e->waiters <= 0 || now - e->request_seen_at > kAbandonedRequestMs) && now > e->keeper_wants_until;
 }
 
+// Under the lock: a refused request due again that nobody waits for (its last caller left
+// with the refusal; lease_wait.cpp keeps it for the next calls of its namespace): dropped
+// instead of asked, so that it costs the store no call.  True when it was dropped.
+static bool drop_refused_unwanted_locked(PoolEntry* e, int64 now) {
+    if (e->error[0] == '\0' || e->waiters > 0 || now <= e->keeper_wants_until) return false;
+    drop_request_locked(e);
+    return true;
+}
+
 // The one answer to a request the keeper could not serve, for leases and static slots alike.
 // A transient error (a lock, a timeout, a lost connection: store_errors.hpp) is tried again
 // with backoff until the callers' cosid.acquire_timeout, and they report the last one; its
@@ -153,6 +162,8 @@ void request_failed_locked(PoolEntry* e, const char* message, const char* hint, 
     e->error_code = code;
     e->refusals++;  // (lease_wait.cpp: a caller takes only a refusal that came after it asked)
     e->refused_at = done;
+    e->tries = 0;  // an answer: the transient errors before it, and their backoff, are over
+    e->last_error[0] = '\0';
     e->retry_at = done + 1000;
 }
 
@@ -365,7 +376,9 @@ int take_due_batch(BatchItem* items, int64 now) {
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < shared->npool && n < kBatchMax; ++i) {
         PoolEntry* e = &shared->pool[i];
-        if (e->state != kWanted || e->retry_at > now || static_slot_for(e->ns) >= 0) continue;
+        if (e->state != kWanted || e->retry_at > now || drop_refused_unwanted_locked(e, now) ||
+            static_slot_for(e->ns) >= 0)
+            continue;
         items[n].i = i;
         strlcpy(items[n].ns, e->ns, sizeof(items[n].ns));
         n++;
@@ -445,7 +458,7 @@ void serve_request(int i, int64 now) {
     PoolEntry* e = &shared->pool[i];
     char ns[NAMEDATALEN];
     LWLockAcquire(shared->lock, LW_EXCLUSIVE);
-    if (e->state != kWanted || e->retry_at > now) {
+    if (e->state != kWanted || e->retry_at > now || drop_refused_unwanted_locked(e, now)) {
         LWLockRelease(shared->lock);
         return;
     }
