@@ -244,20 +244,27 @@ const char* array_literal(int n, const char* (*element)(const LeaseCall&, char* 
     return out.data;
 }
 
-struct PassRows {
+// The answers of a call for several leases: results[k] for the k-th (ord k + 1).
+struct OrdinalRows {
     StoreResult* results;
     int n;
 };
 
+// The answer a row of such a call is for, its ordinal in column `col` (1-based), marked as
+// answered; nullptr for an ordinal outside the call.
+StoreResult* row_for_ordinal(void* ctx, const TextRow& r, int col) {
+    OrdinalRows* rows = static_cast<OrdinalRows*>(ctx);
+    int ord = get_int32(r, col, 0);
+    if (ord < 1 || ord > rows->n) return nullptr;
+    StoreResult* out = &rows->results[ord - 1];
+    out->row = true;
+    return out;
+}
+
 // One row per lease the store still held for us (renewed, or released): ord (1-based), then
 // the columns of cosid.renew; a lease without a row was lost, as with store_renew/release.
 void take_pass_row(void* ctx, const TextRow& r) {
-    PassRows* rows = static_cast<PassRows*>(ctx);
-    int ord = get_int32(r, 1, 0);
-    if (ord < 1 || ord > rows->n) return;
-    StoreResult* out = &rows->results[ord - 1];
-    out->row = true;
-    read_lease_columns(r, 2, out);  // after the lease's ordinal in the pass
+    if (StoreResult* out = row_for_ordinal(ctx, r, 1)) read_lease_columns(r, 2, out);  // after the ordinal
 }
 }  // namespace
 
@@ -295,7 +302,7 @@ bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, in
             },
             calls),
     };
-    PassRows rows{results, n};
+    OrdinalRows rows{results, n};
     RowSink sink{take_pass_row, &rows};
     StoreResult first;
     return run("SELECT ord, slot, fence, expires_at, floor, ceiling, next_floor, store_now "
@@ -305,19 +312,9 @@ bool store_lease_pass(const LeaseCall* calls, int n, const char* incarnation, in
 }
 
 namespace {
-struct AcquireRows {
-    StoreResult* results;
-    int n;
-};
-
 // One row per acquire of the batch: the columns of store_acquire's answer, then its ordinal.
 void take_acquire_row(void* ctx, const TextRow& r) {
-    AcquireRows* rows = static_cast<AcquireRows*>(ctx);
-    int ord = get_int32(r, 18, 0);
-    if (ord < 1 || ord > rows->n) return;
-    StoreResult* out = &rows->results[ord - 1];
-    out->row = true;
-    read_acquire(r, out);
+    if (StoreResult* out = row_for_ordinal(ctx, r, 18)) read_acquire(r, out);
 }
 }  // namespace
 
@@ -333,7 +330,7 @@ bool store_acquire_many(const char* const* namespaces, int n, const char* owner_
     snprintf(ttl, sizeof(ttl), INT64_FORMAT, ttl_ms);
     snprintf(pref, sizeof(pref), "%d", preferred);
     const char* args[5] = {list.data, owner_key, incarnation, ttl, pref};
-    AcquireRows rows{results, n};
+    OrdinalRows rows{results, n};
     RowSink sink{take_acquire_row, &rows};
     StoreResult first;
     return run(ACQUIRE_COLUMNS ", a.ord "
